@@ -1,0 +1,123 @@
+"""Round trip: events traceforge does not change come out byte for byte, in order."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import orjson
+import pytest
+import zstandard
+
+from traceforge.io.reader import TraceReader
+
+from .conftest import TRACES, raw_json, run_cli
+
+
+def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:
+    """(head, [event bytes], tail) of a trace, by traceforge's own precise walker."""
+    reader = TraceReader(str(path))
+    events = []
+    for batch in reader.batches(spans=True):
+        events.extend(batch.raw[a:b] for a, b in batch.spans)
+    return reader.head, events, reader.tail
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_no_flags_is_byte_identical(name, tmp_path):
+    out = tmp_path / "out.json"
+    r = run_cli("annotate", str(TRACES[name]), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == raw_json(TRACES[name])
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_all_keeps_every_event_and_key(name, tmp_path):
+    out = tmp_path / "out.json.gz"
+    r = run_cli("annotate", str(TRACES[name]), "--all", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    original = raw_json(TRACES[name])
+    written = gzip.decompress(out.read_bytes())
+    _assert_input_then_appended(original, written, TRACES[name])
+    doc_in, doc_out = json.loads(original), json.loads(written)
+    assert list(doc_out) == list(doc_in)
+    assert {k: v for k, v in doc_out.items() if k != "traceEvents"} == {k: v for k, v in doc_in.items() if k != "traceEvents"}
+    n = len(doc_in["traceEvents"])
+    assert doc_out["traceEvents"][:n] == doc_in["traceEvents"]
+    assert all(e.get("cat") == "traceforge" for e in doc_out["traceEvents"][n:])
+
+
+def _assert_input_then_appended(original: bytes, written: bytes, path) -> None:
+    """Every input byte up to the last event, then appended events, then the input's tail."""
+    head, events, tail = _event_bytes(path)
+    last_event_end = len(original) - len(tail)
+    assert original[:last_event_end].endswith(events[-1])
+    assert written[:last_event_end] == original[:last_event_end]
+    assert written.endswith(tail)
+
+
+def _relayout(path, style: str) -> bytes:
+    head, events, tail = _event_bytes(path)
+    if style == "one_line":
+        flat = [e.replace(b"\n", b"") for e in events]
+        return (head.replace(b"\n", b"") + b",".join(flat) + tail.replace(b"\n", b""))
+    if style == "per_line":
+        flat = [e.replace(b"\n", b"") for e in events]
+        return head.rstrip() + b"\n" + b",\n".join(flat) + b"\n" + tail.lstrip()
+    if style == "bare_array":
+        return b"[\n" + b",\n".join(events) + b"\n]\n"
+    raise ValueError(style)
+
+
+LAYOUT_TRACES = ("nccl", "ns_resolution", "amd", "cupti")
+
+
+@pytest.mark.parametrize("style", ["one_line", "per_line", "bare_array"])
+@pytest.mark.parametrize("name", LAYOUT_TRACES)
+def test_other_layouts(name, style, tmp_path):
+    data = _relayout(TRACES[name], style)
+    json.loads(data)  # the re-laid-out input is valid JSON
+    src = tmp_path / "in.json"
+    src.write_bytes(data)
+    plain = tmp_path / "plain.json"
+    assert run_cli("annotate", str(src), "-o", str(plain)).returncode == 0
+    assert plain.read_bytes() == data
+    out = tmp_path / "out.json"
+    r = run_cli("annotate", str(src), "--all", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    written = out.read_bytes()
+    doc_in, doc_out = orjson.loads(data), orjson.loads(written)
+    events_in = doc_in if style == "bare_array" else doc_in["traceEvents"]
+    events_out = doc_out if style == "bare_array" else doc_out["traceEvents"]
+    assert events_out[: len(events_in)] == events_in
+    assert len(events_out) > len(events_in) or name == "cupti"
+
+
+@pytest.mark.parametrize("name", ("nccl", "triton"))
+def test_zstd_and_stdin_stdout(name, tmp_path):
+    data = raw_json(TRACES[name])
+    src = tmp_path / "in.json.zst"
+    src.write_bytes(zstandard.ZstdCompressor().compress(data))
+    out = tmp_path / "out.json.zst"
+    assert run_cli("annotate", str(src), "-o", str(out)).returncode == 0
+    assert raw_json(out) == data
+    r = run_cli("annotate", "-", "-o", "-", stdin=data)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == data
+    r = run_cli("annotate", "-", "--all", "-o", "-", stdin=gzip.compress(data))
+    assert r.returncode == 0, r.stderr
+    _assert_input_then_appended(data, r.stdout, TRACES[name])
+    json.loads(r.stdout)
+
+
+def test_default_output_name_and_refusal_to_overwrite(tmp_path):
+    src = tmp_path / "trace.json.gz"
+    src.write_bytes(TRACES["triton"].read_bytes())
+    r = run_cli("annotate", str(src), "--all")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "trace.annotated.json.gz").exists()
+    before = src.read_bytes()
+    r = run_cli("annotate", str(src), "--all", "-o", str(src))
+    assert r.returncode == 1
+    assert b"refusing to overwrite the input" in r.stderr
+    assert src.read_bytes() == before

@@ -1,0 +1,1 @@
+"""Analyses: pure functions from scan columns to tables and injections (never JSON)."""

@@ -1,0 +1,64 @@
+"""Which runtime calls put work on a stream, and the join of GPU ops to their launch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..scan import TraceColumns
+
+# Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
+STREAM_LAUNCH_APIS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_ptsz",
+    "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+    "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync",
+    "cudaMemsetAsync", "cudaMemsetAsync_ptsz", "cudaMemset2DAsync",
+    "cudaGraphLaunch", "cudaGraphLaunch_ptsz", "cuGraphLaunch",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+    "hipLaunchCooperativeKernel", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync",
+    "hipMemsetD8Async", "hipMemsetD32Async", "hipGraphLaunch",
+})
+
+
+# HTA 0.5's queue-length set: no graph launches (their kernels are left out).
+HTA_QUEUE_APIS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+    "hipMemcpyAsync", "hipMemsetAsync",
+})
+
+
+def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
+    """Rows of ``cols.launches`` whose API (one of ``apis``) puts work on a stream."""
+    is_api = np.array([name in apis for name in cols.names], dtype=bool)
+    if not len(cols.launches):
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))
+
+
+def last_step_start(cols: TraceColumns) -> int | None:
+    """Start (ns) of the last ``ProfilerStep#N`` range, which HTA leaves out of everything."""
+    is_step = np.array([n.startswith("ProfilerStep#") for n in cols.names], dtype=bool)
+    if not len(cols.cpu_ops):
+        return None
+    steps = np.flatnonzero(is_step[cols.cpu_ops.name])
+    return int(cols.cpu_ops.ts[steps].max()) if len(steps) else None
+
+
+def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (gpu row, launch row) joined on correlation, for the given launch rows.
+
+    A graph launch pairs with each of its N GPU ops. GPU ops whose launch is not among
+    ``launch_rows`` (outside the window, or another API) are left out.
+    """
+    corr = cols.launches.correlation[launch_rows]
+    order = np.argsort(corr, kind="stable")
+    sorted_corr = corr[order]
+    gpu_corr = cols.gpu.correlation
+    pos = np.searchsorted(sorted_corr, gpu_corr)
+    pos_clipped = np.minimum(pos, max(len(sorted_corr) - 1, 0))
+    found = (pos < len(sorted_corr)) & (gpu_corr >= 0)
+    if len(sorted_corr):
+        found &= sorted_corr[pos_clipped] == gpu_corr
+    gpu_rows = np.flatnonzero(found)
+    return gpu_rows, launch_rows[order[pos_clipped[gpu_rows]]]

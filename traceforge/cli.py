@@ -1,0 +1,45 @@
+"""Command line: ``traceforge <command> ...``; errors become one line and exit code 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .commands import annotate, info
+from .errors import TraceforgeError
+
+COMMANDS = (annotate, info)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traceforge",
+        description="Annotate PyTorch profiler (Kineto) traces with analyses you can see in Perfetto "
+        "(ui.perfetto.dev): queue lengths, memcpy bandwidth, and more.",
+        epilog="Example: traceforge annotate trace.json.gz --all   (then open the .annotated.json.gz in ui.perfetto.dev)",
+    )
+    parser.add_argument("--version", action="version", version=f"traceforge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except TraceforgeError as e:
+        print(f"traceforge: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("traceforge: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 1

@@ -1,0 +1,32 @@
+"""``traceforge annotate``: write analyses back into the trace as tracks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..annotate import ANALYSES, annotate
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "annotate",
+        help="add analysis tracks to a trace (queue length, memcpy bandwidth, ...)",
+        description="Copy a trace, adding the chosen analyses as tracks you see in Perfetto next to "
+        "the kernels they explain. Events already in the trace are copied byte for byte.",
+    )
+    p.add_argument("input", help="trace file (.json, .json.gz, .json.zst) or - for stdin")
+    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input")
+    for a in ANALYSES.values():
+        p.add_argument(f"--{a.name.replace('_', '-')}", dest=a.name, action="store_true", help=a.help)
+    p.add_argument("--all", action="store_true", help="every analysis above")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = [name for name in ANALYSES if args.all or getattr(args, name)]
+    result = annotate(args.input, args.output, analyses=chosen)
+    added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
+    print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,25 @@
+"""Exception classes; the CLI turns each into one line and exit code 1."""
+
+from __future__ import annotations
+
+
+class TraceforgeError(Exception):
+    """Base of every error traceforge reports to the user."""
+
+
+class TraceFormatError(TraceforgeError):
+    """The input is not a readable trace: says where (file, byte offset, event) and what."""
+
+    def __init__(self, path: str, what: str, *, offset: int | None = None, event: int | None = None):
+        self.path, self.what, self.offset, self.event = path, what, offset, event
+        where = []
+        if event is not None:
+            where.append(f"event {event}")
+        if offset is not None:
+            where.append(f"byte {offset}")
+        loc = f" ({', '.join(where)})" if where else ""
+        super().__init__(f"{path}{loc}: {what}")
+
+
+class UsageError(TraceforgeError):
+    """The command line or API call asks for something that cannot be done."""

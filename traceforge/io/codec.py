@@ -1,0 +1,191 @@
+"""Compressed input and output: codec by magic bytes on input, by suffix on output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from ..errors import TraceFormatError, UsageError
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+READ_SIZE = 1 << 20
+GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
+ZSTD_LEVEL = 3
+
+
+def detect_codec(head: bytes) -> str:
+    """'gzip', 'zstd' or 'plain' from the first bytes of a file."""
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return "plain"
+
+
+def _open_raw(path: str) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def input_codec(path: str) -> str:
+    with _open_raw(path) as f:
+        return detect_codec(f.read(4))
+
+
+def iter_decompressed(path: str, read_size: int = READ_SIZE) -> Iterator[bytes]:
+    """Yield the decompressed bytes of ``path`` in chunks; errors name the compressed offset."""
+    with _open_raw(path) as f:
+        head = f.read(4)
+        codec = detect_codec(head)
+        blocks = _blocks(f, head, read_size, path)
+        if codec == "plain":
+            yield from blocks
+        else:
+            yield from _decompress(blocks, codec, path)
+
+
+def _blocks(f: BinaryIO, head: bytes, read_size: int, path: str) -> Iterator[bytes]:
+    if head:
+        yield head
+    while True:
+        try:
+            block = f.read(read_size)
+        except OSError as e:
+            raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
+        if not block:
+            return
+        yield block
+
+
+def _new_decompressor(codec: str):
+    if codec == "gzip":
+        return zlib.decompressobj(wbits=31)
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _decompress(blocks: Iterator[bytes], codec: str, path: str) -> Iterator[bytes]:
+    """Decompress concatenated members/frames; a stream cut short is an error."""
+    d = _new_decompressor(codec)
+    consumed = 0
+    for block in blocks:
+        while block:
+            try:
+                out = d.decompress(block)
+            except (zlib.error, zstandard.ZstdError) as e:
+                raise TraceFormatError(path, f"corrupt {codec} data: {e}", offset=consumed) from None
+            if out:
+                yield out
+            if d.eof:
+                rest = d.unused_data
+                consumed += len(block) - len(rest)
+                block = rest
+                if rest:
+                    d = _new_decompressor(codec)
+            else:
+                consumed += len(block)
+                block = b""
+    if not d.eof:
+        raise TraceFormatError(path, f"truncated {codec} stream (input ends before the compressed data does)", offset=consumed)
+
+
+def spool_stdin() -> str:
+    """Copy standard input to a temporary file so that it can be read twice."""
+    fd, tmp = tempfile.mkstemp(prefix="traceforge-stdin-", suffix=".trace")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, READ_SIZE)
+    return tmp
+
+
+class Compressor:
+    """Writes bytes to a binary file, compressed by the codec the output name asks for."""
+
+    def __init__(self, f: BinaryIO, codec: str):
+        self._f = f
+        if codec == "gzip":
+            self._c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+        elif codec == "zstd":
+            self._c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
+        else:
+            self._c = None
+
+    def write(self, data: bytes) -> None:
+        if self._c is None:
+            self._f.write(data)
+        else:
+            out = self._c.compress(data)
+            if out:
+                self._f.write(out)
+
+    def close(self) -> None:
+        if self._c is not None:
+            self._f.write(self._c.flush())
+        self._f.flush()
+
+
+def output_codec(out: str) -> str:
+    name = out.lower()
+    if name.endswith(".gz"):
+        return "gzip"
+    if name.endswith(".zst") or name.endswith(".zstd"):
+        return "zstd"
+    return "plain"
+
+
+class AtomicOutput:
+    """Context manager: a Compressor over a temp file renamed onto ``out`` only on success.
+
+    ``-`` writes to stdout (uncompressed, not atomic: a pipe has no rename).
+    """
+
+    def __init__(self, out: str, inputs: tuple[str, ...] = ()):
+        self.out = out
+        for src in inputs:
+            if out != "-" and src != "-" and os.path.exists(out) and os.path.samefile(src, out):
+                raise UsageError(f"{out}: refusing to overwrite the input")
+        self._tmp: str | None = None
+        self._file: BinaryIO | None = None
+        self._sink: Compressor | None = None
+
+    def __enter__(self) -> Compressor:
+        if self.out == "-":
+            self._file = sys.stdout.buffer
+            self._sink = Compressor(self._file, "plain")
+            return self._sink
+        target = Path(self.out)
+        directory = target.parent if str(target.parent) else Path(".")
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        except OSError as e:
+            raise UsageError(f"{self.out}: cannot write: {e.strerror or e}") from None
+        self._file = os.fdopen(fd, "wb", buffering=READ_SIZE)
+        self._sink = Compressor(self._file, output_codec(self.out))
+        return self._sink
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        assert self._file is not None and self._sink is not None
+        if self._tmp is None:
+            if exc_type is None:
+                self._sink.close()
+            return
+        try:
+            if exc_type is None:
+                self._sink.close()
+            self._file.close()
+        except BaseException:
+            os.unlink(self._tmp)
+            raise
+        if exc_type is None:
+            os.replace(self._tmp, self.out)
+        else:
+            os.unlink(self._tmp)

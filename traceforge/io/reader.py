@@ -1,0 +1,376 @@
+"""Streaming reader: a trace's events in batches, each with its exact raw bytes.
+
+Every byte of the input lands in exactly one of ``head`` (up to the first event),
+a batch's ``raw`` (events and the separators after them) or ``tail`` (after the last
+event), so concatenating them gives the input back byte for byte.
+
+Fast path: a multi-MB run of events cut at a ``},`` and parsed by orjson in one call.
+JSON decides where a value ends, so if ``[run]`` parses, the cut was an event boundary.
+Otherwise (a ``},`` inside a string, integers beyond 64 bits, invalid UTF-8, a real
+syntax error) the run is walked one event at a time, ending with the stdlib decoder,
+which either finds the event's end or names the byte where the JSON breaks.
+
+Exact time: fractional ``ts``/``dur`` values are handed over as their text (str), never
+as float; integers stay int.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from ..errors import TraceFormatError
+from .codec import iter_decompressed
+
+BATCH_BYTES = 4 << 20
+MAX_EVENT_BYTES = 256 << 20
+WS = b" \t\r\n"
+
+_CUT = re.compile(rb"\}[ \t\r\n]*,")
+_CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
+_FRACTIONAL_TIME = re.compile(
+    rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:\d+\.\d*|\d+(?=[eE]))(?:[eE][-+]?\d+)?)'
+)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+def quote_times(text: bytes) -> bytes:
+    """Turn fractional ``"ts"``/``"dur"`` numbers into strings so a parser keeps their text."""
+    return _FRACTIONAL_TIME.sub(rb'\1"\2"', text)
+
+
+def _has_float_time(events: list) -> bool:
+    for e in events:
+        if type(e) is dict and (type(e.get("ts")) is float or type(e.get("dur")) is float):
+            return True
+    return False
+
+
+@dataclass
+class EventBatch:
+    """Consecutive events: ordinals ``first .. first+len(events)-1``."""
+
+    first: int
+    events: list
+    raw: bytes
+    offset: int  # decompressed byte offset of raw[0]
+    spans: list[tuple[int, int]] | None = None  # per event (start, end) in raw, if computed
+
+
+@dataclass
+class _Buffer:
+    chunks: Iterator[bytes]
+    data: bytes = b""
+    base: int = 0  # absolute offset of data[0]
+    eof: bool = False
+
+    def fill(self) -> bool:
+        """Append the next chunk; False at end of input."""
+        if self.eof:
+            return False
+        for chunk in self.chunks:
+            if chunk:
+                self.data += chunk
+                return True
+        self.eof = True
+        return False
+
+    def drop(self, pos: int) -> None:
+        self.data = self.data[pos:]
+        self.base += pos
+
+
+@dataclass
+class TraceReader:
+    """Reads one trace. Iterate ``batches()`` once; then ``head``, ``tail`` and ``metadata``."""
+
+    path: str
+    display_name: str | None = None
+    batch_bytes: int = BATCH_BYTES
+    head: bytes = b""
+    tail: bytes = b""
+    layout: str = ""  # "object" or "array"
+    trailing_comma: bool = False
+    event_count: int = 0
+    _quote: bool = field(default=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.display_name or self.path
+
+    def _error(self, what: str, offset: int | None = None, event: int | None = None) -> TraceFormatError:
+        return TraceFormatError(self.name, what, offset=offset, event=event)
+
+    # -- top level ----------------------------------------------------------------------
+
+    def batches(self, spans: bool = False) -> Iterator[EventBatch]:
+        """Yield event batches; with ``spans`` each batch knows every event's byte range."""
+        buf = _Buffer(iter_decompressed(self.path))
+        pos = self._read_head(buf)
+        buf.drop(pos)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of small dicts: the cyclic collector would dominate
+        try:
+            yield from self._read_events(buf, spans)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._read_tail(buf)
+
+    def metadata(self) -> dict:
+        """Top-level keys other than ``traceEvents``, in file order (after ``batches()``)."""
+        if self.layout != "object":
+            return {}
+        text = self.head + self.tail
+        try:
+            meta = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            try:
+                meta = json.loads(text.decode("utf-8", "surrogateescape"))
+            except json.JSONDecodeError as e:
+                raise self._error(f"invalid JSON around the top-level keys: {e.msg}") from None
+        meta.pop("traceEvents", None)
+        return meta
+
+    def _read_head(self, buf: _Buffer) -> int:
+        pos = self._skip_ws(buf, 0)
+        if buf.data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
+            pos = self._skip_ws(buf, 3)
+        if pos >= len(buf.data):
+            raise self._error("empty file, not a JSON trace", offset=0)
+        first = buf.data[pos:pos + 1]
+        if first == b"[":
+            self.layout = "array"
+        elif first == b"{":
+            self.layout = "object"
+            pos = self._find_trace_events(buf, pos + 1)
+        else:
+            raise self._error(
+                f"not a JSON trace: expected '{{' or '[' but found {first!r}", offset=buf.base + pos
+            )
+        pos = self._skip_ws(buf, pos + 1)
+        self.head = buf.data[:pos]
+        return pos
+
+    def _find_trace_events(self, buf: _Buffer, pos: int) -> int:
+        """Walk the top-level keys up to ``"traceEvents": [``; return the ``[`` position."""
+        while True:
+            pos = self._skip_ws(buf, pos)
+            m = self._match_string(buf, pos)
+            if m is None:
+                if pos < len(buf.data) and buf.data[pos:pos + 1] == b"}":
+                    raise self._error("no traceEvents key in the top-level object", offset=buf.base + pos)
+                raise self._error("invalid JSON in the top-level object: expected a key", offset=buf.base + pos)
+            key = m.group()[1:-1]
+            pos = self._skip_ws(buf, m.end())
+            if buf.data[pos:pos + 1] != b":":
+                raise self._error("invalid JSON in the top-level object: expected ':'", offset=buf.base + pos)
+            pos = self._skip_ws(buf, pos + 1)
+            if key == b"traceEvents":
+                if buf.data[pos:pos + 1] != b"[":
+                    raise self._error("traceEvents is not a list", offset=buf.base + pos)
+                return pos
+            pos = self._skip_value(buf, pos)
+            pos = self._skip_ws(buf, pos)
+            sep = buf.data[pos:pos + 1]
+            if sep == b"}":
+                raise self._error("no traceEvents key in the top-level object", offset=buf.base + pos)
+            if sep != b",":
+                raise self._error("invalid JSON in the top-level object: expected ',' or '}'", offset=buf.base + pos)
+            pos += 1
+
+    def _read_tail(self, buf: _Buffer) -> None:
+        while buf.fill():
+            pass
+        self.tail = buf.data
+        rest = self.tail.lstrip(WS)
+        if self.layout == "array" and rest.rstrip(WS) != b"]":
+            raise self._error("unexpected data after the event array", offset=buf.base + len(self.tail) - len(rest) + 1)
+        if self.layout == "object":
+            self.metadata()  # validates the keys after traceEvents
+
+    # -- byte helpers -----------------------------------------------------------------
+
+    def _skip_ws(self, buf: _Buffer, pos: int) -> int:
+        while True:
+            data = buf.data
+            n = len(data)
+            while pos < n and data[pos] in WS:
+                pos += 1
+            if pos < n or not buf.fill():
+                return pos
+
+    def _match_string(self, buf: _Buffer, pos: int):
+        while True:
+            if buf.data[pos:pos + 1] != b'"':
+                if pos >= len(buf.data) and buf.fill():
+                    continue
+                return None
+            m = _STRING.match(buf.data, pos)
+            if m is not None or not buf.fill():
+                return m
+
+    def _skip_value(self, buf: _Buffer, pos: int) -> int:
+        """End of the JSON value at ``pos`` (a top-level metadata value, small)."""
+        while True:
+            text = buf.data[pos:].decode("utf-8", "surrogateescape")
+            try:
+                _, end = _DECODER.raw_decode(text)
+            except json.JSONDecodeError as e:
+                if buf.fill():
+                    continue
+                raise self._error(f"invalid JSON in the top-level object: {e.msg}",
+                                  offset=buf.base + pos + _byte_len(text[:e.pos])) from None
+            return pos + _byte_len(text[:end])
+
+    # -- events -----------------------------------------------------------------------
+
+    def _read_events(self, buf: _Buffer, spans: bool) -> Iterator[EventBatch]:
+        ordinal = 0
+        if buf.data[:1] == b"]":
+            return
+        while True:
+            while len(buf.data) < self.batch_bytes and buf.fill():
+                pass
+            batch = None if spans else self._fast_batch(buf, ordinal)
+            if batch is None:
+                batch, ended = self._precise_batch(buf, ordinal)
+            else:
+                ended = False
+            if batch.events:
+                ordinal += len(batch.events)
+                self.event_count = ordinal
+                yield batch
+            if ended:
+                return
+
+    def _fast_batch(self, buf: _Buffer, ordinal: int) -> EventBatch | None:
+        data = buf.data
+        start = max(0, len(data) - (1 << 20))
+        cut = None
+        for cut in _CUT.finditer(data, start):
+            pass
+        if cut is None:
+            return None
+        piece = data[:cut.start() + 1]
+        events = self._parse_run(piece)
+        if events is None or not all(type(e) is dict for e in events):
+            return None
+        end = cut.end()
+        n = len(data)
+        while end < n and data[end] in WS:
+            end += 1
+        raw = data[:end]
+        batch = EventBatch(ordinal, events, raw, buf.base)
+        buf.drop(end)
+        return batch
+
+    def _parse_run(self, piece: bytes) -> list | None:
+        text = b"[" + (quote_times(piece) if self._quote else piece) + b"]"
+        try:
+            events = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        if not self._quote and _has_float_time(events):
+            self._quote = True
+            return self._parse_run(piece)
+        return events
+
+    def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
+        """Walk events one by one up to about ``batch_bytes``; True when the array ended."""
+        events: list = []
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        while True:
+            event, end = self._one_event(buf, pos, ordinal + len(events))
+            events.append(event)
+            spans.append((pos, end))
+            pos = self._skip_ws(buf, end)
+            sep = buf.data[pos:pos + 1]
+            if sep == b",":
+                pos = self._skip_ws(buf, pos + 1)
+                if buf.data[pos:pos + 1] == b"]":
+                    self.trailing_comma = True
+                    return self._take(buf, ordinal, events, spans, pos), True
+            elif sep == b"]":
+                return self._take(buf, ordinal, events, spans, end), True
+            elif not sep:
+                raise self._error("unexpected end of input inside traceEvents (truncated file?)",
+                                  offset=buf.base + pos, event=ordinal + len(events))
+            else:
+                raise self._error(f"expected ',' or ']' after an event, found {sep!r}",
+                                  offset=buf.base + pos, event=ordinal + len(events) - 1)
+            if pos >= self.batch_bytes:
+                return self._take(buf, ordinal, events, spans, pos), False
+
+    def _take(self, buf: _Buffer, ordinal: int, events: list, spans: list, end: int) -> EventBatch:
+        batch = EventBatch(ordinal, events, buf.data[:end], buf.base, spans)
+        buf.drop(end)
+        return batch
+
+    def _one_event(self, buf: _Buffer, pos: int, ordinal: int) -> tuple[dict, int]:
+        """Parse the event starting at ``pos``; return it and the offset just after it."""
+        if buf.data[pos:pos + 1] != b"{":
+            while pos >= len(buf.data) and buf.fill():
+                pass
+            if buf.data[pos:pos + 1] != b"{":
+                what = "not an object" if buf.data[pos:pos + 1] else "missing (truncated file?)"
+                raise self._error(f"event is {what}", offset=buf.base + pos, event=ordinal)
+        tries = 0
+        for m in _CANDIDATE_END.finditer(buf.data, pos):
+            end = m.end()
+            try:
+                event = orjson.loads(quote_times(buf.data[pos:end]))
+            except orjson.JSONDecodeError:
+                tries += 1
+                if tries == 4:
+                    break
+                continue
+            if type(event) is dict:
+                return event, end
+            break
+        return self._decode_event(buf, pos, ordinal)
+
+    def _decode_event(self, buf: _Buffer, pos: int, ordinal: int) -> tuple[dict, int]:
+        """Slow but exact: the stdlib decoder finds the event's end or the error's place."""
+        window = 1 << 16
+        while True:
+            chunk = buf.data[pos:pos + window]
+            text = chunk.decode("utf-8", "surrogateescape")
+            try:
+                _, end_chars = _STRICT_DECODER.raw_decode(text)
+            except (json.JSONDecodeError, ValueError) as e:
+                err_pos = getattr(e, "pos", 0)
+                near_end = len(text) - err_pos < 4096 or "Unterminated string" in str(e)
+                if near_end and window < MAX_EVENT_BYTES:
+                    if len(chunk) == window or buf.fill():
+                        window *= 4
+                        continue
+                where = buf.base + pos + _byte_len(text[:err_pos])
+                msg = getattr(e, "msg", str(e))
+                if near_end:
+                    raise self._error(f"unexpected end of input inside an event (truncated file?): {msg}",
+                                      offset=where, event=ordinal) from None
+                raise self._error(f"invalid JSON: {msg}", offset=where, event=ordinal) from None
+            end = pos + _byte_len(text[:end_chars])
+            event = _STRICT_DECODER.decode(quote_times(buf.data[pos:end]).decode("utf-8", "surrogateescape"))
+            if type(event) is not dict:
+                raise self._error("event is not an object", offset=buf.base + pos, event=ordinal)
+            return event, end
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON (Perfetto refuses the whole trace)")
+
+
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _byte_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))

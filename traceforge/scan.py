@@ -1,0 +1,244 @@
+"""One pass over the events into compact numpy columns, keyed by event ordinal.
+
+Analyses read these columns and never touch JSON. Both Kineto vocabularies are
+understood: new (``kernel``, ``gpu_memcpy``, ``cuda_runtime``, ``cpu_op``, ...) and 2021
+(``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``, string tids like ``"stream 7"``).
+Times are integer ns (see ``exacttime``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .exacttime import to_ns
+from .io.reader import TraceReader
+
+# Event kinds, by category (both vocabularies; matched case-insensitively).
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
+_GPU_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
+_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+_CPU_CATS = {"cpu_op", "operator", "user_annotation", "python_function"}
+_RANGE_CATS = {"cuda_profiler_range"}
+
+_GPU, _LAUNCH, _CPU, _RANGE = "gpu", "launch", "cpu", "range"
+_KIND_BY_CAT: dict[str, str] = {}
+for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
+    for _c in _cats:
+        _KIND_BY_CAT[_c] = _kind
+
+
+def _kind_of(cat: object) -> str | None:
+    if type(cat) is not str:
+        return None
+    kind = _KIND_BY_CAT.get(cat)
+    if kind is None:
+        kind = _KIND_BY_CAT.get(cat.lower())
+        if kind is not None:
+            _KIND_BY_CAT[cat] = kind  # remember the spelling (e.g. 2021's "Kernel")
+    return kind
+
+
+class _Interner:
+    """Strings (or pid/tid pairs) to dense ids, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.ids: dict = {}
+        self.values: list = []
+
+    def __call__(self, value) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+
+def _int_or(value: object, default: int) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 16) if text.lower().startswith("0x") else int(text.rsplit(" ", 1)[-1])
+        except ValueError:
+            return default
+    return default
+
+
+def _table(columns: dict[str, array]) -> dict[str, np.ndarray]:
+    return {k: np.frombuffer(v, dtype=np.int64).copy() if len(v) else np.zeros(0, np.int64) for k, v in columns.items()}
+
+
+@dataclass
+class Table:
+    """Named equal-length int64 columns."""
+
+    cols: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["cols"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values()))) if self.cols else 0
+
+
+@dataclass
+class TraceColumns:
+    """Everything analyses need from a trace, without the trace."""
+
+    path: str
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes
+    launches: Table  # ordinal ts dur track correlation name
+    cpu_ops: Table  # ordinal ts dur track name cat
+    ranges: Table  # ordinal ts dur track name
+    range_args: list[dict]
+    names: list[str]
+    tracks: list[tuple]  # (pid, tid) as written in the trace
+    cats: list[str]
+    metadata: dict
+    phase_cat_counts: Counter
+    track_names: dict[tuple, str] = field(default_factory=dict)  # thread_name M events
+    process_names: dict[object, str] = field(default_factory=dict)
+    max_flow_id: int = -1
+    event_count: int = 0
+    skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
+
+    @property
+    def base_time_ns(self) -> int | None:
+        value = self.metadata.get("baseTimeNanoseconds")
+        return value if type(value) is int else None
+
+    def name_of(self, ids: np.ndarray) -> list[str]:
+        return [self.names[i] for i in ids]
+
+    def gpu_pid(self, device: int) -> object:
+        """The pid of the process that shows ``device``'s streams (where its tracks go)."""
+        rows = np.flatnonzero(self.gpu.device == device)
+        if len(rows):
+            return self.tracks[int(self.gpu.track[rows[0]])][0]
+        return device
+
+
+def scan(path: str, *, cpu_ops: bool = True, display_name: str | None = None) -> TraceColumns:
+    """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory)."""
+    reader = TraceReader(path, display_name=display_name)
+    names, tracks, cats = _Interner(), _Interner(), _Interner()
+    gpu = {k: array("q") for k in ("ordinal", "kind", "ts", "dur", "device", "stream", "track", "correlation", "name", "bytes")}
+    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name")}
+    cpu = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name", "cat")}
+    ranges = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name")}
+    range_args: list[dict] = []
+    counts: Counter = Counter()
+    skipped: Counter = Counter()
+    track_names: dict[tuple, str] = {}
+    process_names: dict[object, str] = {}
+    max_flow_id = -1
+
+    for batch in reader.batches():
+        ordinal = batch.first - 1
+        for e in batch.events:
+            ordinal += 1
+            ph = e.get("ph")
+            cat = e.get("cat")
+            counts[(ph, cat)] += 1
+            if ph != "X":
+                if ph == "M":
+                    _note_metadata(e, track_names, process_names)
+                elif ph in ("s", "f", "t"):
+                    fid = e.get("id")
+                    if type(fid) is int and fid > max_flow_id:
+                        max_flow_id = fid
+                continue
+            kind = _kind_of(cat)
+            if kind is None or (kind == _CPU and not cpu_ops):
+                continue
+            try:
+                ts = e["ts"]
+                ts = ts * 1000 if type(ts) is int else to_ns(ts)
+                dur = e["dur"]
+                dur = dur * 1000 if type(dur) is int else to_ns(dur)
+            except (KeyError, ValueError, TypeError):
+                skipped[f"{kind} event without a numeric ts/dur"] += 1
+                continue
+            pid, tid = e.get("pid"), e.get("tid")
+            track = tracks((pid, tid))
+            args = e.get("args")
+            if type(args) is not dict:
+                args = {}
+            name = names(e.get("name") if type(e.get("name")) is str else "")
+            if kind == _GPU:
+                g = gpu
+                g["ordinal"].append(ordinal)
+                g["kind"].append(_GPU_CATS[cat.lower()])
+                g["ts"].append(ts)
+                g["dur"].append(dur)
+                g["device"].append(_int_or(args.get("device", pid), -1))
+                g["stream"].append(_int_or(args.get("stream", tid), -1))
+                g["track"].append(track)
+                g["correlation"].append(_int_or(args.get("correlation"), -1))
+                g["name"].append(name)
+                g["bytes"].append(_int_or(args.get("bytes"), -1))
+            elif kind == _LAUNCH:
+                g = launch
+                g["ordinal"].append(ordinal)
+                g["ts"].append(ts)
+                g["dur"].append(dur)
+                g["track"].append(track)
+                g["correlation"].append(_int_or(args.get("correlation"), -1))
+                g["name"].append(name)
+            elif kind == _CPU:
+                g = cpu
+                g["ordinal"].append(ordinal)
+                g["ts"].append(ts)
+                g["dur"].append(dur)
+                g["track"].append(track)
+                g["name"].append(name)
+                g["cat"].append(cats(cat))
+            else:
+                g = ranges
+                g["ordinal"].append(ordinal)
+                g["ts"].append(ts)
+                g["dur"].append(dur)
+                g["track"].append(track)
+                g["name"].append(name)
+                range_args.append(args)
+
+    return TraceColumns(
+        path=reader.name,
+        gpu=Table(_table(gpu)),
+        launches=Table(_table(launch)),
+        cpu_ops=Table(_table(cpu)),
+        ranges=Table(_table(ranges)),
+        range_args=range_args,
+        names=names.values,
+        tracks=tracks.values,
+        cats=cats.values,
+        metadata=reader.metadata(),
+        phase_cat_counts=counts,
+        track_names=track_names,
+        process_names=process_names,
+        max_flow_id=max_flow_id,
+        event_count=reader.event_count,
+        skipped=skipped,
+    )
+
+
+def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:
+    args = e.get("args")
+    if type(args) is not dict:
+        return
+    name = args.get("name")
+    if type(name) is not str:
+        return
+    if e.get("name") == "thread_name":
+        track_names[(e.get("pid"), e.get("tid"))] = name
+    elif e.get("name") == "process_name":
+        process_names[e.get("pid")] = name
