@@ -1,35 +1,52 @@
-"""The annotate pipeline: scan once, run the chosen analyses, copy the trace with their tracks."""
+"""The annotate pipeline: scan once, run the chosen analyses, copy the trace with their tracks.
+
+Each analysis registers here as an ``Analysis``: its flag, its options, and a pure
+``build(cols, ctx) -> Injections``. The CLI and the Python API are built from ``ANALYSES``.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
-from .inject import Injections
+from .inject import Injections, TidAllocator
 from .io.codec import spool_stdin
+from .io.patch import patch_editor
 from .io.reader import TraceReader
 from .io.writer import write_trace
 from .scan import TraceColumns, scan
 
 
+@dataclass
+class AnnotateContext:
+    """What analyses share in one run: options (CLI ``--x-y`` -> ``x_y``) and fresh tids."""
+
+    options: dict[str, Any]
+    allocator: TidAllocator
+
+
 @dataclass(frozen=True)
 class Analysis:
-    """An annotate flag: what it adds, and whether it needs the CPU-op columns."""
+    """An annotate flag: what it adds, its extra options, and whether it needs CPU ops."""
 
     name: str
     help: str
-    build: Callable[[TraceColumns], Injections]
+    build: Callable[[TraceColumns, AnnotateContext], Injections]
     needs_cpu_ops: bool = False
+    add_options: Callable[[argparse.ArgumentParser], None] | None = None
+    in_all: bool = True  # --all runs it (False for analyses that need an option, e.g. --op)
 
 
-def _counter_injections(label: str, make_tracks) -> Callable[[TraceColumns], Injections]:
-    def build(cols: TraceColumns) -> Injections:
+def _counter_injections(label: str, make_tracks) -> Callable[[TraceColumns, AnnotateContext], Injections]:
+    def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         tracks = make_tracks(cols)
         points = sum(len(t.ts) for t in tracks)
         return Injections(list(tracks), [f"{label}: {len(tracks)} counter tracks, {points:,} points"])
@@ -68,7 +85,13 @@ def default_output(path: str) -> str:
     return str(p.with_name(f"{name}.annotated.json.gz"))
 
 
-def annotate(path: str, out: str | None = None, *, analyses: list[str] | tuple[str, ...] = ()) -> AnnotateResult:
+def annotate(
+    path: str,
+    out: str | None = None,
+    *,
+    analyses: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+) -> AnnotateResult:
     """Annotate ``path`` with the named analyses (see ``ANALYSES``) into ``out``."""
     unknown = [a for a in analyses if a not in ANALYSES]
     if unknown:
@@ -81,10 +104,12 @@ def annotate(path: str, out: str | None = None, *, analyses: list[str] | tuple[s
         injections = Injections()
         if chosen:
             cols = scan(source, cpu_ops=any(a.needs_cpu_ops for a in chosen), display_name=path)
+            ctx = AnnotateContext(dict(options or {}), TidAllocator(cols.tracks))
             for analysis in chosen:
-                injections.add(analysis.build(cols))
+                injections.add(analysis.build(cols, ctx))
         reader = TraceReader(source, display_name=path)
-        appended = write_trace(reader, out, injections.events())
+        edit = patch_editor(injections.arg_patches) if injections.arg_patches else None
+        appended = write_trace(reader, out, injections.events(), edit=edit)
     finally:
         if spooled:
             os.unlink(source)

@@ -61,3 +61,15 @@ def ns_to_us_text(ns: int) -> str:
     if r == 0:
         return f"{sign}{q}"
     return f"{sign}{q}.{r:03d}".rstrip("0")
+
+
+def perfetto_ns(ns: int) -> int:
+    """The ns Perfetto's JSON importer gets for a ts we write as ``ns_to_us_text(ns)``.
+
+    Integers of µs are multiplied exactly; a fractional value goes through a double
+    (``double(us) * 1000`` then truncated), which at epoch magnitude moves it by up to
+    hundreds of ns. Anything that must not overlap in Perfetto is laid out on these values.
+    """
+    if ns % NS_PER_US == 0:
+        return ns
+    return int(float(ns_to_us_text(ns)) * 1000.0)

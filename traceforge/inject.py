@@ -62,15 +62,114 @@ class EventSource(Protocol):
 
 @dataclass
 class Injections:
-    """What one annotate run adds: event sources (tracks) and a summary line per analysis."""
+    """What one annotate run adds: new events, args merged into existing events, a summary.
+
+    ``arg_patches`` maps an event ordinal to the keys added to its ``args``.
+    """
 
     sources: list[EventSource] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
+    arg_patches: dict[int, dict] = field(default_factory=dict)
 
     def add(self, other: Injections) -> None:
         self.sources.extend(other.sources)
         self.summary.extend(other.summary)
+        for ordinal, extra in other.arg_patches.items():
+            self.arg_patches.setdefault(ordinal, {}).update(extra)
 
     def events(self) -> Iterator[bytes]:
         for source in self.sources:
             yield from source.events()
+
+
+FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32
+
+
+class TidAllocator:
+    """Fresh thread ids per process, never equal to one the trace (or we) already use."""
+
+    def __init__(self, tracks: list[tuple]):
+        self._used = {(pid, tid) for pid, tid in tracks}
+        self._next: dict[object, int] = {}
+
+    def new(self, pid: object) -> int:
+        tid = self._next.get(pid, FIRST_NEW_TID)
+        while (pid, tid) in self._used:
+            tid += 1
+        self._used.add((pid, tid))
+        self._next[pid] = tid + 1
+        return tid
+
+
+def metadata_events(pid: object, tid: int, name: str, sort_index: int) -> list[bytes]:
+    """``thread_name`` and ``thread_sort_index`` for a new track (Perfetto reads both)."""
+    head = b'{"ph":"M","pid":' + orjson.dumps(pid) + b',"tid":' + str(tid).encode() + b',"ts":0,'
+    return [
+        head + b'"name":"thread_name","args":{"name":' + orjson.dumps(name) + b"}}",
+        head + b'"name":"thread_sort_index","args":{"sort_index":' + str(sort_index).encode() + b"}}",
+    ]
+
+
+@dataclass
+class SliceTrack:
+    """Complete (``X``) slices drawn in process ``pid`` on as many lanes as they need.
+
+    Lane k is thread ``f"{title}"`` (k = 0) or ``f"{title} (lane k+1)"``; lanes are laid
+    out by ``assign_lanes`` so Perfetto never sees two slices partially overlap.
+    """
+
+    pid: object
+    title: str
+    sort_index: int
+    ts: np.ndarray  # int64 ns
+    dur: np.ndarray  # int64 ns
+    names: list[str]
+    args: list[dict | None]
+    allocator: TidAllocator
+    cat: str = "traceforge"
+
+    def events(self) -> Iterator[bytes]:
+        from .lanes import assign_lanes
+
+        lanes = assign_lanes(self.ts, self.dur)
+        tids = []
+        for k in range(int(lanes.max()) + 1 if len(lanes) else 0):
+            tid = self.allocator.new(self.pid)
+            tids.append(tid)
+            yield from metadata_events(self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})",
+                                       self.sort_index + k)
+        head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid)
+        for i, lane in enumerate(lanes.tolist()):
+            args = self.args[i]
+            yield b"".join((
+                head, b',"tid":', str(tids[lane]).encode(),
+                b',"ts":', ns_to_us_text(int(self.ts[i])).encode(),
+                b',"dur":', ns_to_us_text(int(self.dur[i])).encode(),
+                b',"name":', orjson.dumps(self.names[i]),
+                b',"args":' + orjson.dumps(args) if args else b"", b"}",
+            ))
+
+
+@dataclass
+class FlowArrows:
+    """v1 flow arrows (``s`` then ``f`` with ``bp:"e"``), one key (id, cat, name) each.
+
+    Each end's ts must lie inside the slice it should bind to on its thread (Perfetto
+    binds ``s`` to the innermost open slice and ``f``/``bp:e`` to the enclosing one).
+    """
+
+    cat: str
+    first_id: int  # above every flow id already in the trace
+    starts: list[tuple[object, object, int]]  # (pid, tid, ts ns)
+    ends: list[tuple[object, object, int]]
+    names: list[str]
+
+    def events(self) -> Iterator[bytes]:
+        cat = orjson.dumps(self.cat)
+        for k, ((sp, st, sts), (ep, et, ets), name) in enumerate(zip(self.starts, self.ends, self.names)):
+            ident = str(self.first_id + k).encode()
+            nm = orjson.dumps(name)
+            yield b"".join((b'{"ph":"s","id":', ident, b',"cat":', cat, b',"name":', nm, b',"pid":', orjson.dumps(sp),
+                            b',"tid":', orjson.dumps(st), b',"ts":', ns_to_us_text(sts).encode(), b"}"))
+            yield b"".join((b'{"ph":"f","bp":"e","id":', ident, b',"cat":', cat, b',"name":', nm, b',"pid":',
+                            orjson.dumps(ep), b',"tid":', orjson.dumps(et), b',"ts":', ns_to_us_text(ets).encode(), b"}"))

@@ -20,13 +20,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input")
     for a in ANALYSES.values():
         p.add_argument(f"--{a.name.replace('_', '-')}", dest=a.name, action="store_true", help=a.help)
-    p.add_argument("--all", action="store_true", help="every analysis above")
+    p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
+    options = p.add_argument_group("analysis options")
+    for a in ANALYSES.values():
+        if a.add_options is not None:
+            a.add_options(options)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = [name for name in ANALYSES if args.all or getattr(args, name)]
-    result = annotate(args.input, args.output, analyses=chosen)
+    chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
+    flags = set(ANALYSES) | {"input", "output", "all", "func", "command"}
+    options = {k: v for k, v in vars(args).items() if k not in flags}
+    result = annotate(args.input, args.output, analyses=chosen, options=options)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
     return 0

@@ -374,3 +374,12 @@ _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
+
+
+def event_spans(batch: EventBatch) -> list[tuple[int, int]]:
+    """Each event's (start, end) in ``batch.raw``, walking the batch precisely if needed."""
+    if batch.spans is None:
+        walker = TraceReader(path="<batch>", batch_bytes=len(batch.raw) + 2)
+        buf = _Buffer(iter(()), data=batch.raw.rstrip(WS).rstrip(b",") + b"]", eof=True)
+        batch.spans = walker._precise_batch(buf, batch.first)[0].spans
+    return batch.spans

@@ -1,0 +1,101 @@
+"""Adding keys to an event's ``args`` while leaving every other byte of it as it was."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import numpy as np
+import orjson
+
+from .reader import EventBatch, event_spans, quote_times
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+_WS = b" \t\r\n"
+
+
+def add_args(raw: bytes, event: dict, extra: dict) -> bytes:
+    """``raw`` (one event's bytes, parsed as ``event``) with ``extra`` merged into its args."""
+    args = event.get("args")
+    if type(args) is not dict:
+        end = raw.rstrip(_WS)
+        return end[:-1] + b',"args":' + _dumps(extra) + b"}" + raw[len(end):]
+    if any(k in args for k in extra):
+        return _replace_args(raw, {**args, **extra})
+    body = _dumps(extra)[1:-1]
+    end = len(raw.rstrip(_WS)) - 1  # the event's own closing brace
+    guess = len(raw[:end].rstrip(_WS)) - 1  # args is last, as Kineto writes it: check that
+    if raw[guess:guess + 1] == b"}":
+        candidate = _insert(raw, guess, bool(args), body)
+        try:
+            parsed = orjson.loads(quote_times(candidate))
+        except orjson.JSONDecodeError:
+            parsed = None
+        if parsed is not None and parsed.pop("args", None) == {**args, **extra} and \
+                parsed == {k: v for k, v in event.items() if k != "args"}:
+            return candidate
+    return _insert(raw, _args_span(raw)[1], bool(args), body)
+
+
+def _insert(raw: bytes, close: int, nonempty: bool, body: bytes) -> bytes:
+    """Put ``body`` (``"k":v,...``) at the end of the args object whose ``}`` is at ``close``."""
+    if not nonempty:
+        return raw[:close] + body + raw[close:]
+    at = len(raw[:close].rstrip(_WS))
+    return raw[:at] + b", " + body + raw[at:]
+
+
+def _args_span(raw: bytes) -> tuple[int, int]:
+    """(offset of ``{``, offset of ``}``) of the top-level ``args`` object, by tokenising."""
+    depth = 0
+    want_args = False
+    start = -1
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+            if want_args and depth == 2 and tok == b"{":
+                start = m.start()
+            want_args = False
+        elif tok in (b"}", b"]"):
+            if start >= 0 and depth == 2:
+                return start, m.start()
+            depth -= 1
+        else:
+            want_args = depth == 1 and tok == b'"args"' and raw[m.end():].lstrip(_WS)[:1] == b":"
+    raise ValueError("event has no args object")
+
+
+def _replace_args(raw: bytes, merged: dict) -> bytes:
+    start, close = _args_span(raw)
+    return raw[:start] + json.dumps(merged, ensure_ascii=False).encode("utf-8", "surrogateescape") + raw[close + 1:]
+
+
+def _dumps(obj: dict) -> bytes:
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
+
+
+def patch_editor(patches: dict[int, dict]) -> Callable[[EventBatch], bytes]:
+    """A writer ``edit`` that merges ``patches[ordinal]`` into those events' args."""
+    ordinals = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
+
+    def edit(batch: EventBatch) -> bytes:
+        lo, hi = np.searchsorted(ordinals, [batch.first, batch.first + len(batch.events)])
+        if lo == hi:
+            return batch.raw
+        spans = event_spans(batch)
+        out, pos = [], 0
+        for ordinal in ordinals[lo:hi].tolist():
+            i = ordinal - batch.first
+            a, b = spans[i]
+            out.append(batch.raw[pos:a])
+            out.append(add_args(batch.raw[a:b], batch.events[i], patches[ordinal]))
+            pos = b
+        out.append(batch.raw[pos:])
+        return b"".join(out)
+
+    return edit
