@@ -347,14 +347,13 @@ class TraceReader:
                 _, end_chars = _STRICT_DECODER.raw_decode(text)
             except (json.JSONDecodeError, ValueError) as e:
                 err_pos = getattr(e, "pos", 0)
-                near_end = len(text) - err_pos < 4096 or "Unterminated string" in str(e)
-                if near_end and window < MAX_EVENT_BYTES:
-                    if len(chunk) == window or buf.fill():
-                        window *= 4
-                        continue
-                where = buf.base + pos + _byte_len(text[:err_pos])
                 msg = getattr(e, "msg", str(e))
-                if near_end:
+                cut_short = _ends_in_partial_value(text, err_pos, msg)
+                if cut_short and window < MAX_EVENT_BYTES and (len(chunk) == window or buf.fill()):
+                    window *= 4
+                    continue
+                where = buf.base + pos + _byte_len(text[:err_pos])
+                if cut_short:
                     raise self._error(f"unexpected end of input inside an event (truncated file?): {msg}",
                                       offset=where, event=ordinal) from None
                 raise self._error(f"invalid JSON: {msg}", offset=where, event=ordinal) from None
@@ -363,6 +362,15 @@ class TraceReader:
             if type(event) is not dict:
                 raise self._error("event is not an object", offset=buf.base + pos, event=ordinal)
             return event, end
+
+
+_PARTIAL_VALUE = re.compile(r"[-+0-9.eEtrufalsn]*")
+
+
+def _ends_in_partial_value(text: str, err_pos: int, msg: str) -> bool:
+    """Whether a decode error is the input running out rather than bad JSON."""
+    rest = text[err_pos:].strip()
+    return not rest or "Unterminated string" in msg or bool(_PARTIAL_VALUE.fullmatch(rest))
 
 
 def _reject_constant(name: str) -> None:

@@ -1,0 +1,63 @@
+"""Bad input: one line naming the file and place, exit 1, no traceback, no output file."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import zstandard
+
+from .conftest import TRACES, raw_json, run_cli
+
+GOOD = raw_json(TRACES["triton"])
+
+
+def _cases() -> dict[str, tuple[bytes, str]]:
+    cut = GOOD[: len(GOOD) // 2]
+    return {
+        "truncated_gzip": (gzip.compress(GOOD)[:-200], "truncated gzip"),
+        "truncated_zstd": (zstandard.ZstdCompressor().compress(GOOD)[:-50], "truncated zstd"),
+        "corrupt_gzip": (gzip.compress(GOOD)[:20] + b"\x00" * 50 + gzip.compress(GOOD)[70:], "corrupt gzip"),
+        "cut_json": (cut, "truncated file"),
+        "not_json": (b"hello, this is not a trace\n", "not a JSON trace"),
+        "empty": (b"", "empty file"),
+        "events_not_list": (b'{"schemaVersion": 1, "traceEvents": {"a": 1}}', "traceEvents is not a list"),
+        "no_trace_events": (b'{"schemaVersion": 1, "other": []}', "no traceEvents"),
+        "event_not_object": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}, 42]}', "event is not an object"),
+        "bad_syntax_in_event": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}, {"ph": "X" "ts": 2}]}', "invalid JSON"),
+        "nan": (b'{"traceEvents": [{"ph": "C", "name": "c", "ts": 1, "args": {"v": NaN}}]}', "NaN is not valid JSON"),
+        "garbage_after_array": (b'[{"ph": "i", "ts": 1}] trailing', "unexpected data after the event array"),
+        "bad_key_after_events": (b'{"traceEvents": [], "x": tru}', "invalid JSON"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_cases()))
+def test_bad_input_one_line_exit_1_no_output(case, tmp_path):
+    data, expected = _cases()[case]
+    src = tmp_path / "bad.json.gz"
+    src.write_bytes(data)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "out.json.gz"
+    r = run_cli("annotate", str(src), "--all", "-o", str(out))
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(src) in err and expected in err, err
+    assert list(out_dir.iterdir()) == []  # no output, not even the temporary file
+    assert src.read_bytes() == data  # the input is never modified
+
+
+def test_error_names_event_and_byte_offset(tmp_path):
+    src = tmp_path / "bad.json"
+    src.write_bytes(b'{"traceEvents": [\n{"ph": "X", "ts": 1, "dur": 1},\n{"ph": "X", "ts": 2, "dur": }\n]}')
+    r = run_cli("info", str(src))
+    assert r.returncode == 1
+    assert "event 1" in r.stderr.decode() and "byte 78" in r.stderr.decode(), r.stderr
+
+
+def test_unreadable_and_missing_files(tmp_path):
+    r = run_cli("annotate", str(tmp_path / "missing.json"), "--all")
+    assert r.returncode == 1 and b"cannot read" in r.stderr and b"Traceback" not in r.stderr
+    r = run_cli("annotate", str(tmp_path), "--all")
+    assert r.returncode == 1 and b"cannot read" in r.stderr
