@@ -18,10 +18,10 @@ from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
 from .inject import Injections, TidAllocator
-from .io.codec import spool_stdin
+from .io.codec import AtomicOutput, spool_stdin
 from .io.patch import patch_editor
-from .io.reader import TraceReader
-from .io.writer import write_trace
+from .io.reader import EventBatch, TraceReader
+from .io.writer import EventSink, write_trace
 from .scan import TraceColumns, scan
 
 
@@ -43,6 +43,7 @@ class Analysis:
     needs_cpu_ops: bool = False
     add_options: Callable[[argparse.ArgumentParser], None] | None = None
     in_all: bool = True  # --all runs it (False for analyses that need an option, e.g. --op)
+    patches_args: bool = False  # adds args to existing events: the trace is read a second time
 
 
 def _counter_injections(label: str, make_tracks) -> Callable[[TraceColumns, AnnotateContext], Injections]:
@@ -98,19 +99,49 @@ def annotate(
         raise UsageError(f"unknown analysis: {', '.join(unknown)} (known: {', '.join(ANALYSES)})")
     started = time.perf_counter()
     out = out or default_output(path)
+    chosen = [ANALYSES[a] for a in analyses]
+    options = dict(options or {})
+    needs_cpu = any(a.needs_cpu_ops for a in chosen)
+    if any(a.patches_args for a in chosen):
+        appended, summary = _two_passes(path, out, chosen, options, needs_cpu)
+    else:
+        appended, summary = _one_pass(path, out, chosen, options, needs_cpu)
+    return AnnotateResult(out, appended, summary, time.perf_counter() - started)
+
+
+def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]) -> Injections:
+    ctx = AnnotateContext(options, TidAllocator(cols.tracks))
+    injections = Injections()
+    for analysis in chosen:
+        injections.add(analysis.build(cols, ctx))
+    return injections
+
+
+def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
+    """Copy events out while scanning them; the new tracks go after the last event."""
+    with AtomicOutput(out, inputs=(path,)) as sink:
+        events = EventSink(sink)
+        reader = TraceReader(path)
+
+        def copy(batch: EventBatch) -> None:
+            events.head(reader.head)
+            events.events(batch.raw)
+
+        cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy)
+        events.head(reader.head)
+        injections = _run_analyses(cols, chosen, options)
+        return events.finish(injections.events(), reader.tail), injections.summary
+
+
+def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
+    """Scan, analyse, then copy the trace again patching the args analyses asked for."""
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
-        chosen = [ANALYSES[a] for a in analyses]
-        injections = Injections()
-        if chosen:
-            cols = scan(source, cpu_ops=any(a.needs_cpu_ops for a in chosen), display_name=path)
-            ctx = AnnotateContext(dict(options or {}), TidAllocator(cols.tracks))
-            for analysis in chosen:
-                injections.add(analysis.build(cols, ctx))
+        cols = scan(source, cpu_ops=needs_cpu, display_name=path)
+        injections = _run_analyses(cols, chosen, options)
         reader = TraceReader(source, display_name=path)
         edit = patch_editor(injections.arg_patches) if injections.arg_patches else None
-        appended = write_trace(reader, out, injections.events(), edit=edit)
+        return write_trace(reader, out, injections.events(), edit=edit), injections.summary
     finally:
         if spooled:
             os.unlink(source)
-    return AnnotateResult(out, appended, injections.summary, time.perf_counter() - started)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .exacttime import to_ns
-from .io.reader import TraceReader
+from .io.reader import EventBatch, TraceReader
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -96,7 +97,7 @@ class TraceColumns:
 
     path: str
     gpu: Table  # ordinal kind ts dur device stream track correlation name bytes
-    launches: Table  # ordinal ts dur track correlation name
+    launches: Table  # ordinal ts dur track correlation name cat
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
     range_args: list[dict]
@@ -127,12 +128,23 @@ class TraceColumns:
         return device
 
 
-def scan(path: str, *, cpu_ops: bool = True, display_name: str | None = None) -> TraceColumns:
-    """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory)."""
-    reader = TraceReader(path, display_name=display_name)
+def scan(
+    path: str,
+    *,
+    cpu_ops: bool = True,
+    display_name: str | None = None,
+    reader: TraceReader | None = None,
+    on_batch: Callable[[EventBatch], None] | None = None,
+) -> TraceColumns:
+    """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
+
+    ``on_batch`` sees every batch of ``reader`` as it goes by (annotate copies them out
+    in the same pass, then uses the reader's head and tail).
+    """
+    reader = reader or TraceReader(path, display_name=display_name)
     names, tracks, cats = _Interner(), _Interner(), _Interner()
     gpu = {k: array("q") for k in ("ordinal", "kind", "ts", "dur", "device", "stream", "track", "correlation", "name", "bytes")}
-    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name")}
+    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name", "cat")}
     cpu = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name", "cat")}
     ranges = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name")}
     range_args: list[dict] = []
@@ -143,6 +155,8 @@ def scan(path: str, *, cpu_ops: bool = True, display_name: str | None = None) ->
     max_flow_id = -1
 
     for batch in reader.batches():
+        if on_batch is not None:
+            on_batch(batch)
         ordinal = batch.first - 1
         for e in batch.events:
             ordinal += 1
@@ -194,6 +208,7 @@ def scan(path: str, *, cpu_ops: bool = True, display_name: str | None = None) ->
                 g["track"].append(track)
                 g["correlation"].append(_int_or(args.get("correlation"), -1))
                 g["name"].append(name)
+                g["cat"].append(cats(cat))
             elif kind == _CPU:
                 g = cpu
                 g["ordinal"].append(ordinal)

@@ -32,6 +32,8 @@ def detect_codec(head: bytes) -> str:
 
 
 def _open_raw(path: str) -> BinaryIO:
+    if path == "-":
+        return open(sys.stdin.fileno(), "rb", closefd=False)
     try:
         return open(path, "rb")
     except OSError as e:
@@ -39,6 +41,8 @@ def _open_raw(path: str) -> BinaryIO:
 
 
 def input_codec(path: str) -> str:
+    if path == "-":
+        return "stream"
     with _open_raw(path) as f:
         return detect_codec(f.read(4))
 

@@ -4,8 +4,46 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .codec import AtomicOutput
+from .codec import AtomicOutput, Compressor
 from .reader import WS, EventBatch, TraceReader
+
+
+class EventSink:
+    """Writes head, event bytes and appended events, keeping the commas between them right."""
+
+    def __init__(self, sink: Compressor):
+        self._sink = sink
+        self._started = False
+        self._wrote_event = False
+        self._ends_with_comma = False
+
+    def head(self, head: bytes) -> None:
+        if not self._started:
+            self._sink.write(head)
+            self._started = True
+
+    def events(self, data: bytes) -> None:
+        """Whole events with their separators, as the input had them (or rewritten)."""
+        if not data:
+            return
+        if self._wrote_event and not self._ends_with_comma:
+            self._sink.write(b",")
+        self._sink.write(data)
+        self._wrote_event = True
+        self._ends_with_comma = data.rstrip(WS).endswith(b",")
+
+    def finish(self, appended: Iterable[bytes], tail: bytes) -> int:
+        """Append new events, then the input's tail; return how many were appended."""
+        count = 0
+        for event in appended:
+            first = count == 0 and (self._ends_with_comma or not self._wrote_event)
+            self._sink.write(b"\n" if first else b",\n")
+            self._sink.write(event)
+            count += 1
+        if count:
+            self._wrote_event, self._ends_with_comma = True, False
+        self._sink.write(tail)
+        return count
 
 
 def write_trace(
@@ -20,31 +58,9 @@ def write_trace(
     everything else is copied byte for byte. ``appended`` events go after the last event.
     """
     with AtomicOutput(out, inputs=(reader.path,)) as sink:
-        batches = reader.batches()
-        first = next(batches, None)  # reading starts here: reader.head is known after it
-        sink.write(reader.head)
-        wrote_event = False
-        ends_with_comma = False
-        for batch in _chain(first, batches):
-            data = edit(batch) if edit is not None else batch.raw
-            if not data:
-                continue
-            if wrote_event and not ends_with_comma:
-                sink.write(b",")
-            sink.write(data)
-            wrote_event = True
-            ends_with_comma = data.rstrip(WS).endswith(b",")
-        count = 0
-        for event in appended:
-            sink.write(b"\n" if (ends_with_comma or not wrote_event) and count == 0 else b",\n")
-            sink.write(event)
-            wrote_event, ends_with_comma = True, False
-            count += 1
-        sink.write(reader.tail)
-    return count
-
-
-def _chain(first: EventBatch | None, rest: Iterable[EventBatch]) -> Iterable[EventBatch]:
-    if first is not None:
-        yield first
-        yield from rest
+        events = EventSink(sink)
+        for batch in reader.batches():
+            events.head(reader.head)
+            events.events(edit(batch) if edit is not None else batch.raw)
+        events.head(reader.head)  # an empty traceEvents has no batch
+        return events.finish(appended, reader.tail)

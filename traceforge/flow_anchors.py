@@ -1,0 +1,95 @@
+"""Where to put a flow end so that Perfetto binds it to the intended slice.
+
+Perfetto binds a v1 ``s`` (and an ``f`` with ``bp:"e"``) to the slice on top of the
+thread's stack at the flow's ts, and pops that stack only when a new slice begins. So
+the end of an arrow must lie strictly inside its slice *as Perfetto reads the times*
+(``perfetto_ns``; a slice ends at ``perfetto(ts) + perfetto(dur)``) and before the next
+slice on that thread begins (a child, or a zero-duration op, would take the binding).
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+import numpy as np
+
+from .exacttime import NS_PER_US, perfetto_ns
+from .scan import TraceColumns
+
+_MAX_THREAD_ID = 2**32 - 1
+_FALLBACK_SAMPLES = 128
+_SLACK_NS = 512  # how far Perfetto's reading of a fractional µs can move, with margin
+
+
+def perfetto_ns_array(ns: np.ndarray) -> np.ndarray:
+    """``perfetto_ns`` of each value; whole µs (the usual case) without a Python call."""
+    out = np.asarray(ns, dtype=np.int64).copy()
+    frac = np.flatnonzero(out % NS_PER_US)
+    if len(frac):
+        out[frac] = np.fromiter((perfetto_ns(v) for v in out[frac].tolist()), np.int64, len(frac))
+    return out
+
+
+def perfetto_thread(pid: object, tid: object) -> tuple:
+    """The thread Perfetto puts (pid, tid) on: ids outside [0, 2^32) become 0, tid 0 the pid."""
+    def norm(v: object) -> object:
+        return 0 if type(v) is int and not 0 <= v <= _MAX_THREAD_ID else v
+
+    pid, tid = norm(pid), norm(tid)
+    return (pid, pid if tid == 0 else tid)
+
+
+class ThreadSlices:
+    """Every slice the scan knows of (CPU ops, launch calls, GPU ops, profiler ranges) in
+    Perfetto's order per thread: by start, longer first, then file order."""
+
+    def __init__(self, cols: TraceColumns):
+        tables = [t for t in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges) if len(t)]
+        ordinal = np.concatenate([t.ordinal for t in tables]) if tables else np.zeros(0, np.int64)
+        ts = np.concatenate([t.ts for t in tables]) if tables else ordinal
+        dur = np.concatenate([t.dur for t in tables]) if tables else ordinal
+        track = np.concatenate([t.track for t in tables]) if tables else ordinal
+        keep = dur >= 0  # Perfetto drops slices with a negative duration
+        ordinal, ts, dur, track = ordinal[keep], ts[keep], dur[keep], track[keep]
+        thread_ids: dict[tuple, int] = {}
+        thread_of_track = np.array([thread_ids.setdefault(perfetto_thread(*t), len(thread_ids)) for t in cols.tracks]
+                                   or [0], dtype=np.int64)
+        thread = thread_of_track[track]
+        start = perfetto_ns_array(ts)
+        length = perfetto_ns_array(dur)
+        order = np.lexsort((ordinal, -length, start, thread))
+        self._start, self._end = start[order], start[order] + length[order]
+        self._thread = thread[order]
+        self._by_ordinal = np.argsort(ordinal[order], kind="stable")
+        self._ordinals = ordinal[order][self._by_ordinal]
+
+    def anchors(self, ordinals: np.ndarray) -> np.ndarray:
+        """For each slice (by event ordinal): a ts in ns at which a flow end binds to it, or -1."""
+        found = np.searchsorted(self._ordinals, ordinals)
+        if len(found) and not np.array_equal(self._ordinals[np.minimum(found, len(self._ordinals) - 1)], ordinals):
+            raise ValueError("anchors asked for an event that is not a known slice")
+        pos = self._by_ordinal[found]
+        start, limit = self._start[pos], self._end[pos]
+        nxt = np.minimum(pos + 1, len(self._start) - 1)
+        has_next = (pos + 1 < len(self._start)) & (self._thread[nxt] == self._thread[pos])
+        limit = np.where(has_next, np.minimum(limit, self._start[nxt]), limit)
+        # First choice: the first whole µs after the start, which Perfetto reads exactly.
+        whole = (start // NS_PER_US + 1) * NS_PER_US
+        out = np.where(whole < limit, whole, -1)
+        for i in np.flatnonzero((out < 0) & (limit - start > 1)).tolist():
+            out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
+        return out
+
+
+def _fractional_anchor(start: int, limit: int) -> int:
+    """A ts whose Perfetto reading lies in (start, limit), for slices with no whole µs there.
+
+    Perfetto's reading of a fractional µs truncates, moves by up to a few hundred ns at
+    epoch magnitude and is not monotonic across whole µs, so candidates are sampled: the
+    first ns after the start, then a grid around the window.
+    """
+    step = max(1, (limit - start + 2 * _SLACK_NS) // _FALLBACK_SAMPLES)
+    for t in chain(range(start + 1, min(limit, start + 17)), range(start - _SLACK_NS, limit + _SLACK_NS, step)):
+        if start < perfetto_ns(t) < limit:
+            return t
+    return -1
