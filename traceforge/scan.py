@@ -72,7 +72,7 @@ def _int_or(value: object, default: int) -> int:
 
 
 def _table(columns: dict[str, array]) -> dict[str, np.ndarray]:
-    return {k: np.frombuffer(v, dtype=np.int64).copy() if len(v) else np.zeros(0, np.int64) for k, v in columns.items()}
+    return {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64) for k, v in columns.items()}
 
 
 @dataclass
@@ -96,8 +96,8 @@ class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
 
     path: str
-    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes
-    launches: Table  # ordinal ts dur track correlation name cat
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims
+    launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
     range_args: list[dict]
@@ -111,6 +111,7 @@ class TraceColumns:
     max_flow_id: int = -1
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
+    kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
 
     @property
     def base_time_ns(self) -> int | None:
@@ -142,9 +143,9 @@ def scan(
     in the same pass, then uses the reader's head and tail).
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    names, tracks, cats = _Interner(), _Interner(), _Interner()
-    gpu = {k: array("q") for k in ("ordinal", "kind", "ts", "dur", "device", "stream", "track", "correlation", "name", "bytes")}
-    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name", "cat")}
+    names, tracks, cats, dims = _Interner(), _Interner(), _Interner(), _Interner()
+    gpu = {k: array("q") for k in ("ordinal", "kind", "ts", "dur", "device", "stream", "track", "correlation", "name", "bytes", "dims")}
+    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name", "cat", "kernel")}
     cpu = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name", "cat")}
     ranges = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name")}
     range_args: list[dict] = []
@@ -200,6 +201,7 @@ def scan(
                 g["correlation"].append(_int_or(args.get("correlation"), -1))
                 g["name"].append(name)
                 g["bytes"].append(_int_or(args.get("bytes"), -1))
+                g["dims"].append(_launch_dims(args, dims))
             elif kind == _LAUNCH:
                 g = launch
                 g["ordinal"].append(ordinal)
@@ -209,6 +211,8 @@ def scan(
                 g["correlation"].append(_int_or(args.get("correlation"), -1))
                 g["name"].append(name)
                 g["cat"].append(cats(cat))
+                kernel = args.get("kernel")
+                g["kernel"].append(names(kernel) if type(kernel) is str else -1)
             elif kind == _CPU:
                 g = cpu
                 g["ordinal"].append(ordinal)
@@ -243,7 +247,18 @@ def scan(
         max_flow_id=max_flow_id,
         event_count=reader.event_count,
         skipped=skipped,
+        kernel_dims=dims.values,
     )
+
+
+def _launch_dims(args: dict, dims: _Interner) -> int:
+    """Id of a kernel's ``(grid, block)`` (each an (x, y, z) tuple of ints); -1 unless both are there."""
+    grid, block = args.get("grid"), args.get("block")
+    if type(grid) is not list or type(block) is not list or len(grid) != 3 or len(block) != 3:
+        return -1
+    if not all(type(v) is int for v in grid) or not all(type(v) is int for v in block):
+        return -1
+    return dims((tuple(grid), tuple(block)))
 
 
 def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:

@@ -17,7 +17,7 @@ from ..errors import TraceFormatError, UsageError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-READ_SIZE = 1 << 20
+READ_SIZE = 256 << 10
 GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
 ZSTD_LEVEL = 3
 

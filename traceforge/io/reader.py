@@ -27,11 +27,11 @@ import orjson
 from ..errors import TraceFormatError
 from .codec import iter_decompressed
 
-BATCH_BYTES = 4 << 20
+BATCH_BYTES = 2 << 20
 MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
-_CUT = re.compile(rb"\}[ \t\r\n]*,")
+_CUT = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(?=\{[ \t\r\n]*")')
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
 _FRACTIONAL_TIME = re.compile(
     rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:\d+\.\d*|\d+(?=[eE]))(?:[eE][-+]?\d+)?)'
@@ -252,22 +252,17 @@ class TraceReader:
 
     def _fast_batch(self, buf: _Buffer, ordinal: int) -> EventBatch | None:
         data = buf.data
-        start = max(0, len(data) - (1 << 20))
-        cut = None
-        for cut in _CUT.finditer(data, start):
-            pass
-        if cut is None:
+        limit = min(len(data), self.batch_bytes)  # parsed events take ~5-10x their JSON size
+        start = max(0, limit - (1 << 20))
+        cuts = list(_CUT.finditer(data, start, limit))
+        for cut in cuts[-1:-4:-1]:  # a "}, {" inside a string fails to parse: try an earlier one
+            events = self._parse_run(data[:cut.start() + 1])
+            if events is not None and all(type(e) is dict for e in events):
+                break
+        else:
             return None
-        piece = data[:cut.start() + 1]
-        events = self._parse_run(piece)
-        if events is None or not all(type(e) is dict for e in events):
-            return None
-        end = cut.end()
-        n = len(data)
-        while end < n and data[end] in WS:
-            end += 1
-        raw = data[:end]
-        batch = EventBatch(ordinal, events, raw, buf.base)
+        end = cut.end()  # the separator and its whitespace stay with this batch
+        batch = EventBatch(ordinal, events, data[:end], buf.base)
         buf.drop(end)
         return batch
 
@@ -384,8 +379,26 @@ def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
 
 
+_BETWEEN = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*(?=\{)")
+
+
+def _quick_spans(batch: EventBatch) -> list[tuple[int, int]] | None:
+    """Spans from the ``},{`` between events; None when one may sit inside a string.
+
+    Every real boundary matches, so exactly ``len(events) - 1`` matches are all real.
+    """
+    raw = batch.raw
+    cuts = [m.span() for m in _BETWEEN.finditer(raw)]
+    end = len(raw.rstrip(WS).rstrip(b",").rstrip(WS))
+    if len(cuts) != len(batch.events) - 1 or raw[:1] != b"{" or raw[end - 1:end] != b"}":
+        return None
+    return list(zip([0] + [b for _, b in cuts], [a + 1 for a, _ in cuts] + [end]))
+
+
 def event_spans(batch: EventBatch) -> list[tuple[int, int]]:
     """Each event's (start, end) in ``batch.raw``, walking the batch precisely if needed."""
+    if batch.spans is None:
+        batch.spans = _quick_spans(batch)
     if batch.spans is None:
         walker = TraceReader(path="<batch>", batch_bytes=len(batch.raw) + 2)
         buf = _Buffer(iter(()), data=batch.raw.rstrip(WS).rstrip(b",") + b"]", eof=True)
