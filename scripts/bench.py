@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Benchmark ``traceforge annotate`` against the cost of merely re-compressing each trace.
+
+For each trace this measures (a) the wall time and peak RSS of
+``python -m traceforge annotate TRACE --all -o OUT``, OUT having the same codec as TRACE, and
+(b) the floor: decompressing TRACE and re-compressing the same bytes with the codec and level
+traceforge writes (gzip level 1 via zlib, zstd level 3; a plain .json is just copied). Each
+command runs in its own child process, and its peak RSS is that child's own (from ``wait4``), so
+peaks never carry over between measurements. Prints a Markdown table; Linux only.
+
+    python scripts/bench.py TRACE [TRACE ...] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import zstandard
+
+CHUNK = 1 << 20
+REPO = Path(__file__).resolve().parent.parent
+CODECS = (".gz", ".zst")
+
+
+class Reader(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+class Compressor(Protocol):
+    def compress(self, data: bytes, /) -> bytes: ...
+    def flush(self) -> bytes: ...
+
+
+class Passthrough:
+    """The "codec" of an uncompressed trace."""
+
+    def compress(self, data: bytes, /) -> bytes:
+        return data
+
+    def flush(self) -> bytes:
+        return b""
+
+
+@dataclass
+class Run:
+    """One measured child process."""
+
+    seconds: float
+    peak_mb: float
+    returncode: int
+    stdout: bytes
+
+
+def codec(path: Path) -> str:
+    """The trace's compression suffix: ``.gz``, ``.zst`` or ``""``."""
+    return path.suffix if path.suffix in CODECS else ""
+
+
+def output_path(trace: Path, out_dir: Path, tag: str) -> Path:
+    """``out_dir/NAME.TAG.json[.gz|.zst]`` for a trace ``NAME.json[.gz|.zst]``."""
+    name = trace.name.removesuffix(codec(trace)).removesuffix(".json")
+    return out_dir / f"{name}.{tag}.json{codec(trace)}"
+
+
+def compressor(suffix: str) -> Compressor:
+    """A streaming compressor with traceforge's settings for a codec suffix."""
+    if suffix == ".gz":
+        return zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: gzip container
+    if suffix == ".zst":
+        return zstandard.ZstdCompressor(level=3).compressobj()
+    return Passthrough()
+
+
+def decompressed_chunks(path: Path) -> Iterator[bytes]:
+    """The trace's uncompressed bytes, a chunk at a time."""
+    with path.open("rb") as f:
+        reader: Reader = f
+        if codec(path) == ".gz":
+            reader = gzip.GzipFile(fileobj=f)
+        elif codec(path) == ".zst":
+            reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
+        while chunk := reader.read(CHUNK):
+            yield chunk
+
+
+def floor(src: Path, dst: Path) -> int:
+    """Decompress ``src`` and re-compress the same bytes into ``dst``; returns the raw byte count."""
+    raw = 0
+    comp = compressor(codec(src))
+    with dst.open("wb") as out:
+        for chunk in decompressed_chunks(src):
+            raw += len(chunk)
+            out.write(comp.compress(chunk))
+        out.write(comp.flush())
+    return raw
+
+
+def run_child(cmd: list[str], env: dict[str, str]) -> Run:
+    """Run ``cmd``, capturing its stdout; time it and take its peak RSS from ``wait4``."""
+    read_fd, write_fd = os.pipe()
+    start = time.perf_counter()
+    pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[(os.POSIX_SPAWN_DUP2, write_fd, 1)])
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        stdout = pipe.read()
+    _, status, usage = os.wait4(pid, 0)
+    seconds = time.perf_counter() - start
+    return Run(seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout)
+
+
+def warm_page_cache(path: Path) -> None:
+    """Read the file once so that the first measurement does not pay for a cold disk."""
+    with path.open("rb") as f:
+        while f.read(CHUNK):
+            pass
+
+
+def bench(trace: Path, out_dir: Path) -> tuple[list[str], bool]:
+    """Measure one trace; returns its table row and whether annotate succeeded."""
+    pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))  # so that `-m traceforge` runs this checkout
+    warm_page_cache(trace)
+    floor_out = output_path(trace, out_dir, "floor")
+    base = run_child([sys.executable, str(Path(__file__).resolve()), "--floor", str(trace), str(floor_out)], env)
+    if base.returncode:
+        raise RuntimeError(f"floor failed for {trace} (exit {base.returncode})")
+    raw_mb = int(base.stdout) / 1e6
+    annotated = output_path(trace, out_dir, "annotated")
+    run = run_child([sys.executable, "-m", "traceforge", "annotate", str(trace), "--all", "-o", str(annotated)], env)
+    sys.stderr.write(run.stdout.decode(errors="replace"))
+    if run.returncode:
+        annotate = [f"failed (exit {run.returncode})", "–", "–"]
+        ratio = "–"
+    else:
+        annotate = [f"{run.seconds:.2f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}"]
+        ratio = f"{run.seconds / base.seconds:.2f}"
+    return [trace.name, f"{raw_mb:.1f}", *annotate, f"{base.seconds:.2f}", ratio], not run.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("traces", nargs="*", type=Path, metavar="TRACE", help=".json, .json.gz or .json.zst")
+    parser.add_argument("--out-dir", type=Path, help="keep outputs here (default: a temporary directory)")
+    parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.floor:
+        print(floor(*args.floor))
+        return 0
+    if not args.traces:
+        parser.error("at least one TRACE is required")
+    header = ["file", "raw MB", "annotate s", "MB/s", "peak RSS MB", "floor s", "ratio annotate/floor"]
+    rows, ok = [], True
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = args.out_dir or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for trace in args.traces:
+            row, succeeded = bench(trace, out_dir)
+            rows.append(row)
+            ok &= succeeded
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(" --- " for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
