@@ -18,9 +18,13 @@ def assign_lanes(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Lane index (0, 1, ...) for each slice [ts, ts + dur) in ns."""
     start = np.array([perfetto_ns(t) for t in ts.tolist()], dtype=np.int64)
     end = np.array([perfetto_ns(t + d) for t, d in zip(ts.tolist(), dur.tolist())], dtype=np.int64)
-    end = np.maximum(end, start)
+    return partition(start, np.maximum(end, start))
+
+
+def partition(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Lane index for each slice [start, end) whose ns are already as Perfetto reads them."""
     order = np.lexsort((-end, start))
-    lanes = np.empty(len(ts), np.int64)
+    lanes = np.empty(len(start), np.int64)
     free: list[tuple[int, int]] = []  # (end of the lane's last slice, lane)
     count = 0
     for i in order.tolist():

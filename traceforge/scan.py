@@ -8,7 +8,6 @@ Times are integer ns (see ``exacttime``).
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,8 +70,25 @@ def _int_or(value: object, default: int) -> int:
     return default
 
 
-def _table(columns: dict[str, array]) -> dict[str, np.ndarray]:
-    return {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64) for k, v in columns.items()}
+class _Rows:
+    """Rows of int64 fields: tuples per batch, packed into numpy after each batch."""
+
+    def __init__(self, fields: str):
+        self.fields = fields.split()
+        self.pending: list[tuple] = []
+        self._chunks: list[np.ndarray] = []
+
+    def flush(self) -> None:
+        if self.pending:
+            self._chunks.append(np.array(self.pending, dtype=np.int64))
+            self.pending.clear()
+
+    def table(self) -> Table:
+        self.flush()
+        data = np.concatenate(self._chunks) if self._chunks else np.zeros((0, len(self.fields)), np.int64)
+        self._chunks = []
+        columns = data.T.copy()  # one contiguous row per field
+        return Table(dict(zip(self.fields, columns)))
 
 
 @dataclass
@@ -144,16 +160,17 @@ def scan(
     """
     reader = reader or TraceReader(path, display_name=display_name)
     names, tracks, cats, dims = _Interner(), _Interner(), _Interner(), _Interner()
-    gpu = {k: array("q") for k in ("ordinal", "kind", "ts", "dur", "device", "stream", "track", "correlation", "name", "bytes", "dims")}
-    launch = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "correlation", "name", "cat", "kernel")}
-    cpu = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name", "cat")}
-    ranges = {k: array("q") for k in ("ordinal", "ts", "dur", "track", "name")}
+    gpu = _Rows("ordinal kind ts dur device stream track correlation name bytes dims")
+    launch = _Rows("ordinal ts dur track correlation name cat kernel")
+    cpu = _Rows("ordinal ts dur track name cat")
+    ranges = _Rows("ordinal ts dur track name")
     range_args: list[dict] = []
     counts: Counter = Counter()
     skipped: Counter = Counter()
     track_names: dict[tuple, str] = {}
     process_names: dict[object, str] = {}
     max_flow_id = -1
+    gpu_add, launch_add, cpu_add, range_add = gpu.pending.append, launch.pending.append, cpu.pending.append, ranges.pending.append
 
     for batch in reader.batches():
         if on_batch is not None:
@@ -167,75 +184,58 @@ def scan(
             if ph != "X":
                 if ph == "M":
                     _note_metadata(e, track_names, process_names)
-                elif ph in ("s", "f", "t"):
+                elif ph == "s" or ph == "f" or ph == "t":
                     fid = e.get("id")
                     if type(fid) is int and fid > max_flow_id:
                         max_flow_id = fid
                 continue
-            kind = _kind_of(cat)
-            if kind is None or (kind == _CPU and not cpu_ops):
+            kind = _KIND_BY_CAT.get(cat) if type(cat) is str else None
+            if kind is None:
+                kind = _kind_of(cat)
+                if kind is None:
+                    continue
+            if kind == _CPU and not cpu_ops:
                 continue
+            ts, dur = e.get("ts"), e.get("dur")
             try:
-                ts = e["ts"]
                 ts = ts * 1000 if type(ts) is int else to_ns(ts)
-                dur = e["dur"]
                 dur = dur * 1000 if type(dur) is int else to_ns(dur)
-            except (KeyError, ValueError, TypeError):
+            except (ValueError, TypeError):
                 skipped[f"{kind} event without a numeric ts/dur"] += 1
                 continue
             pid, tid = e.get("pid"), e.get("tid")
             track = tracks((pid, tid))
             args = e.get("args")
             if type(args) is not dict:
-                args = {}
-            name = names(e.get("name") if type(e.get("name")) is str else "")
+                args = _NO_ARGS
+            name = e.get("name")
+            name = names(name if type(name) is str else "")
             if kind == _GPU:
-                g = gpu
-                g["ordinal"].append(ordinal)
-                g["kind"].append(_GPU_CATS[cat.lower()])
-                g["ts"].append(ts)
-                g["dur"].append(dur)
-                g["device"].append(_int_or(args.get("device", pid), -1))
-                g["stream"].append(_int_or(args.get("stream", tid), -1))
-                g["track"].append(track)
-                g["correlation"].append(_int_or(args.get("correlation"), -1))
-                g["name"].append(name)
-                g["bytes"].append(_int_or(args.get("bytes"), -1))
-                g["dims"].append(_launch_dims(args, dims))
+                gpu_add((
+                    ordinal, _GPU_CATS[cat.lower()], ts, dur,
+                    _int_arg(args, "device", pid), _int_arg(args, "stream", tid), track,
+                    _int_arg(args, "correlation", -1), name, _int_arg(args, "bytes", -1), _launch_dims(args, dims),
+                ))
             elif kind == _LAUNCH:
-                g = launch
-                g["ordinal"].append(ordinal)
-                g["ts"].append(ts)
-                g["dur"].append(dur)
-                g["track"].append(track)
-                g["correlation"].append(_int_or(args.get("correlation"), -1))
-                g["name"].append(name)
-                g["cat"].append(cats(cat))
                 kernel = args.get("kernel")
-                g["kernel"].append(names(kernel) if type(kernel) is str else -1)
+                launch_add((
+                    ordinal, ts, dur, track, _int_arg(args, "correlation", -1), name, cats(cat),
+                    names(kernel) if type(kernel) is str else -1,
+                ))
             elif kind == _CPU:
-                g = cpu
-                g["ordinal"].append(ordinal)
-                g["ts"].append(ts)
-                g["dur"].append(dur)
-                g["track"].append(track)
-                g["name"].append(name)
-                g["cat"].append(cats(cat))
+                cpu_add((ordinal, ts, dur, track, name, cats(cat)))
             else:
-                g = ranges
-                g["ordinal"].append(ordinal)
-                g["ts"].append(ts)
-                g["dur"].append(dur)
-                g["track"].append(track)
-                g["name"].append(name)
+                range_add((ordinal, ts, dur, track, name))
                 range_args.append(args)
+        for rows in (gpu, launch, cpu, ranges):
+            rows.flush()
 
     return TraceColumns(
         path=reader.name,
-        gpu=Table(_table(gpu)),
-        launches=Table(_table(launch)),
-        cpu_ops=Table(_table(cpu)),
-        ranges=Table(_table(ranges)),
+        gpu=gpu.table(),
+        launches=launch.table(),
+        cpu_ops=cpu.table(),
+        ranges=ranges.table(),
         range_args=range_args,
         names=names.values,
         tracks=tracks.values,
@@ -249,6 +249,15 @@ def scan(
         skipped=skipped,
         kernel_dims=dims.values,
     )
+
+
+_NO_ARGS: dict = {}
+
+
+def _int_arg(args: dict, key: str, default: object) -> int:
+    """An int arg (``default`` when absent); Kineto's ``"stream 7"`` and ``"0x1f"`` forms too."""
+    value = args.get(key, default)
+    return value if type(value) is int else _int_or(value, -1)
 
 
 def _launch_dims(args: dict, dims: _Interner) -> int:

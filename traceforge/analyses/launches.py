@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..scan import TraceColumns
 
 # Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
 STREAM_LAUNCH_APIS = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_ptsz",
-    "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz",
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
     "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-    "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync",
-    "cudaMemsetAsync", "cudaMemsetAsync_ptsz", "cudaMemset2DAsync",
-    "cudaGraphLaunch", "cudaGraphLaunch_ptsz", "cuGraphLaunch",
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemsetAsync", "cudaMemset2DAsync",
+    "cudaGraphLaunch", "cuGraphLaunch",
     "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
     "hipLaunchCooperativeKernel", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync",
     "hipMemsetD8Async", "hipMemsetD32Async", "hipGraphLaunch",
@@ -28,9 +28,18 @@ HTA_QUEUE_APIS = frozenset({
 })
 
 
+_API_SUFFIX = re.compile(r"(_v\d+|_ptsz|_ptds)+$")
+
+
+def api_name(name: str) -> str:
+    """The API a runtime event calls: CUPTI may add a version or stream suffix
+    (``cudaLaunchKernelExC_v11060``, ``cudaMemcpyAsync_ptsz``)."""
+    return _API_SUFFIX.sub("", name)
+
+
 def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
     """Rows of ``cols.launches`` whose API (one of ``apis``) puts work on a stream."""
-    is_api = np.array([name in apis for name in cols.names], dtype=bool)
+    is_api = np.array([api_name(name) in apis for name in cols.names], dtype=bool)
     if not len(cols.launches):
         return np.zeros(0, np.int64)
     return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))
