@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .analyses import category_tracks, launch_delay_marks
+from .analyses.counters.annotation import add_counter_options, build_counters
 from .analyses.memcpy_bw import memcpy_bw_tracks
+from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
 from .inject import Injections, TidAllocator
@@ -61,6 +64,24 @@ ANALYSES: dict[str, Analysis] = {
                  _counter_injections("queue length", queue_length_tracks)),
         Analysis("memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
                  _counter_injections("memcpy bandwidth", memcpy_bw_tracks)),
+        # Not in --all: it adds args to the trace's own GPU ops (--all only appends).
+        Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
+                 "from the launch call for each delay above --delay-cutoff, one counter track per stream",
+                 launch_delay_marks.launch_delay_marks, needs_cpu_ops=True,
+                 add_options=launch_delay_marks.add_options, in_all=False, patches_args=True),
+        Analysis("classify", "kernel classification: a category (and stage) arg on every GPU op by the rules of "
+                 "--rules, one utilisation counter track per (GPU, category): share of running ops in percent",
+                 category_tracks.category_injections, add_options=category_tracks.add_options,
+                 in_all=False, patches_args=True),
+        # Not in --all: it adds args (--all only appends, in one pass); a no-op with a summary line without counters.
+        Analysis("counters", "hardware counters (the trace's CUPTI range-profiler events, --ncu CSV) and derived "
+                 "metrics as a `counters` arg on the kernels (or launch calls) they measured, and achieved "
+                 "TFLOP/s and DRAM GB/s counter tracks per GPU",
+                 build_counters, add_options=add_counter_options, in_all=False, patches_args=True),
+        Analysis("patterns", "frequent GPU op sequences (--op NAME, or mined per stream without it): one slice per "
+                 "occurrence of the --top-k patterns on a 'Patterns (stream N)' track",
+                 build_patterns, needs_cpu_ops=True, add_options=add_pattern_options, in_all=False,
+                 patches_args=True),
     )
 }
 

@@ -6,10 +6,14 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import annotate, info
+from .commands import annotate, check, classify, counters, info, launch_stats
+from .commands import diff as diff_cmd, export as export_cmd, stats as stats_cmd
+from .commands import patterns as patterns_cmd
+from .commands import open as open_cmd, repair as repair_cmd, trim as trim_cmd
 from .errors import TraceforgeError
 
-COMMANDS = (annotate, info)
+COMMANDS = (annotate, info, launch_stats, stats_cmd, export_cmd, diff_cmd, classify, check, counters, patterns_cmd,
+            repair_cmd, trim_cmd, open_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

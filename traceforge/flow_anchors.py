@@ -45,10 +45,8 @@ class ThreadSlices:
 
     def __init__(self, cols: TraceColumns):
         tables = [t for t in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges) if len(t)]
-        ordinal = np.concatenate([t.ordinal for t in tables]) if tables else np.zeros(0, np.int64)
-        ts = np.concatenate([t.ts for t in tables]) if tables else ordinal
-        dur = np.concatenate([t.dur for t in tables]) if tables else ordinal
-        track = np.concatenate([t.track for t in tables]) if tables else ordinal
+        ordinal, ts, dur, track = (np.concatenate([getattr(t, c) for t in tables] or [np.zeros(0, np.int64)])
+                                   for c in ("ordinal", "ts", "dur", "track"))
         keep = dur >= 0  # Perfetto drops slices with a negative duration
         ordinal, ts, dur, track = ordinal[keep], ts[keep], dur[keep], track[keep]
         thread_ids: dict[tuple, int] = {}
@@ -64,10 +62,13 @@ class ThreadSlices:
         self._ordinals = ordinal[order][self._by_ordinal]
 
     def anchors(self, ordinals: np.ndarray) -> np.ndarray:
-        """For each slice (by event ordinal): a ts in ns at which a flow end binds to it, or -1."""
-        found = np.searchsorted(self._ordinals, ordinals)
-        if len(found) and not np.array_equal(self._ordinals[np.minimum(found, len(self._ordinals) - 1)], ordinals):
-            raise ValueError("anchors asked for an event that is not a known slice")
+        """For each slice (by event ordinal): a ts in ns at which a flow end binds to it, or -1
+        (also for an event Perfetto does not draw, e.g. one with a negative duration)."""
+        out = np.full(len(ordinals), -1, np.int64)
+        if not len(self._ordinals):
+            return out
+        found = np.minimum(np.searchsorted(self._ordinals, ordinals), len(self._ordinals) - 1)
+        known = self._ordinals[found] == ordinals
         pos = self._by_ordinal[found]
         start, limit = self._start[pos], self._end[pos]
         nxt = np.minimum(pos + 1, len(self._start) - 1)
@@ -75,8 +76,8 @@ class ThreadSlices:
         limit = np.where(has_next, np.minimum(limit, self._start[nxt]), limit)
         # First choice: the first whole µs after the start, which Perfetto reads exactly.
         whole = (start // NS_PER_US + 1) * NS_PER_US
-        out = np.where(whole < limit, whole, -1)
-        for i in np.flatnonzero((out < 0) & (limit - start > 1)).tolist():
+        out[known & (whole < limit)] = whole[known & (whole < limit)]
+        for i in np.flatnonzero(known & (out < 0) & (limit - start > 1)).tolist():
             out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
         return out
 

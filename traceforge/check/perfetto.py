@@ -19,7 +19,7 @@ import re
 from ..exacttime import to_ns
 
 U32_MAX = 2**32 - 1
-_EXACT_DOUBLE_INT = 2**53
+_TWO_POW_53 = str(2**53)  # up to here every prefix of the digits is an exact double
 _NUMBER = re.compile(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
 
 
@@ -50,17 +50,24 @@ def time_ns(value: object) -> tuple[int, int] | None:
 
 
 def _perfetto_ns(sign: str, whole: str, frac: str | None, exp: str | None) -> int | None:
-    """Perfetto's StringToDouble then ``static_cast<int64_t>(d * 1000.0)``."""
-    w = int(whole)
-    out = float(w) if w <= _EXACT_DOUBLE_INT else _fold(whole)
+    """Perfetto's StringToDouble then ``static_cast<int64_t>(d * 1000.0)``; None when that
+    is no int64 (Perfetto gets garbage there, so the event counts as unreadable)."""
+    if len(whole) > 20 and exp is None:
+        return None
+    exact_double = len(whole) < 16 or (len(whole) == 16 and whole <= _TWO_POW_53)
+    out = float(int(whole)) if exact_double else _fold(whole)
     if frac:
         # frac and 10**len(frac) are exact doubles below 16 digits: one rounded division.
         out += float(int(frac)) / 10.0 ** len(frac) if len(frac) < 16 else _fold(frac) / _fold("1" + "0" * len(frac))
     if exp is not None:
         e = int(exp)
-        out = out / math.pow(10.0, -e) if e < 0 else out * math.pow(10.0, e)
+        try:
+            scale = math.pow(10.0, abs(e))
+        except OverflowError:  # C's pow gives inf
+            scale = math.inf
+        out = out / scale if e < 0 else out * scale
     ns = out * 1000.0
-    if not math.isfinite(ns):
+    if not ns < 2.0**63:  # also inf and nan
         return None
     return -int(ns) if sign else int(ns)
 
@@ -75,12 +82,11 @@ def _fold(digits: str) -> float:
 
 def coerce_id(value: object) -> int | str | None:
     """A pid/tid as Perfetto reads it: uint32, interned string, or None (absent/unusable)."""
-    t = type(value)
-    if t is int:
+    if type(value) is int:
         return value if 0 <= value <= U32_MAX else None
-    if t is str:
+    if type(value) is str:
         return value or None
-    if t is float and 0 <= value <= U32_MAX:
+    if type(value) is float and 0 <= value <= U32_MAX:
         return int(value)
     return None
 
@@ -101,12 +107,11 @@ def out_of_range(value: object) -> bool:
 
 def flow_id(value: object) -> int | None:
     """A v1 ``id`` / v2 ``bind_id`` as Perfetto reads it (strings are hex), or None."""
-    t = type(value)
-    if t is int:
+    if type(value) is int:
         return value % 2**64
-    if t is float and math.isfinite(value):
+    if type(value) is float and math.isfinite(value):
         return int(value) % 2**64
-    if t is str and value:
+    if type(value) is str and value:
         try:
             return int(value, 16) % 2**64
         except ValueError:
@@ -116,10 +121,9 @@ def flow_id(value: object) -> int | None:
 
 def counter_number(value: object) -> bool:
     """Whether Perfetto reads a counter arg as a number (numbers, numeric strings)."""
-    t = type(value)
-    if t is int or t is float:
+    if type(value) is int or type(value) is float:
         return True
-    if t is str:
+    if type(value) is str:
         try:
             float(value)
         except ValueError:

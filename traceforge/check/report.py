@@ -18,12 +18,17 @@ class Example:
     ts: str | None
     note: str = ""
 
-    def text(self) -> str:
+    def text(self, width: int = 60) -> str:
+        """One line; names longer than ``width`` are cut (kernel names run to kilobytes)."""
         where = f"#{self.ordinal}" if self.ordinal is not None else "?"
-        what = f" {self.name!r}" if self.name is not None else ""
+        what = f" {shorten(self.name, width)!r}" if self.name is not None else ""
         when = f" ts {self.ts}" if self.ts is not None else ""
         note = f" ({self.note})" if self.note else ""
         return f"{where}{what}{when}{note}"
+
+
+def shorten(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 class Findings:
@@ -43,6 +48,10 @@ class Findings:
         examples = self.examples[rule]
         if len(examples) < self.max_examples:
             examples.append(Example(ordinal, name if isinstance(name, str) else None, ts, note))
+
+    def extra(self, rule: str, count: int) -> None:
+        """Count ``count`` more occurrences whose examples are already kept."""
+        self.counts[rule] += count
 
 
 @dataclass

@@ -51,16 +51,20 @@ def write_trace(
     out: str,
     appended: Iterable[bytes] = (),
     edit: Callable[[EventBatch], bytes] | None = None,
+    edit_head: Callable[[bytes], bytes] | None = None,
+    edit_tail: Callable[[bytes], bytes] | None = None,
 ) -> int:
     """Copy ``reader``'s trace to ``out`` (atomically); return the number of events appended.
 
     ``edit`` may rewrite a batch's bytes (it must return whole events with separators);
     everything else is copied byte for byte. ``appended`` events go after the last event.
+    ``edit_head``/``edit_tail`` (pure functions) may rewrite the bytes before the first
+    event and after the last one (the top-level keys), e.g. to change a key's value.
     """
     with AtomicOutput(out, inputs=(reader.path,)) as sink:
         events = EventSink(sink)
         for batch in reader.batches():
-            events.head(reader.head)
+            events.head(edit_head(reader.head) if edit_head is not None else reader.head)
             events.events(edit(batch) if edit is not None else batch.raw)
-        events.head(reader.head)  # an empty traceEvents has no batch
-        return events.finish(appended, reader.tail)
+        events.head(edit_head(reader.head) if edit_head is not None else reader.head)  # no batch: empty traceEvents
+        return events.finish(appended, edit_tail(reader.tail) if edit_tail is not None else reader.tail)

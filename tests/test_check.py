@@ -1,0 +1,260 @@
+"""traceforge check: predictions of what Perfetto's JSON importer drops, moves or mis-renders."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import orjson
+import pytest
+
+from traceforge.check import check_trace
+
+from .conftest import TRACES, raw_json, run_cli
+
+
+def _write(tmp_path, events, name="t.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+def _x(name, ts, dur, pid=1, tid=1, cat="cpu_op", **kw) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, **kw}
+
+
+def _flow(ph, fid, ts, pid=1, tid=1, **kw) -> dict:
+    return {"ph": ph, "cat": "ac2g", "name": "ac2g", "id": fid, "pid": pid, "tid": tid, "ts": ts, **kw}
+
+
+def _counter(ts, args, **kw) -> dict:
+    return {"ph": "C", "name": "Queue length", "pid": 1, "ts": ts, "args": args, **kw}
+
+
+def _check(tmp_path, events):
+    return check_trace(_write(tmp_path, events))
+
+
+# -- a clean trace -------------------------------------------------------------------------
+
+CLEAN = [
+    {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+    _x("step", 0, 100),
+    _x("aten::mm", 10, 20),
+    _x("cudaLaunchKernel", 12, 5, cat="cuda_runtime"),
+    _flow("s", 1, 12),
+    _x("aten::add", 30, 10),  # starts where aten::mm ends: [start, end) intervals do not overlap
+    _x("zero", 35, 0),
+    _x("sgemm", 40, 30, pid=0, tid=7, cat="kernel"),
+    _flow("f", 1, 40, pid=0, tid=7, bp="e"),
+    {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 50},
+    {"ph": "i", "s": "g", "name": "global", "ts": 50},
+    _counter(0, {"stream 7": 1}),
+    _counter(5, {"stream 7": 0}),
+    {"ph": "B", "name": "region", "pid": 1, "tid": 2, "ts": 0},
+    {"ph": "E", "pid": 1, "tid": 2, "ts": 20},
+]
+
+
+def test_clean_trace_reports_nothing(tmp_path):
+    report = _check(tmp_path, CLEAN)
+    assert report.stats == {} and report.warnings == {}
+    assert report.losses == 0 and report.exit_code == 0
+    assert report.events == len(CLEAN)
+    r = run_cli("check", _write(tmp_path, CLEAN))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert b"without loss" in r.stdout
+
+
+# -- one small trace per rule --------------------------------------------------------------
+
+CASES = {
+    "negative dur": ([_x("a", 0, -5)], "slice_negative_duration", 1),
+    "partial overlap": ([_x("a", 0, 10), _x("b", 5, 10)], "slice_spill_overlapping_complete_event", 1),
+    "overlap in file order reversed": ([_x("b", 5, 10), _x("a", 0, 10)], "slice_spill_overlapping_complete_event", 1),
+    "nested deeper overlap": ([_x("a", 0, 100), _x("b", 10, 20), _x("c", 25, 10)],
+                              "slice_spill_overlapping_complete_event", 1),
+    "depth 513": ([_x(f"d{i}", i, 10_000 - 2 * i) for i in range(513)], "slice_max_depth_exceeded", 1),
+    "negative ts": ([_x("a", -3, 1)], "trace_sorter_negative_timestamp_dropped", 1),
+    "X without dur": ([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0}], "json_parser_failure", 1),
+    "misplaced end": ([_x("parent", 0, 10), {"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": 2},
+                       _x("next", 12, 1)], "misplaced_end_event", 1),
+    "duplicate flow id": ([_x("a", 0, 10), _flow("s", 5, 1), _flow("s", 5, 2)], "flow_duplicate_id", 1),
+    "flow without enclosing slice": ([_flow("s", 5, 1, tid=9)], "flow_no_enclosing_slice", 1),
+    "flow end without start": ([_x("k", 0, 10), _flow("f", 5, 1, bp="e")], "flow_end_without_start", 1),
+    "flow end before its start": ([_x("k", 0, 10), _x("l", 20, 10), _flow("f", 5, 1, bp="e"), _flow("s", 5, 21)],
+                                  "flow_end_without_start", 1),
+    "flow step without start": ([_x("k", 0, 10), _flow("t", 5, 1)], "flow_step_without_start", 1),
+    "flow invalid id": ([_x("k", 0, 10), _flow("s", "not hex", 1)], "flow_invalid_id", 1),
+    "flow without direction": ([_x("k", 0, 10, bind_id=2**40)], "flow_without_direction", 1),
+    "f without bp nor s": ([_flow("f", 5, 1), _x("k", 2, 10)], "flow_end_from_slice_0", 1),
+    "counter with two keys": ([_counter(0, {"a": 1, "b": 2})], "counter_multiple_keys", 1),
+    "numeric counter id": ([_counter(0, {"stream": 1}, id=7), _counter(0, {"stream": 2}, id=8)],
+                           "counter_id_not_string", 2),
+    "non-numeric counter value": ([_counter(0, {"a": "many"})], "json_parser_failure", 1),
+    "counter args not an object": ([_counter(0, [1, 2])], "json_parser_failure", 1),
+    "thread instant without tid": ([{"ph": "i", "name": "a", "pid": 1, "ts": 0}], "json_parser_failure", 1),
+    "null dur": ([_x("a", 0, None)], "json_tokenizer_failure", 1),
+    "no ts": ([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "dur": 1}], "json_tokenizer_failure", 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_rule_is_predicted(case, tmp_path):
+    events, stat, count = CASES[case]
+    report = _check(tmp_path, events)
+    assert report.stats == {stat: count}, report.stats
+    assert report.exit_code == (2 if stat == "json_tokenizer_failure" else 1)
+    assert len(report.examples[stat]) == min(count, 3)
+
+
+def test_different_threads_do_not_overlap(tmp_path):
+    assert _check(tmp_path, [_x("a", 0, 10), _x("b", 5, 10, tid=2)]).stats == {}
+
+
+def test_negative_tid_merges_onto_main_thread(tmp_path):
+    report = _check(tmp_path, [_x("a", 0, 10, pid=7, tid=7), _x("b", 5, 10, pid=7, tid=-123)])
+    assert report.stats == {"slice_spill_overlapping_complete_event": 1}
+    assert report.breakdown["slice_spill_overlapping_complete_event"] == {"merged thread ids": 1}
+    assert report.warnings == {"pid_tid_out_of_range": 1}
+
+
+def test_float_rounding_overlap_is_reported_and_explained(tmp_path):
+    # Adjacent in exact ns; Perfetto's double rounds a up by 45 ns and b up by 44 ns.
+    a = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":1712195495888728.531,"dur":0.257}'
+    b = '{"ph":"X","name":"b","pid":1,"tid":1,"ts":1712195495888728.788,"dur":1}'
+    path = tmp_path / "epoch.json"
+    path.write_text(f'{{"traceEvents":[{a},{b}]}}')
+    report = check_trace(str(path))
+    assert report.stats == {"slice_spill_overlapping_complete_event": 1}
+    assert report.breakdown["slice_spill_overlapping_complete_event"] == {"float rounding": 1}
+    assert "--rebase-time" in report.examples["slice_spill_overlapping_complete_event"][0].note
+    small_a, small_b = (event.replace("1712195495888728.", "28.") for event in (a, b))
+    rebased = tmp_path / "rebased.json"
+    rebased.write_text(f'{{"traceEvents":[{small_a},{small_b}]}}')
+    assert check_trace(str(rebased)).stats == {}
+
+
+def test_nan_is_fatal(tmp_path):
+    path = tmp_path / "nan.json"
+    path.write_text('{"traceEvents":[{"ph":"C","name":"q","pid":1,"ts":0,"args":{"v":NaN}}]}')
+    report = check_trace(str(path))
+    assert report.stats == {"json_syntax_error": 1} and report.exit_code == 2
+    r = run_cli("check", str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert b"json_syntax_error" in r.stdout
+
+
+def test_stdin(tmp_path):
+    r = run_cli("check", "-", stdin=json.dumps({"traceEvents": [_x("a", 0, 10), _x("b", 5, 10)]}).encode())
+    assert r.returncode == 1 and b"slice_spill_overlapping_complete_event 1:" in r.stdout
+
+
+def test_unreadable_file_is_an_error_not_a_verdict(tmp_path):
+    r = run_cli("check", str(tmp_path / "missing.json"))
+    assert r.returncode == 1 and b"cannot read" in r.stderr
+
+
+def test_kineto_quirks_are_warnings(tmp_path):
+    events = [
+        _x("k", 0, 0, pid=0, tid=7, cat="kernel"),
+        _x("__missing__", 5, 1, pid=0, tid=7, cat="kernel"),
+        _x("bad\u0001name", 10, 1),
+        _x("big", 20, 1, tid=2**33),
+    ]
+    report = _check(tmp_path, events)
+    assert report.stats == {} and report.exit_code == 0
+    assert report.warnings == {"gpu_zero_or_negative_duration": 1, "missing_name": 1,
+                               "control_characters": 1, "pid_tid_out_of_range": 1}
+
+
+def test_cli_json_and_max_examples(tmp_path):
+    path = _write(tmp_path, [_x("k", 0, 10)] + [_flow("f", i, 1, bp="e") for i in range(5)])
+    r = run_cli("check", path, "--format", "json", "--max-examples", "2")
+    assert r.returncode == 1, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert doc["stats"] == {"flow_end_without_start": 5} and doc["exit_code"] == 1 and doc["losses"] == 5
+    (problem,) = [p for p in doc["problems"] if p["name"] == "flow_end_without_start"]
+    assert len(problem["examples"]) == 2 and problem["examples"][0]["ordinal"] == 1
+    text = run_cli("check", path).stdout.decode()
+    assert "flow_end_without_start 5:" in text and text.count("\n") == 4
+
+
+# -- real traces ---------------------------------------------------------------------------
+
+def test_negative_queue_trace_matches_perfetto():
+    """Perfetto's own stats on this trace: 25 spilled slices, 28,196 f without s."""
+    report = check_trace(str(TRACES["negative_queue"]))
+    assert report.stats == {"slice_spill_overlapping_complete_event": 25, "flow_end_without_start": 28196}
+    assert report.breakdown["slice_spill_overlapping_complete_event"]["merged thread ids"] == 24
+    assert report.exit_code == 1
+
+
+def test_cupti_trace_flow_ends_without_start():
+    doc = json.loads(raw_json(TRACES["cupti"]))["traceEvents"]
+    starts = {(e["id"], e["cat"], e["name"]) for e in doc if e.get("ph") == "s"}
+    dangling = sum((e["id"], e["cat"], e["name"]) not in starts for e in doc if e.get("ph") == "f")
+    assert dangling > 0
+    report = check_trace(str(TRACES["cupti"]))
+    assert report.warnings["dangling_flow_end"] == dangling
+    assert report.stats["flow_end_without_start"] == dangling
+
+
+def test_large_trace_streams_in_seconds():
+    started = time.process_time()
+    report = check_trace(str(TRACES["df_index"]))
+    assert report.events == 216_092
+    assert time.process_time() - started < 10
+
+
+# -- our own output ------------------------------------------------------------------------
+
+def _synthetic_kineto(n_kernels: int = 6) -> list[dict]:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 10, "tid": 10, "args": {"name": "main"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+        _x("ProfilerStep#1", 1000, 1000, pid=10, tid=10, cat="user_annotation"),
+    ]
+    for i in range(n_kernels):
+        launch, start, corr = 1010 + 40 * i, 1100 + 100 * i, 100 + i
+        args = {"device": 0, "stream": 7, "correlation": corr}
+        events += [
+            _x("aten::mm", launch - 5, 30, pid=10, tid=10),
+            _x("cudaLaunchKernel", launch, 10, pid=10, tid=10, cat="cuda_runtime", args={"correlation": corr}),
+            _flow("s", corr, launch, pid=10, tid=10),
+            _x(f"kernel_{i % 2}", start, 60, pid=0, tid=7, cat="kernel", args=args),
+            _flow("f", corr, start, pid=0, tid=7, bp="e"),
+        ]
+    corr, launch, start = 200, 1010 + 40 * n_kernels, 1100 + 100 * n_kernels
+    events += [
+        _x("cudaMemcpyAsync", launch, 10, pid=10, tid=10, cat="cuda_runtime", args={"correlation": corr}),
+        _flow("s", corr, launch, pid=10, tid=10),
+        _x("Memcpy HtoD (Pinned -> Device)", start, 50, pid=0, tid=7, cat="gpu_memcpy",
+           args={"device": 0, "stream": 7, "correlation": corr, "bytes": 1 << 20}),
+        _flow("f", corr, start, pid=0, tid=7, bp="e"),
+    ]
+    return events
+
+
+def test_annotated_clean_trace_passes(tmp_path):
+    src = _write(tmp_path, _synthetic_kineto())
+    assert check_trace(src).exit_code == 0
+    out = tmp_path / "out.json"
+    r = run_cli("annotate", src, "--all", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    report = check_trace(str(out))
+    assert (report.stats, report.warnings) == ({}, {}), report.examples
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_annotate_adds_no_problems(name, tmp_path):
+    out = tmp_path / "out.json.gz"
+    r = run_cli("annotate", str(TRACES[name]), "--all", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    before, after = check_trace(str(TRACES[name])), check_trace(str(out))
+    for counts_before, counts_after in ((before.stats, after.stats), (before.warnings, after.warnings)):
+        worse = {k: (counts_before.get(k, 0), n) for k, n in counts_after.items() if n > counts_before.get(k, 0)}
+        assert not worse, (worse, after.examples)

@@ -1,0 +1,337 @@
+"""repair and trim: what Perfetto would lose is gone, and nothing else changed.
+
+Outcomes are judged by ``traceforge check`` and against the raw JSON of the input,
+parsed here with exact decimals (never through traceforge's own reader).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+import traceforge
+from traceforge.check import check_trace
+from traceforge.check.perfetto import time_ns
+from traceforge.overlaps import perfetto_ns
+from traceforge.rebase import shift_us_text
+
+from .conftest import TRACES, raw_json, run_cli
+
+SPILLS = ("slice_spill_overlapping_complete_event", "slice_drop_overlapping_complete_event")
+
+
+def _events(data: bytes) -> tuple[dict, list[dict]]:
+    doc = json.loads(data, parse_float=Decimal)
+    if isinstance(doc, list):
+        return {}, doc
+    return {k: v for k, v in doc.items() if k != "traceEvents"}, doc["traceEvents"]
+
+
+@pytest.fixture(scope="module")
+def input_checks():
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = check_trace(str(TRACES[name]))
+        return cache[name]
+
+    return get
+
+
+# -- a trace with overlapping kernels on one stream -------------------------------------------------
+
+KERNELS = [(1000, 100), (1050, 110), (1060, 30), (1070, 100), (1150, 20), (1200, 50), (1210, 10), (1240, 30),
+           (Decimal("1300.5"), Decimal("10.25"))]
+SPILLING = {1, 3, 7}  # [1050,1160) and [1070,1170) start inside [1000,1100); [1240,1270) inside [1200,1250)
+
+
+def _overlap_trace() -> list[dict]:
+    events: list[dict] = [
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "ts": 0, "args": {"name": "stream 7 "}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": 7, "ts": 0, "args": {"sort_index": 7}},
+        {"ph": "M", "name": "thread_name", "pid": 100, "tid": 100, "ts": 0, "args": {"name": "thread 100 (python)"}},
+    ]
+    for i, (ts, dur) in enumerate(KERNELS):
+        corr = 1000 + i
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": ts - 50,
+             "dur": 5, "args": {"correlation": corr}},
+            {"ph": "s", "id": corr, "pid": 100, "tid": 100, "ts": ts - 50, "cat": "ac2g", "name": "ac2g"},
+            {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+             "args": {"correlation": corr, "stream": 7, "device": 0, "grid": [1, 2, 3]}},
+            {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        ]
+    events.append({"ph": "f", "id": 9999, "pid": 0, "tid": 7, "ts": Decimal("1300.5"), "cat": "ac2g", "name": "ac2g",
+                   "bp": "e"})  # its s is nowhere
+    return events
+
+
+def _write(path, events: list[dict], top: dict | None = None) -> list[str]:
+    """One event per line, so each event's text can be found again in the output."""
+    lines = [json.dumps(e, default=str).replace('"__D', "").replace('D__"', "") for e in _dec(events)]
+    body = "[\n" + ",\n".join(lines) + "\n]"
+    text = body if top is None else "{" + "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in top.items()) \
+        + '"traceEvents": ' + body + "}"
+    path.write_text(text)
+    return lines
+
+
+def _dec(events):
+    """Decimals written as the bare numbers they are (json cannot)."""
+    def conv(v):
+        if isinstance(v, Decimal):
+            return f"__D{v}D__"
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return [conv(e) for e in events]
+
+
+def test_repair_moves_overlapping_kernels_and_their_flows(tmp_path):
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    lines = _write(src, _overlap_trace(), top={"schemaVersion": 1})
+    before = check_trace(str(src))
+    assert before.stats == {"slice_spill_overlapping_complete_event": 3, "flow_end_without_start": 1}
+
+    r = run_cli("repair", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert b"moved 3 overlapping slices of 1 threads to 2 overlap threads (3 flow ends moved" in r.stderr
+    assert b"dropped 1 flow ends without a start" in r.stderr
+    assert check_trace(str(out)).stats == {}  # nothing dropped, spilled or unbound
+
+    top, written = _events(out.read_bytes())
+    assert top == {"schemaVersion": 1}
+    _, original = _events(src.read_bytes())
+    kept = [e for e in original if e.get("id") != 9999]
+    assert len(written) == len(kept) + 4  # two overlap threads' thread_name + thread_sort_index
+    lane = {}
+    for before_e, after_e in zip(kept, written):
+        assert {k: v for k, v in after_e.items() if k not in ("pid", "tid")} == \
+            {k: v for k, v in before_e.items() if k not in ("pid", "tid")}
+        assert after_e["pid"] == before_e["pid"]
+        if after_e["tid"] != before_e["tid"]:
+            lane[(after_e["ph"], after_e.get("name") if after_e["ph"] == "X" else after_e["id"] - 1000)] = after_e["tid"]
+    moved = {int(name[1:]) for ph, name in lane if ph == "X"}
+    assert moved == SPILLING
+    for i in SPILLING:  # each moved kernel's flow end went with it
+        assert lane[("f", i)] == lane[("X", f"k{i}")]
+    assert len(lane) == 2 * len(SPILLING)
+    assert lane[("X", "k1")] != lane[("X", "k3")]  # they overlap each other too
+    meta = {(e["tid"], e["name"]): e["args"] for e in written[len(kept):]}
+    assert {meta[(lane[("X", f"k{i}")], "thread_name")]["name"] for i in SPILLING} == \
+        {"stream 7 (overlap 1)", "stream 7 (overlap 2)"}
+    assert all(a["sort_index"] == 7 for (_, n), a in meta.items() if n == "thread_sort_index")
+    out_lines = set(out.read_text().splitlines())
+    unchanged = [line for line, e in zip(lines, original) if e.get("id") != 9999 and
+                 (e.get("name") not in {f"k{i}" for i in SPILLING}) and
+                 not (e["ph"] == "f" and e["id"] - 1000 in SPILLING)]
+    assert all(line in out_lines or line + "," in out_lines for line in unchanged)  # byte for byte
+
+
+def test_repair_negative_thread_ids(tmp_path, input_checks):
+    """Perfetto merges Kineto's negative tids onto the main thread: 24 of the 25 spills."""
+    before = input_checks("negative_queue")
+    assert before.stats["slice_spill_overlapping_complete_event"] == 25
+    assert before.breakdown["slice_spill_overlapping_complete_event"]["merged thread ids"] == 24
+    out = tmp_path / "out.json"
+    result = traceforge.repair(str(TRACES["negative_queue"]), str(out))
+    assert (result.remapped_threads, result.remapped_events) == (2, 354)
+    assert (result.moved_slices, result.overlap_threads) == (1, 1)  # the one real overlap
+    assert result.dropped_flow_ends == before.stats["flow_end_without_start"] == 28196
+    after = check_trace(str(out))
+    assert after.stats == {} and "pid_tid_out_of_range" not in after.warnings
+
+    _, original = _events(raw_json(TRACES["negative_queue"]))
+    _, written = _events(out.read_bytes())
+    for old in (-1107294656, -1220540864):
+        new = old + 2**32  # the unsigned value: free, so taken
+        assert not [e for e in written if e.get("tid") == old]
+        assert sum(e["ph"] == "X" for e in written if e.get("tid") == new) == \
+            sum(e["ph"] == "X" for e in original if e.get("tid") == old) > 0
+        assert {"name": f"thread {old}"} in [e["args"] for e in written if e["ph"] == "M" and e.get("tid") == new]
+
+
+@pytest.mark.parametrize("name", ["ns_resolution", "nccl"])
+def test_rebase_time_is_exact(name, tmp_path, input_checks):
+    """ns_resolution: every spill comes from Perfetto's rounding of epoch-size fractional µs.
+    nccl already has a baseTimeNanoseconds (after traceEvents): the start is added to it."""
+    out = tmp_path / "out.json.gz"
+    result = traceforge.repair(str(TRACES[name]), str(out), rebase_time=True)
+    if name == "ns_resolution":
+        spills = input_checks(name).stats["slice_spill_overlapping_complete_event"]
+        assert input_checks(name).breakdown["slice_spill_overlapping_complete_event"] == {"float rounding": spills}
+    after = check_trace(str(out))
+    assert not set(SPILLS) & set(after.stats)
+    assert after.stats == {}
+    assert result.moved_slices == 0  # rebasing alone removed them
+
+    top_in, original = _events(raw_json(TRACES[name]))
+    top_out, written = _events(gzip.decompress(out.read_bytes()))
+    old_base, new_base = top_in.pop("baseTimeNanoseconds", 0), top_out.pop("baseTimeNanoseconds")
+    assert top_out == top_in and list(top_out) == list(top_in)
+    assert new_base == result.base_time_ns and new_base - old_base == result.rebase_us * 1000 > 0
+    shift = Decimal(new_base - old_base) / 1000
+    w = dropped = 0
+    for e in original:
+        o = written[w]
+        if {k: v for k, v in o.items() if k not in ("ts", "tid")} != {k: v for k, v in e.items() if k not in ("ts", "tid")}:
+            assert e["ph"] == "f"  # a dangling flow end, dropped
+            dropped += 1
+            continue
+        w += 1
+        if "ts" in e:
+            assert o["ts"] + shift == e["ts"] and type(o["ts"]) is type(e["ts"])  # exact, and as written
+    assert dropped == result.dropped_flow_ends > 0
+    assert all(e["ph"] == "M" for e in written[w:])  # names of threads given new ids
+    assert min(e["ts"] for e in written if "ts" in e) >= 0
+
+
+def test_rebase_bare_array_becomes_an_object(tmp_path):
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    events = [{"ph": "X", "name": "a", "pid": 1, "tid": 2, "ts": Decimal("1712195495519689.200"), "dur": Decimal("0.3")},
+              {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": Decimal("1712195495519689.500"), "dur": 3},
+              {"ph": "i", "name": "c", "pid": 1, "tid": 2, "ts": 1712195495519690, "s": "t"}]
+    _write(src, events)
+    before = check_trace(str(src))  # a ends where b starts, but a's start rounds up to .25
+    assert before.breakdown["slice_spill_overlapping_complete_event"] == {"float rounding": 1}
+    result = traceforge.repair(str(src), str(out), rebase_time=True)
+    top, written = _events(out.read_bytes())
+    assert top == {"baseTimeNanoseconds": 1712195495519689000} and result.rebase_us == 1712195495519689
+    assert [e["ts"] for e in written] == [Decimal("0.200"), Decimal("0.500"), 1]
+    assert check_trace(str(out)).stats == {}
+
+
+def test_shift_us_text_is_exact():
+    assert shift_us_text(b"1712195495519689.047", 1712195495519000) == b"689.047"
+    assert shift_us_text(b"1712195495519689.04712", 1712195495519000) == b"689.04712"  # sub-ns digits kept
+    assert shift_us_text(b"17", 10) == b"7"
+    assert shift_us_text(b"-5.25", -6) == b"0.75"
+    assert shift_us_text(b"1.7e3", 1000) == b"700"
+    assert shift_us_text(b'"x"', 5) == b'"x"'
+
+
+def test_perfetto_ns_vectorised_matches_check():
+    rng = np.random.default_rng(7)
+    exact = np.concatenate([rng.integers(0, 2**50, 3000) * 1000 + rng.integers(0, 1000, 3000),
+                            rng.integers(0, 10**9, 3000), -rng.integers(0, 10**12, 500)])
+    fractional = rng.random(len(exact)) < 0.8
+    values = [(f"{'-' if x < 0 else ''}{abs(x) // 1000}.{abs(x) % 1000:03d}" if f else x // 1000)  # as the reader
+              for x, f in zip(exact.tolist(), fractional.tolist())]                          # hands them over
+    exact = np.where(fractional, exact, exact // 1000 * 1000)
+    expected = [time_ns(v)[0] for v in values]
+    assert perfetto_ns(exact, fractional).tolist() == expected
+
+
+# -- trim -----------------------------------------------------------------------------------------------
+
+def _flow_key(e: dict) -> tuple:
+    fid = e.get("id")
+    return (int(fid, 16) if isinstance(fid, str) else fid, e.get("cat"), e.get("name"))
+
+
+def _expected_kept(events: list[dict], start_us: Decimal, end_us: Decimal) -> list[int]:
+    """The documented rule, from the raw JSON: X overlapping [start, end), other events by ts, flows whole."""
+    inside = [e["ph"] != "M" and "ts" in e and start_us <= e["ts"] < end_us for e in events]
+    flows: dict[tuple, list[int]] = defaultdict(list)
+    keep = []
+    for i, e in enumerate(events):
+        if e["ph"] == "M" or "ts" not in e:
+            keep.append(True)
+        elif e["ph"] == "X" and "dur" in e:
+            end = e["ts"] + max(e["dur"], 0)
+            keep.append(e["ts"] < end_us and (end > start_us or (end == e["ts"] >= start_us)))
+        elif e["ph"] in ("s", "t", "f") and "id" in e:
+            flows[_flow_key(e)].append(i)
+            keep.append(None)
+        else:
+            keep.append(inside[i])
+    for rows in flows.values():
+        for i in rows:
+            keep[i] = all(inside[j] for j in rows)
+    return [i for i, k in enumerate(keep) if k]
+
+
+def _assert_kept_exactly(src_raw: bytes, out_raw: bytes, kept: list[int]) -> None:
+    top_in, original = _events(src_raw)
+    top_out, written = _events(out_raw)
+    assert top_out == top_in
+    assert written == [original[i] for i in kept]
+
+
+def _assert_no_new_problems(before, after) -> None:
+    for stat, n in after.stats.items():
+        assert n <= before.stats.get(stat, 0), stat
+
+
+def test_trim_window(tmp_path, input_checks):
+    name = "negative_queue"
+    out = tmp_path / "out.json.gz"
+    r = run_cli("trim", str(TRACES[name]), "-o", str(out), "--window", "+100ms:+250ms")
+    assert r.returncode == 0, r.stderr
+    assert b"100000 .. 250000 us after the trace start" in r.stderr
+    _, original = _events(raw_json(TRACES[name]))
+    start = min(e["ts"] for e in original if "ts" in e and e["ts"] >= 0)
+    kept = _expected_kept(original, start + 100_000, start + 250_000)
+    assert 1000 < len(kept) < len(original) // 2
+    _assert_kept_exactly(raw_json(TRACES[name]), gzip.decompress(out.read_bytes()), kept)
+    after = check_trace(str(out))
+    _assert_no_new_problems(input_checks(name), after)
+    assert after.stats.get("flow_end_without_start", 0) < input_checks(name).stats["flow_end_without_start"]
+
+
+def test_trim_steps(tmp_path):
+    name = "amd"
+    out = tmp_path / "out.json"
+    result = traceforge.trim(str(TRACES[name]), str(out), steps="1")
+    _, original = _events(raw_json(TRACES[name]))
+    step = next(e for e in original if e.get("name") == "ProfilerStep#1" and e["cat"] == "user_annotation")
+    start, end = step["ts"], step["ts"] + step["dur"]  # its GPU work ends before its CPU side here
+    assert (Decimal(result.start_ns) / 1000, Decimal(result.end_ns) / 1000) == (start, end)
+    _assert_kept_exactly(raw_json(TRACES[name]), out.read_bytes(), _expected_kept(original, start, end))
+    _assert_no_new_problems(check_trace(str(TRACES[name])), check_trace(str(out)))
+
+
+def test_trim_steps_keeps_the_gpu_work_they_launched(tmp_path):
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": 100 * n,
+               "dur": 100} for n in (1, 2, 3)]
+    events += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 190, "dur": 5,
+         "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "late", "pid": 0, "tid": 7, "ts": 250, "dur": 30,
+         "args": {"correlation": 5, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "next step's", "pid": 0, "tid": 7, "ts": 285, "dur": 30,
+         "args": {"correlation": 6, "device": 0, "stream": 7}},
+    ]
+    _write(src, events)
+    result = traceforge.trim(str(src), str(out), steps="1")
+    assert (result.start_ns, result.end_ns) == (100_000, 280_000)
+    assert [e["name"] for e in json.loads(out.read_text())] == [
+        "ProfilerStep#1", "ProfilerStep#2", "cudaLaunchKernel", "late"]  # step 2 overlaps [100, 280) us
+    result = traceforge.trim(str(src), str(out), steps="3")
+    assert (result.start_ns, result.end_ns) == (300_000, 400_000)
+
+
+def test_trim_drops_the_last_event_cleanly(tmp_path):
+    """Dropping the final events must not leave a comma before ``]`` (strict JSON readers refuse it)."""
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    _write(src, [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5} for i in range(6)])
+    traceforge.trim(str(src), str(out), window="0:30")
+    assert [e["name"] for e in json.loads(out.read_text())] == ["e0", "e1", "e2"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--window", "5"], "START:END"),
+    (["--window", "30:10"], "START must be before END"),
+    (["--window", "abc:10"], "not a time"),
+    (["--steps", "7"], "the trace has steps 1-2"),
+])
+def test_trim_usage_errors(args, message, tmp_path):
+    r = run_cli("trim", str(TRACES["amd"]), "-o", str(tmp_path / "o.json"), *args)
+    assert r.returncode == 1 and message.encode() in r.stderr and len(r.stderr.splitlines()) == 1

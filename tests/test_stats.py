@@ -1,0 +1,247 @@
+"""stats / export / diff on the shared real traces: exact ns, totals that add up, and the
+vectorised analyses against plain loops written from their docstrings."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from collections import defaultdict
+from decimal import Decimal
+
+import orjson
+import pandas as pd
+import pytest
+
+from traceforge.analyses.activity import canonical_kind
+from traceforge.analyses.launch_overlap import launch_overlaps
+from traceforge.analyses.stats import trace_stats, wall_span
+from traceforge.analyses.trace_diff import compare
+from traceforge.cli import main
+from traceforge.scan import KERNEL, scan
+
+from .conftest import TRACES, raw_json, run_cli
+
+SCANNED_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op", "user_annotation",
+                "python_function", "cuda_profiler_range"}
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_shares_add_up_and_busy_plus_idle_is_span(name, columns):
+    cols = columns(name)
+    st = trace_stats(cols)
+    tables = [cols.gpu, cols.launches, cols.cpu_ops, cols.ranges]
+    act = st.activity
+    assert act["total_ns"].sum() == sum(int(t.dur.clip(min=0).sum()) for t in tables)
+    assert act["events"].sum() == sum(len(t) for t in tables)
+    assert act["share_pct"].sum() == pytest.approx(100.0, abs=1e-9)
+    assert act["kind"].is_unique
+
+    start, end = wall_span(cols)
+    span = end - start
+    assert st.summary["span_ns"].item() == span > 0
+    gpu = cols.gpu
+    for r in st.streams.itertuples():
+        assert r.busy_ns + r.idle_ns == span
+        assert r.host_wait_ns + r.kernel_wait_ns + r.other_ns + r.before_first_ns + r.after_last_ns == r.idle_ns
+        rows = (gpu.device == r.device) & (gpu.stream == r.stream) & (gpu.dur > 0)
+        merged = _merged(list(zip(gpu.ts[rows].tolist(), (gpu.ts[rows] + gpu.dur[rows]).tolist())))
+        assert r.busy_ns == sum(e - s for s, e in merged)
+        assert r.host_wait_gaps + r.kernel_wait_gaps + r.other_gaps == max(len(merged) - 1, 0)
+    for r in st.devices.itertuples():
+        assert r.busy_ns + r.idle_ns == span
+    assert st.streams["ops"].sum() == st.devices["ops"].sum() == len(gpu)
+
+    tails = st.tails.set_index("kind")
+    assert (tails["count"] == act.set_index("kind")["events"]).all()
+    assert (tails["top1_pct"] <= tails["top5_pct"] + 1e-9).all() and (tails["top5_pct"] <= tails["top10_pct"] + 1e-9).all()
+    kernels = st.top_kernels
+    assert kernels["count"].sum() == int((gpu.kind == KERNEL).sum())
+    assert kernels["total_ns"].is_monotonic_decreasing
+
+
+def test_idle_breakdown_matches_hta_rule_by_hand(columns):
+    """Each gap goes whole to host wait (the next op's launch began after the gap began),
+    else kernel wait (< 30 µs), else other: checked with a plain loop on every stream."""
+    cols = columns("trace_diff")
+    launch_ts = dict(zip(cols.launches.correlation.tolist(), cols.launches.ts.tolist()))
+    ops = defaultdict(list)
+    g = cols.gpu
+    for dev, stream, ts, dur, corr, ordinal in zip(g.device.tolist(), g.stream.tolist(), g.ts.tolist(), g.dur.tolist(),
+                                                    g.correlation.tolist(), g.ordinal.tolist()):
+        if dur > 0:
+            ops[(dev, stream)].append((ts, ordinal, ts + dur, launch_ts.get(corr) if corr >= 0 else None))
+    st = trace_stats(cols).streams.set_index(["device", "stream"])
+    for key, items in ops.items():
+        items.sort()
+        sums = {"host_wait_ns": 0, "kernel_wait_ns": 0, "other_ns": 0}
+        reach = items[0][2]
+        for ts, _, end, launched in items[1:]:
+            if ts > reach:
+                gap = ts - reach
+                if launched is not None and launched > reach:
+                    sums["host_wait_ns"] += gap
+                elif gap < 30_000:
+                    sums["kernel_wait_ns"] += gap
+                else:
+                    sums["other_ns"] += gap
+            reach = max(reach, end)
+        assert {k: int(st.loc[key, k]) for k in sums} == sums
+    assert st["host_wait_ns"].sum() > 0 and st["kernel_wait_ns"].sum() > 0 and st["other_ns"].sum() > 0
+
+
+@pytest.mark.parametrize("name", ["trace_diff", "alexnet", "ns_resolution"])
+def test_launch_overlap_matches_its_definition(name, columns):
+    """Per thread, consecutive kernel launches; a pair overlaps when the first call's kernels
+    end after the next call starts (a plain loop over the docstring's definition)."""
+    cols = columns(name)
+    kernel_end: dict[int, int] = {}
+    corr_rows = defaultdict(list)
+    for row, corr in enumerate(cols.launches.correlation.tolist()):
+        corr_rows[corr].append(row)
+    g = cols.gpu
+    for kind, corr, ts, dur in zip(g.kind.tolist(), g.correlation.tolist(), g.ts.tolist(), g.dur.tolist()):
+        if kind == KERNEL and corr >= 0 and corr_rows.get(corr):
+            row = corr_rows[corr][0]
+            kernel_end[row] = max(kernel_end.get(row, ts + dur), ts + dur)
+    by_thread = defaultdict(list)
+    for row in kernel_end:
+        by_thread[int(cols.launches.track[row])].append((int(cols.launches.ts[row]), int(cols.launches.ordinal[row]), row))
+    pairs = hits = 0
+    for calls in by_thread.values():
+        calls.sort()
+        for (_, _, row), (next_ts, _, _) in zip(calls, calls[1:]):
+            pairs += 1
+            hits += kernel_end[row] > next_ts
+    got_pairs, table = launch_overlaps(cols)
+    assert (got_pairs, len(table)) == (pairs, hits)
+    assert pairs > 0 and (table["overlap_ns"] > 0).all()
+    assert (table["kernel_end"] - table["next_launch_start"] == table["overlap_ns"]).all()
+
+
+def _expected_ns(text: str | int) -> int:
+    return int(Decimal(str(text)) * 1000)
+
+
+@pytest.mark.parametrize("name", ["ns_resolution", "nccl"])
+def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path):
+    r = run_cli("export", str(TRACES[name]), "--csv", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    events = json.loads(raw_json(TRACES[name]), parse_float=str)["traceEvents"]  # fractions kept as their text
+    expected = defaultdict(list)
+    for ordinal, e in enumerate(events):
+        if e.get("ph") == "X" and canonical_kind(e.get("cat", "")) in SCANNED_CATS:
+            args = e.get("args", {})
+            expected[canonical_kind(e["cat"])].append({
+                "ordinal": ordinal, "start": _expected_ns(e["ts"]), "dur": _expected_ns(e["dur"]), "name": e["name"],
+                "correlation": args.get("correlation", -1), "external_id": args.get("External id", -1),
+                "grid": args.get("grid"), "block": args.get("block"), "shared_memory": args.get("shared memory"),
+                "bytes": args.get("bytes"),
+            })
+    assert {p.stem for p in tmp_path.glob("*.csv")} == set(expected)
+    for kind, rows in expected.items():
+        want = pd.DataFrame(rows)
+        got = pd.read_csv(tmp_path / f"{kind}.csv", keep_default_na=False).sort_values("ordinal", ignore_index=True)
+        assert got["start"].dtype == got["end"].dtype == got["dur"].dtype == "int64"
+        assert got["ordinal"].tolist() == want["ordinal"].tolist()
+        for column in ("start", "dur", "name") + (("correlation",) if "correlation" in got else ()) + (
+                ("external_id",) if "external_id" in got else ()):
+            assert got[column].tolist() == want[column].tolist(), column
+        assert (got["end"] == got["start"] + got["dur"]).all()
+        if kind == "kernel":
+            grid_block = got[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].values.tolist()
+            assert grid_block == [g + b for g, b in zip(want["grid"], want["block"])]
+            assert got["shared_memory"].tolist() == want["shared_memory"].tolist()
+        if kind in ("gpu_memcpy", "gpu_memset"):
+            assert got["bytes"].tolist() == want["bytes"].tolist()
+        if kind in ("kernel", "gpu_memcpy", "gpu_memset"):
+            assert ((got["launch"] == "") == (got["cpu_op"] == "")).all()  # every launch here ran inside a CPU op
+            assert (got["launch"] != "").mean() > 0.9
+    if name == "ns_resolution":
+        assert b'"ts": 1712195495519689.047' in raw_json(TRACES[name])
+        cpu = pd.read_csv(tmp_path / "cpu_op.csv", keep_default_na=False)
+        assert 1712195495519689047 in set(cpu["start"])
+        # This trace's GPU ops carry the External id of the op that launched them: the stack top must agree.
+        op_name = dict(zip(cpu["external_id"], cpu["name"]))
+        for kind in ("kernel", "gpu_memcpy", "gpu_memset"):
+            gpu = pd.read_csv(tmp_path / f"{kind}.csv", keep_default_na=False)
+            assert [op_name[e] for e in gpu["external_id"]] == gpu["cpu_op"].tolist()
+
+
+def test_parquet_needs_pyarrow(tmp_path, capsys):
+    rc = main(["export", str(TRACES["triton"]), "--parquet", str(tmp_path / "pq")])
+    if importlib.util.find_spec("pyarrow") is None:
+        err = capsys.readouterr().err
+        assert rc == 1 and err.count("\n") == 1 and "pyarrow" in err
+        assert not (tmp_path / "pq").exists()
+    else:
+        assert rc == 0
+        assert pd.read_parquet(tmp_path / "pq" / "kernel.parquet")["dur"].tolist() == [1760]
+
+
+def test_diff_with_itself_is_all_zeros(columns):
+    d = compare(columns("df_index"), columns("df_index"))
+    for df in (d.ops, d.categories):
+        assert len(df) and (df["count_diff"] == 0).all() and (df["total_diff_ns"] == 0).all()
+        assert (df["count_change"] == "=").all() and (df["a_count"] == df["b_count"]).all()
+    assert d.ops["a_count"].sum() == len(columns("df_index").gpu)
+
+
+def test_diff_finds_the_one_kernel_made_slower(tmp_path, columns):
+    """Double one kernel name's durations in a copy of trace_diff/test: that kernel, and
+    only it, changes, by exactly its old total."""
+    doc = orjson.loads(raw_json(TRACES["trace_diff"]))
+    kernels = trace_stats(columns("trace_diff")).top_kernels
+    target = kernels.iloc[5]  # not the largest: it must rise to the top by its change alone
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e.get("name") == target["name"]:
+            assert type(e["dur"]) is int  # this trace has integer µs: doubling stays exact
+            e["dur"] *= 2
+    after = tmp_path / "after.json"
+    after.write_bytes(orjson.dumps(doc))
+    d = compare(columns("trace_diff"), scan(str(after), cpu_ops=False))
+    top, rest = d.ops.iloc[0], d.ops.iloc[1:]
+    assert (top["name"], top["total_diff_ns"], top["count_diff"]) == (target["name"], target["total_ns"], 0)
+    assert (rest["total_diff_ns"] == 0).all() and (rest["count_diff"] == 0).all()
+    changed = d.categories[d.categories["total_diff_ns"] != 0]
+    assert changed[["category", "total_diff_ns"]].values.tolist() == [[top["category"], target["total_ns"]]]
+    assert changed.index.tolist() == [0]
+
+
+def test_cli_formats_ranks_and_errors(capsys):
+    assert main(["stats", str(TRACES["alexnet"]), str(TRACES["triton"]), "--format", "json"]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert [s["rank"] for s in out["summary"]] == [0, 1]  # alexnet says rank 0; triton has none: its position
+    assert {row["rank"] for row in out["top_kernels"]} == {0, 1}
+    span = {s["rank"]: s["span_ns"] for s in out["summary"]}
+    assert all(s["busy_ns"] + s["idle_ns"] == span[s["rank"]] for s in out["streams"])
+
+    assert main(["stats", str(TRACES["alexnet"]), "--format", "csv", "--table", "streams"]) == 0
+    streams = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert streams.drop(columns="busy_pct").to_dict("records") == [
+        {k: v for k, v in s.items() if k != "busy_pct"} for s in out["streams"] if s["rank"] == 0]
+
+    assert main(["stats", str(TRACES["amd"])]) == 0
+    text = capsys.readouterr().out
+    assert "hipLaunchKernel" in text and "Launch overlap: 0 of 12" in text
+
+    assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# ops\n") and "\n# categories\n" in text
+
+    assert main(["stats", str(TRACES["alexnet"]), str(TRACES["alexnet"])]) == 1
+    err = capsys.readouterr().err
+    assert "rank 0 again" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit):
+        main(["stats", str(TRACES["amd"]), "--kernel-wait-us", "soon"])
+    assert "not a number" in capsys.readouterr().err

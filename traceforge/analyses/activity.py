@@ -1,0 +1,54 @@
+"""Activity kinds: one name per kind of timed event, whatever the Kineto vocabulary.
+
+The names are the new vocabulary's categories (``kernel``, ``gpu_memcpy``, ``gpu_memset``,
+``cuda_runtime``, ``cuda_driver``, ``cpu_op``, ``user_annotation``, ``python_function``,
+``cuda_profiler_range``); 2021 traces say ``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``.
+Stats and export both group events by these, so their tables line up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns
+
+GPU_ACTIVITY = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
+_CANONICAL = {"runtime": "cuda_runtime", "driver": "cuda_driver", "operator": "cpu_op"}
+
+
+def canonical_kind(cat: str) -> str:
+    """``Runtime`` -> ``cuda_runtime``, ``Operator`` -> ``cpu_op``, ``cpu_op`` -> ``cpu_op``."""
+    low = cat.lower()
+    return _CANONICAL.get(low, low)
+
+
+@dataclass
+class Activity:
+    """The rows of one ``cols`` table (``gpu``, ``launches``, ``cpu_ops``, ``ranges``) of one kind."""
+
+    kind: str
+    table: str
+    rows: np.ndarray
+
+    def of(self, cols: TraceColumns) -> Table:
+        return getattr(cols, self.table)
+
+
+def cat_kinds(cols: TraceColumns) -> np.ndarray:
+    """The activity kind of each interned category id (``cols.cats``), as an object array."""
+    return np.array([canonical_kind(c) for c in cols.cats] or [""], dtype=object)
+
+
+def activities(cols: TraceColumns) -> list[Activity]:
+    """Every scanned event, grouped by activity kind: GPU ops, launch calls, CPU ops, ranges."""
+    out = [Activity(name, "gpu", np.flatnonzero(cols.gpu.kind == code)) for code, name in GPU_ACTIVITY.items()]
+    kind_of_cat = cat_kinds(cols)
+    for table in ("launches", "cpu_ops"):
+        if len(getattr(cols, table)):
+            kinds = kind_of_cat[getattr(cols, table).cat]
+            for kind in dict.fromkeys(kinds.tolist()):
+                out.append(Activity(kind, table, np.flatnonzero(kinds == kind)))
+    out.append(Activity("cuda_profiler_range", "ranges", np.arange(len(cols.ranges))))
+    return [a for a in out if len(a.rows)]

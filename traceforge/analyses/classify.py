@@ -1,0 +1,148 @@
+"""Kernel classification: a category per GPU op, and the GPU time split by category.
+
+Each distinct name is labelled once by the rule set, then ops are labelled by indexing.
+Per device, every instant of GPU activity is counted once (``intervals``), so per
+category we report the plain summed duration, the non-overlapped time (vLLM's "elapsed")
+and the category's own busy time (the union of its ops, as HTA merges a kernel type).
+The window is the file's GPU span (first GPU op start to last GPU op end), or the real
+elapsed time the user passes; per device, non-overlapped times + non-GPU time = window,
+exactly in ns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UsageError
+from ..io.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
+from ..scan import TraceColumns, scan
+from .intervals import grouped_first_start_owned
+from .rules import RuleSet, load_rules
+
+NON_GPU = "non-GPU"
+
+
+@dataclass
+class Labels:
+    """Category and stage id of every row of ``cols.gpu``."""
+
+    category: np.ndarray
+    stage: np.ndarray
+    categories: list[str]
+    stages: list[str]
+    has_stages: bool
+
+
+def label_ops(cols: TraceColumns, rules: RuleSet) -> Labels:
+    """Label each distinct GPU op name once, then every op by indexing (no per-op Python)."""
+    used = np.unique(cols.gpu.name)
+    cat_ids, stage_ids, categories, stages = rules.label_names([cols.names[i] for i in used.tolist()])
+    category_of_name = np.zeros(len(cols.names) or 1, np.int64)
+    stage_of_name = np.zeros(len(cols.names) or 1, np.int64)
+    category_of_name[used] = cat_ids
+    stage_of_name[used] = stage_ids
+    return Labels(category_of_name[cols.gpu.name], stage_of_name[cols.gpu.name], categories, stages, rules.has_stages)
+
+
+def load_gpu_columns(path: str) -> TraceColumns:
+    """A Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told apart by content."""
+    if path != "-" and is_nsys_gpu_trace(path):
+        return read_nsys_gpu_trace(path)
+    return scan(path, cpu_ops=False)
+
+
+def seconds_to_ns(value: float | str | Decimal) -> int:
+    """A user's elapsed seconds as integer ns, via the decimal text (no float rounding)."""
+    try:
+        ns = Decimal(str(value)) * 1_000_000_000
+    except InvalidOperation:
+        raise UsageError(f"not a number of seconds: {value!r}") from None
+    if not ns.is_finite() or ns <= 0:
+        raise UsageError(f"elapsed time must be a positive number of seconds, not {value!r}")
+    return int(ns.to_integral_value())
+
+
+@dataclass
+class Classified:
+    """The split of one file: ``table`` per (device, category), ``kernels`` per (device, name)."""
+
+    path: str
+    rules: RuleSet
+    table: pd.DataFrame
+    kernels: pd.DataFrame
+    span_ns: int  # first GPU op start to last GPU op end
+    window_ns: int  # span_ns, or the elapsed time the user gave
+    elapsed_given: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def classify_columns(cols: TraceColumns, rules: RuleSet, *, elapsed_ns: int | None = None) -> Classified:
+    """Split the GPU time of ``cols`` by the categories of ``rules``."""
+    gpu = cols.gpu
+    labels = label_ops(cols, rules)
+    start = gpu.ts
+    end = gpu.ts + np.maximum(gpu.dur, 0)
+    owned = grouped_first_start_owned(gpu.device, start, end, gpu.ordinal)
+    ncat = len(labels.categories)
+    union = grouped_first_start_owned(gpu.device * ncat + labels.category, start, end, gpu.ordinal)
+    span = int(end.max() - start.min()) if len(gpu) else 0
+    window = span if elapsed_ns is None else elapsed_ns
+    ops = pd.DataFrame({
+        "device": gpu.device, "category": labels.category, "stage": labels.stage, "name": gpu.name,
+        "duration_ns": end - start, "nonoverlapped_ns": owned, "union_ns": union,
+    })
+    sums = {"instances": ("duration_ns", "size"), "duration_ns": ("duration_ns", "sum"),
+            "nonoverlapped_ns": ("nonoverlapped_ns", "sum")}
+    per_cat = ops.groupby(["device", "category", "stage"], sort=True).agg(**sums, union_ns=("union_ns", "sum"))
+    per_cat = per_cat.reset_index()
+    per_cat["category"] = np.asarray(labels.categories, dtype=object)[per_cat["category"].to_numpy()]
+    per_cat["stage"] = np.asarray(labels.stages, dtype=object)[per_cat["stage"].to_numpy()]
+
+    warnings: list[str] = []
+    if not len(gpu) and len(cols.ranges):
+        warnings.append(f"{cols.path}: only cuda_profiler_range events (CUPTI range-profiler mode, replayed "
+                        "timings): nothing to classify")
+    idle_rows = []
+    for device, busy in per_cat.groupby("device")["nonoverlapped_ns"].sum().items():
+        idle = window - int(busy)
+        if idle < 0:
+            warnings.append(f"{cols.path}: GPU {device} is busy {busy / 1e9:.3f} s, more than the elapsed "
+                            f"{window / 1e9:.3f} s given: non-GPU time set to 0")
+            idle = 0
+        idle_rows.append({"device": device, "category": NON_GPU, "stage": "", "instances": 0, "duration_ns": 0,
+                          "nonoverlapped_ns": idle, "union_ns": idle})
+    table = pd.concat([per_cat, pd.DataFrame(idle_rows, columns=per_cat.columns)], ignore_index=True)
+    table = _finish(table, window, labels.has_stages, by="category")
+
+    per_name = ops.groupby(["device", "name", "category", "stage"], sort=True).agg(**sums).reset_index()
+    per_name["name"] = np.asarray(cols.names or [""], dtype=object)[per_name["name"].to_numpy()]
+    per_name["category"] = np.asarray(labels.categories, dtype=object)[per_name["category"].to_numpy()]
+    per_name["stage"] = np.asarray(labels.stages, dtype=object)[per_name["stage"].to_numpy()]
+    kernels = _finish(per_name, window, labels.has_stages, by="name")
+    return Classified(cols.path, rules, table, kernels, span, window, elapsed_ns is not None, warnings)
+
+
+def _finish(df: pd.DataFrame, window: int, has_stages: bool, by: str) -> pd.DataFrame:
+    """Integer columns as int64, ``share`` of the window, rows by device then time (non-GPU last)."""
+    for column in ("device", "instances", "duration_ns", "nonoverlapped_ns", "union_ns"):
+        if column in df:
+            df[column] = df[column].astype(np.int64)
+    df["share"] = df["nonoverlapped_ns"] / window if window > 0 else 0.0
+    last = (df["category"] == NON_GPU).to_numpy() if by == "category" else np.zeros(len(df), bool)
+    df = df.assign(_last=last).sort_values(["device", "_last", "nonoverlapped_ns", by],
+                                           ascending=[True, True, False, True], kind="stable")
+    df = df.drop(columns="_last").reset_index(drop=True)
+    if not has_stages:
+        df = df.drop(columns="stage")
+    return df
+
+
+def classify_file(path: str, rules: str | RuleSet = "default", *, elapsed_s: float | str | None = None) -> Classified:
+    """``classify_columns`` of a Kineto trace or nsys CSV at ``path``."""
+    elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
+    return classify_columns(load_gpu_columns(path), load_rules(rules), elapsed_ns=elapsed_ns)
+

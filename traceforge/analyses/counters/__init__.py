@@ -1,0 +1,10 @@
+"""Hardware counters on the kernels they measured: CUPTI range-profiler events and ncu CSVs.
+
+``counter_tables(cols, ncu=...)`` pairs each measurement with its kernel (or launch call),
+adds the operator stack and derived metrics, and reports every mismatch;
+``annotation.build_counters`` turns that into args and tracks for ``annotate --counters``.
+"""
+
+from .tables import CounterTables, counter_tables, operator_summary
+
+__all__ = ["CounterTables", "counter_tables", "operator_summary"]

@@ -1,0 +1,142 @@
+"""Nsight Compute ``ncu --csv --page raw`` files: profiled launches with metrics in base units.
+
+The file: a header row (``ID``, ``Process ID``, ..., ``Kernel Name``, ``Context``,
+``Stream``, ``Block Size``, ``Grid Size``, ``Device``, ``CC``, then one column per metric),
+a units row (empty under the id columns), then one row per profiled launch. Values may
+carry thousands separators; ``==PROF==``/``==WARNING==`` lines may be mixed in; names are
+quoted (they contain commas). ncu auto-scales units (``Kbyte``, ``usecond``,
+``Gbyte/second``, ...): values are converted to its base units (``byte``, ``nsecond``,
+``byte/second``, ...). Non-numeric metric columns are kept aside.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from ...errors import TraceFormatError, UsageError
+from ...io.codec import iter_decompressed
+
+IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+            "Block Size", "Grid Size", "Device", "CC")
+REQUIRED = ("ID", "Kernel Name", "Stream", "Block Size", "Grid Size", "Device")
+_TOOL_LINE = re.compile(r"^==[A-Z]+==")
+_DIMS = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)?$")
+_MISSING = {"", "n/a", "N/A", "nan"}
+_TIME_NS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+_BASES = {"byte", "bit", "cycle", "inst", "sector", "request", "warp", "thread", "block", "wavefront",
+          "transaction", "hz", "Hz", "flop", "B"}
+
+
+@dataclass
+class NcuCsv:
+    """Profiled launches in ID order: identity columns (``grid``/``block`` as (x, y, z)) and
+    metric columns in base units (``units`` says which); ``text_metrics`` are non-numeric."""
+
+    path: str
+    rows: pd.DataFrame
+    metrics: list[str]
+    units: dict[str, str]
+    text_metrics: list[str]
+
+
+def _scale(unit: str) -> tuple[float, str]:
+    """(factor to the base unit, base unit) of one unit without ``/``."""
+    if unit in _TIME_NS:
+        return _TIME_NS[unit], "nsecond"
+    factor, base = 1.0, unit
+    if unit[:2] in _BINARY and unit[2:] in _BASES:
+        factor, base = _BINARY[unit[:2]], unit[2:]
+    elif unit[:1] in _PREFIX and unit[1:] in _BASES:
+        factor, base = _PREFIX[unit[:1]], unit[1:]
+    return factor, "byte" if base == "B" else base
+
+
+def unit_factor(unit: str) -> tuple[float, str]:
+    """Factor that turns a value in ``unit`` into ncu's base unit, and that base unit.
+
+    ``Mbyte`` -> (1e6, byte), ``usecond`` -> (1e3, nsecond), ``Gbyte/second`` -> (1e9, byte/second).
+    """
+    num, slash, den = unit.partition("/")
+    factor, base = _scale(num)
+    if not slash:
+        return factor, base
+    if den in _TIME_NS:
+        return factor * 1e9 / _TIME_NS[den], f"{base}/second"
+    den_factor, den_base = _scale(den)
+    return factor / den_factor, f"{base}/{den_base}"
+
+
+@lru_cache(maxsize=1 << 12)
+def _dims(text: str) -> tuple[int, int, int] | None:
+    m = _DIMS.match(text.strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _numbers(cells: pd.Series) -> tuple[pd.Series, bool]:
+    """Cells as floats (thousands separators dropped) and whether every filled cell is a number."""
+    text = cells.astype(str).str.strip()
+    values = pd.to_numeric(text.str.replace(",", "", regex=False), errors="coerce")
+    filled = ~text.isin(_MISSING)
+    return values.astype(float), bool(values[filled].notna().all())
+
+
+def read_ncu_csv(path: str) -> NcuCsv:
+    """Parse an ``ncu --csv --page raw`` file (plain, .gz or .zst)."""
+    try:
+        data = b"".join(iter_decompressed(path))
+    except TraceFormatError as e:
+        raise UsageError(f"--ncu {path}: {e.what}") from None
+    lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip() and not _TOOL_LINE.match(ln)]
+    table = list(csv.reader(lines))
+    head = next((i for i, row in enumerate(table) if "ID" in row and "Kernel Name" in row), None)
+    if head is None:
+        raise TraceFormatError(path, 'not an ncu --csv --page raw file: no header row with "ID" and "Kernel Name"')
+    header = table[head]
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise TraceFormatError(path, f"ncu CSV lacks column(s) {', '.join(missing)} (export with --page raw)")
+    body = table[head + 1:]
+    id_col = header.index("ID")
+    units_row = body[0] if body and body[0][id_col] == "" else None
+    body = body[1:] if units_row is not None else body
+    for k, row in enumerate(body):
+        if len(row) != len(header):
+            raise TraceFormatError(path, f"ncu CSV data row {k + 1} has {len(row)} cells, the header {len(header)}")
+    raw = pd.DataFrame(body, columns=header, dtype=str) if body else pd.DataFrame(columns=header, dtype=str)
+
+    rows = pd.DataFrame({"ncu_id": pd.to_numeric(raw["ID"], errors="coerce")})
+    if rows["ncu_id"].isna().any():
+        raise TraceFormatError(path, "ncu CSV has a row whose ID is not a number")
+    rows["ncu_id"] = rows["ncu_id"].astype(np.int64)
+    rows["kernel"] = raw["Kernel Name"]
+    for column, name in (("Device", "device"), ("Stream", "stream")):
+        values = pd.to_numeric(raw[column], errors="coerce")
+        rows[name] = values.fillna(-1).astype(np.int64)
+    rows["grid"] = [_dims(t) for t in raw["Grid Size"]]
+    rows["block"] = [_dims(t) for t in raw["Block Size"]]
+    if "Process ID" in raw:
+        rows["pid"] = pd.to_numeric(raw["Process ID"], errors="coerce").fillna(-1).astype(np.int64)
+
+    metrics, text_metrics, units = [], [], {}
+    for k, column in enumerate(header):
+        if column in IDENTITY or column in rows:
+            continue
+        values, numeric = _numbers(raw[column])
+        if not numeric:
+            text_metrics.append(column)
+            continue
+        unit = units_row[k].strip() if units_row is not None else ""
+        factor, base = unit_factor(unit) if unit else (1.0, "")
+        rows[column] = values * factor
+        units[column] = base
+        metrics.append(column)
+    rows = rows.sort_values("ncu_id", kind="stable").reset_index(drop=True)
+    return NcuCsv(path, rows, metrics, units, text_metrics)

@@ -1,0 +1,57 @@
+"""Short kernel names for labels: C++ signatures are hundreds of characters long.
+
+``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(...)``
+becomes ``vectorized_elementwise_kernel<FillFunctor>``: the function's own name, plus the
+functor or op it was instantiated for when its name alone says little. Memcpy/memset names
+lose their parenthesised detail. Full names stay in the data; these are for reading.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_SHORT = 60
+
+# Template arguments that tell elementwise/reduce/multi-tensor kernels apart.
+_HINT = re.compile(r"[A-Za-z_]\w*(?:Functor|functor|Ops|_kernel_cuda|_kernel_impl)\w*")
+_GENERIC = {"kernel", "globalkernel", "kernel2"}
+
+
+def short_kernel_name(name: str) -> str:
+    """A readable label of at most ``MAX_SHORT`` characters for a GPU op name."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name.split(" (", 1)[0]
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    head, template = _split_template(text)
+    parts = [p for p in head.split("::") if p]
+    base = parts[-1] if parts else head
+    if base.lower() in _GENERIC:
+        first_arg = template.split(",", 1)[0].split("<", 1)[0].strip()
+        if base == "Kernel" and first_arg:  # cutlass::Kernel<cutlass_80_tensorop_...>
+            base = first_arg.split("::")[-1]
+        else:  # epilogue::impl::globalKernel
+            scope = [p for p in parts[:-1] if p not in ("impl", "detail")]
+            base = f"{scope[0]}::{base}" if scope else base
+    else:
+        hints = [h for h in _HINT.findall(template) if not h.startswith("gpu_kernel")]
+        if hints:
+            base = f"{base}<{hints[-1]}>"
+    return base if len(base) <= MAX_SHORT else base[: MAX_SHORT - 1] + "…"
+
+
+def _split_template(text: str) -> tuple[str, str]:
+    """(qualified name, its template argument text) of a C++ function signature."""
+    for i, ch in enumerate(text):
+        if ch == "(":
+            return text[:i], ""
+        if ch == "<":
+            depth = 0
+            for j in range(i, len(text)):
+                if text[j] == "<":
+                    depth += 1
+                elif text[j] == ">":
+                    depth -= 1
+                    if depth == 0:
+                        return text[:i], text[i + 1:j]
+            return text[:i], text[i + 1:]
+    return text, ""

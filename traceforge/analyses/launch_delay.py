@@ -1,0 +1,134 @@
+"""Launch delay: how long each GPU op waited on its stream after its launch call returned.
+
+HTA's definition, so numbers compare: per GPU op joined to its launch call on
+``correlation``, ``launch_delay = GPU op start - (launch call start + its duration)``,
+with ``cpu_duration`` the launch call's and ``gpu_duration`` the op's duration. All are
+exact integer ns. HTA clips the delay at 0; we keep a negative delay (the CPU and GPU
+clocks overlap) and flag it, so a clock problem is seen rather than hidden.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..scan import GPU_KIND_NAMES, TraceColumns
+from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
+from .stacks import build_stacks
+
+# HTA 0.5's launch-stats set (no ExC, driver API, graph launches or HIP).
+HTA_LAUNCH_STATS_APIS = frozenset({"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"})
+DEFAULT_RUNTIME_CUTOFF_NS = 50_000  # HTA's outlier cutoffs: launch calls above 50 µs,
+DEFAULT_DELAY_CUTOFF_NS = 100_000  # launch delays above 100 µs
+FIGURES = ("cpu_duration", "gpu_duration", "launch_delay")
+PERCENTILES = (50, 90, 99)
+TABLE_COLUMNS = (
+    "device", "stream", "kind", "name", "gpu_ts", "gpu_duration", "api", "launch_ts", "cpu_duration",
+    "launch_delay", "negative_delay", "correlation", "cpu_op", "gpu_ordinal", "launch_ordinal",
+)
+
+
+def launch_pairs(
+    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gpu rows, launch rows, launch delay ns) of every GPU op launched by one of ``apis``.
+
+    ``launched_before_ns`` keeps launches that start before it (HTA drops the last
+    profiler step this way; see ``launches.last_step_start``).
+    """
+    rows = stream_launch_rows(cols, apis)
+    if launched_before_ns is not None:
+        rows = rows[cols.launches.ts[rows] < launched_before_ns]
+    gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
+    delay = cols.gpu.ts[gpu_rows] - (cols.launches.ts[launch_rows] + cols.launches.dur[launch_rows])
+    return gpu_rows, launch_rows, delay
+
+
+def launch_table(
+    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None
+) -> pd.DataFrame:
+    """One row per launched GPU op, in trace order (times in ns; see ``TABLE_COLUMNS``).
+
+    ``cpu_op`` is the innermost CPU op around the launch call ("" when none encloses it).
+    An empty table carries the reason in ``df.attrs["message"]``.
+    """
+    gpu_rows, launch_rows, delay = launch_pairs(cols, apis=apis, launched_before_ns=launched_before_ns)
+    gpu, launches = cols.gpu, cols.launches
+    op_rows = build_stacks(cols).launch_op[launch_rows]
+    cpu_op_names = np.full(len(launch_rows), -1, np.int64)  # -1: no enclosing op
+    cpu_op_names[op_rows >= 0] = cols.cpu_ops.name[op_rows[op_rows >= 0]]
+    names = np.array(cols.names + [""], dtype=object)
+    df = pd.DataFrame({
+        "device": gpu.device[gpu_rows],
+        "stream": gpu.stream[gpu_rows],
+        "kind": np.array(GPU_KIND_NAMES, dtype=object)[gpu.kind[gpu_rows]],
+        "name": names[gpu.name[gpu_rows]],
+        "gpu_ts": gpu.ts[gpu_rows],
+        "gpu_duration": gpu.dur[gpu_rows],
+        "api": names[launches.name[launch_rows]],
+        "launch_ts": launches.ts[launch_rows],
+        "cpu_duration": launches.dur[launch_rows],
+        "launch_delay": delay,
+        "negative_delay": delay < 0,
+        "correlation": gpu.correlation[gpu_rows],
+        "cpu_op": names[cpu_op_names],
+        "gpu_ordinal": gpu.ordinal[gpu_rows],
+        "launch_ordinal": launches.ordinal[launch_rows],
+    }, columns=list(TABLE_COLUMNS))
+    if df.empty:
+        df.attrs["message"] = no_launches_reason(cols)
+    return df
+
+
+def no_launches_reason(cols: TraceColumns) -> str:
+    """Why a trace has no launch delays, in words a user can act on."""
+    kinds = ", ".join(f"{int(np.sum(cols.gpu.kind == k)):,} {n}" for k, n in enumerate(GPU_KIND_NAMES)) \
+        if len(cols.gpu) else "no kernel, memcpy or memset events"
+    launched = len(stream_launch_rows(cols))
+    hint = " (a CUPTI range-profiler trace records no kernels)" if not len(cols.gpu) and len(cols.ranges) else ""
+    return (f"{cols.path}: no GPU op joins a launch call on correlation: the trace has {kinds}{hint} "
+            f"and {launched:,} stream launch calls")
+
+
+def _summary(values: np.ndarray) -> dict[str, int]:
+    """count, mean, min, nearest-rank percentiles and max, all integer ns (an observed value
+    for each percentile; the mean rounded half up)."""
+    s = np.sort(values)
+    n = len(s)
+    out = {"count": n, "mean": int((2 * int(s.sum()) + n) // (2 * n)), "min": int(s[0])}
+    for p in PERCENTILES:
+        out[f"p{p}"] = int(s[max(0, -(-p * n // 100) - 1)])
+    out["max"] = int(s[-1])
+    return out
+
+
+def launch_statistics(table: pd.DataFrame) -> pd.DataFrame:
+    """Per figure, over all launches, per (device, stream) and per launch API: count, mean,
+    min, p50, p90, p99, max in ns. ``by`` says the grouping, ``key`` the group."""
+    records = []
+    groups = [("all", "all", table)]
+    groups += [("stream", f"GPU {d} stream {s}", g) for (d, s), g in table.groupby(["device", "stream"], sort=True)]
+    groups += [("api", str(api), g) for api, g in table.groupby("api", sort=True)]
+    for by, key, g in groups:
+        if g.empty:
+            continue
+        for figure in FIGURES:
+            records.append({"by": by, "key": key, "figure": figure, **_summary(g[figure].to_numpy())})
+    return pd.DataFrame.from_records(records, columns=[
+        "by", "key", "figure", "count", "mean", "min", *(f"p{p}" for p in PERCENTILES), "max"])
+
+
+def outliers(table: pd.DataFrame, runtime_cutoff_ns: int, delay_cutoff_ns: int) -> dict[str, pd.DataFrame]:
+    """HTA's three outlier lists, worst first.
+
+    ``short_gpu``: the GPU op ran shorter than its (not slow) launch call took, so the CPU
+    cannot keep the GPU busy; ``slow_launch``: launch calls longer than the runtime cutoff;
+    ``long_delay``: launch delays above the delay cutoff.
+    """
+    cpu, gpu, delay = table["cpu_duration"], table["gpu_duration"], table["launch_delay"]
+    short = table[(cpu <= runtime_cutoff_ns) & (gpu < cpu)]
+    return {
+        "short_gpu": short.iloc[np.argsort(-(short["cpu_duration"] - short["gpu_duration"]).to_numpy(), kind="stable")],
+        "slow_launch": table[cpu > runtime_cutoff_ns].sort_values("cpu_duration", ascending=False, kind="stable"),
+        "long_delay": table[delay > delay_cutoff_ns].sort_values("launch_delay", ascending=False, kind="stable"),
+    }

@@ -1,0 +1,104 @@
+"""What ``annotate --launch-delay`` writes into the trace, so the delay is seen in Perfetto.
+
+Each launched GPU op gets args ``launch_delay_us`` and ``launch_cpu_us``; each outlier
+(delay above the cutoff) gets a flow arrow from its launch call to it, category
+``launch_delay``, named with the delay so it can be searched and toggled; each stream gets
+a counter track holding the delay of the op that started last.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..durations import duration_arg, duration_ns
+from ..exacttime import NS_PER_US, ns_to_us_text
+from ..flow_anchors import ThreadSlices
+from ..inject import CounterTrack, FlowArrows, Injections
+from ..scan import TraceColumns
+from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
+
+if TYPE_CHECKING:
+    from ..annotate import AnnotateContext
+
+FLOW_CATEGORY = "launch_delay"
+COUNTER_NAME = "Launch delay (us)"
+
+
+def add_options(group: argparse.ArgumentParser) -> None:
+    group.add_argument("--delay-cutoff", type=duration_arg, metavar="DURATION",
+                       help="--launch-delay draws an arrow for delays above this (e.g. 100us, 1.5ms; default 100us)")
+
+
+def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    """Args on every launched GPU op, outlier arrows and per-stream counters."""
+    cutoff = duration_ns(ctx.options.get("delay_cutoff"), DEFAULT_DELAY_CUTOFF_NS)
+    gpu_rows, launch_rows, delay = launch_pairs(cols)
+    if not len(gpu_rows):
+        return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
+    cpu = cols.launches.dur[launch_rows]
+    patches = {
+        ordinal: {"launch_delay_us": _us_number(d), "launch_cpu_us": _us_number(c)}
+        for ordinal, d, c in zip(cols.gpu.ordinal[gpu_rows].tolist(), delay.tolist(), cpu.tolist())
+    }
+    outlier = delay > cutoff
+    flows, unplaced = outlier_flows(cols, gpu_rows[outlier], launch_rows[outlier], delay[outlier])
+    counters = delay_counters(cols, gpu_rows, delay)
+    summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows.names):,} arrows for delays "
+               f"> {ns_to_us_text(cutoff)} us")
+    if unplaced:
+        summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
+    summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
+    return Injections([*counters, flows], [summary], patches)
+
+
+def _us_number(ns: int) -> int | float:
+    """ns as a JSON number of µs that prints exactly (an int, or a float with <= 3 decimals)."""
+    return ns // NS_PER_US if ns % NS_PER_US == 0 else ns / NS_PER_US
+
+
+def delay_label(ns: int) -> str:
+    """``launch delay 1.84 ms`` (ms to 2 decimals from 1 ms up, else µs to 1 decimal)."""
+    if ns >= 1_000_000:
+        hundredths = (ns + 5_000) // 10_000
+        return f"launch delay {hundredths // 100}.{hundredths % 100:02d} ms"
+    tenths = (ns + 50) // 100
+    return f"launch delay {tenths // 10}.{tenths % 10} us"
+
+
+def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray,
+                  delay: np.ndarray) -> tuple[FlowArrows, int]:
+    """An arrow from each launch call to its GPU op, ids above the trace's; and how many
+    could not be placed (no ts binds to both slices, e.g. a zero-duration op)."""
+    slices = ThreadSlices(cols)
+    start_ts = slices.anchors(cols.launches.ordinal[launch_rows])
+    end_ts = slices.anchors(cols.gpu.ordinal[gpu_rows])
+    ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+    start_tracks = cols.launches.track[launch_rows[ok]].tolist()
+    end_tracks = cols.gpu.track[gpu_rows[ok]].tolist()
+    flows = FlowArrows(
+        cat=FLOW_CATEGORY,
+        first_id=cols.max_flow_id + 1,
+        starts=[(*cols.tracks[t], ts) for t, ts in zip(start_tracks, start_ts[ok].tolist())],
+        ends=[(*cols.tracks[t], ts) for t, ts in zip(end_tracks, end_ts[ok].tolist())],
+        names=[delay_label(d) for d in delay[ok].tolist()],
+    )
+    return flows, len(gpu_rows) - len(ok)
+
+
+def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
+    """Per (device, stream): the delay at each GPU op start (the largest where ops start together)."""
+    device, stream, ts = cols.gpu.device[gpu_rows], cols.gpu.stream[gpu_rows], cols.gpu.ts[gpu_rows]
+    order = np.lexsort((-delay, ts, stream, device))
+    device, stream, ts, delay = device[order], stream[order], ts[order], delay[order]
+    first = np.ones(len(ts), bool)
+    first[1:] = (device[1:] != device[:-1]) | (stream[1:] != stream[:-1]) | (ts[1:] != ts[:-1])
+    device, stream, ts, delay = device[first], stream[first], ts[first], delay[first]
+    bounds = np.flatnonzero(np.r_[True, (device[1:] != device[:-1]) | (stream[1:] != stream[:-1]), True])
+    return [
+        CounterTrack(pid=cols.gpu_pid(int(device[a])), name=COUNTER_NAME, key=f"stream {int(stream[a])}",
+                     ts=ts[a:b], values=delay[a:b], decimals=3)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())
+    ]

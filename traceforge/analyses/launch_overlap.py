@@ -1,0 +1,70 @@
+"""Kernel launches issued while the previous launch's kernel was still running.
+
+Definition. On each CPU thread, take the launch calls that launched at least one kernel
+(joined on correlation; any API: cudaLaunchKernel, cudaLaunchKernelExC_v11060,
+cuLaunchKernel, cudaGraphLaunch, ...), in order of start (then file order). Call i and the
+next call i+1 on the same thread form a *pair*; the pair *overlaps* when the kernels of
+call i end after call i+1 starts: ``kernel_end[i] > launch_start[i + 1]`` (a graph launch's
+kernels end when its last one ends). An overlapping pair means the CPU was ahead: it issued
+the next launch while the GPU was still busy with the previous one. Where pairs do not
+overlap, the GPU finished each kernel before the CPU launched the next: the launch path,
+not the GPU, set the pace.
+
+This is the hand analysis of a user's notebook over CUPTI CSVs (consecutive launches by
+correlation id, comparing kernel end with the next runtime call's start), made per thread
+so that launches from different threads do not interleave.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..scan import KERNEL, TraceColumns
+from .launches import join_gpu_to_launch
+
+COLUMNS = [
+    "correlation", "api", "kernel", "launch_start", "launch_end", "kernel_start", "kernel_end",
+    "next_correlation", "next_api", "next_launch_start", "overlap_ns",
+]
+
+
+def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
+    """(number of consecutive launch pairs, one row per overlapping pair; times in ns)."""
+    launches, gpu = cols.launches, cols.gpu
+    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
+    is_kernel = gpu.kind[gpu_rows] == KERNEL
+    gpu_rows, launch_rows = gpu_rows[is_kernel], launch_rows[is_kernel]
+    if len(gpu_rows) == 0:
+        return 0, pd.DataFrame(columns=COLUMNS)
+    # Per launch call: its first kernel (by start) names it; its kernels span [min start, max end).
+    by_launch = np.lexsort((gpu.ordinal[gpu_rows], gpu.ts[gpu_rows], launch_rows))
+    gpu_rows, launch_rows = gpu_rows[by_launch], launch_rows[by_launch]
+    first = np.flatnonzero(np.concatenate([[True], launch_rows[1:] != launch_rows[:-1]]))
+    calls = launch_rows[first]
+    kernel_start = gpu.ts[gpu_rows[first]]
+    kernel_end = np.maximum.reduceat(gpu.ts[gpu_rows] + np.maximum(gpu.dur[gpu_rows], 0), first)
+    kernel_name = gpu.name[gpu_rows[first]]
+
+    order = np.lexsort((launches.ordinal[calls], launches.ts[calls], launches.track[calls]))
+    calls, kernel_start, kernel_end, kernel_name = calls[order], kernel_start[order], kernel_end[order], kernel_name[order]
+    start = launches.ts[calls]
+    same_thread = launches.track[calls][1:] == launches.track[calls][:-1]
+    overlap = kernel_end[:-1] - start[1:]
+    hit = np.flatnonzero(same_thread & (overlap > 0))
+    nxt = hit + 1
+    names = np.asarray(cols.names, dtype=object)
+    table = pd.DataFrame({
+        "correlation": launches.correlation[calls[hit]],
+        "api": names[launches.name[calls[hit]]],
+        "kernel": names[kernel_name[hit]],
+        "launch_start": start[hit],
+        "launch_end": start[hit] + np.maximum(launches.dur[calls[hit]], 0),
+        "kernel_start": kernel_start[hit],
+        "kernel_end": kernel_end[hit],
+        "next_correlation": launches.correlation[calls[nxt]],
+        "next_api": names[launches.name[calls[nxt]]],
+        "next_launch_start": start[nxt],
+        "overlap_ns": overlap[hit],
+    }, columns=COLUMNS)
+    return int(same_thread.sum()), table

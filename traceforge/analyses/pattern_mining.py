@@ -1,0 +1,192 @@
+"""Mined patterns: the runs of consecutive GPU ops on a stream that repeat and cover the most time.
+
+Each stream's GPU ops in start order form a sequence of names. Every window of n ops
+(``min_len <= n <= max_len``) gets a polynomial hash from prefix sums (mod 2**64, numpy's
+wrapping uint64), so one length costs a few vector passes and grouping is ``pd.factorize``
+(a hash table): time and memory stay linear in the number of GPU ops per length.
+
+Patterns are picked greedily by count x the GPU time their occurrences cover, which
+favours frequent runs over long ones seen once per step. An occurrence counts only if it
+overlaps no earlier counted one (left to right) and uses no op a better pattern already
+took, so the top patterns are disjoint (a repeated block of 20 ops is reported once, not
+also as its sub-runs) and their coverage adds up. A run that is a shorter unit repeated
+(``A A A``, ``A B A B``) is not a pattern: its unit is, or it would be reported chopped
+into arbitrary pieces. A score can only drop as ops are taken, so candidates are
+re-scored lazily, best bound first, which keeps the greedy exact with few evaluations.
+Occurrences are compared name by name: a hash collision cannot merge different sequences.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from ..scan import TraceColumns
+from .patterns import Patterns, concat_runs, pattern_table
+
+DEFAULT_MAX_LEN = 32
+_BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2**64
+_MASK = (1 << 64) - 1
+
+
+class _Sequence:
+    """All streams' GPU ops, stream by stream in time order, with window hashes and times."""
+
+    def __init__(self, cols: TraceColumns):
+        gpu = cols.gpu
+        self.order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
+        device, stream = gpu.device[self.order], gpu.stream[self.order]
+        self.size = n = len(self.order)
+        self.seg = np.cumsum(np.r_[True, (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])]) if n else device
+        self.codes = pd.factorize(gpu.name[self.order])[0]
+        self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
+        symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
+                                                          dtype=np.uint64)
+        self.inverse = _powers(pow(_BASE, -1, 1 << 64), n)
+        self.prefix = np.r_[np.uint64(0), np.cumsum(symbol[self.codes] * _powers(_BASE, n), dtype=np.uint64)]
+
+    def hashes(self, n: int) -> np.ndarray:
+        """Hash of the window of ``n`` ops at each start: sum of symbol * BASE**offset.
+
+        Slices, not gathers: this runs once per length and once per scored candidate.
+        """
+        m = max(self.size - n + 1, 0)
+        return (self.prefix[n:n + m] - self.prefix[:m]) * self.inverse[:m]
+
+    def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
+        """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
+        return self.seg[starts] == self.seg[starts + n - 1]
+
+    def window_time(self, n: int, starts: np.ndarray) -> np.ndarray:
+        return self.time[starts + n] - self.time[starts]
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    """base**i mod 2**64 for i < n (uint64 products wrap, which is the modulus)."""
+    out = np.ones(max(n, 1), np.uint64)
+    if n > 1:
+        out[1:] = np.cumprod(np.full(n - 1, base & _MASK, np.uint64), dtype=np.uint64)
+    return out[:n]
+
+
+def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None = None, top_k: int = 5) -> Patterns:
+    """The ``top_k`` disjoint repeated runs of ``min_len..max_len`` GPU ops, by count x GPU time covered."""
+    max_len = max_len or DEFAULT_MAX_LEN
+    seq = _Sequence(cols)
+    total = int(seq.time[-1])
+    searched = f"runs of {min_len}-{max_len} GPU ops per stream"
+    lengths, hashes, bounds = _candidates(seq, min_len, max_len, keep=32 + 16 * top_k)
+    picked = _pick(seq, lengths, hashes, bounds, top_k)
+
+    kernels = [cols.gpu.name[seq.order[chosen[0]:chosen[0] + n]] for n, chosen in picked]
+    counts = np.array([len(chosen) for _, chosen in picked], np.int64)
+    covered = np.array([seq.window_time(n, chosen).sum() for n, chosen in picked], np.int64)
+    occ_pattern = np.repeat(np.arange(len(picked)), counts)
+    starts = np.concatenate([chosen for _, chosen in picked]) if picked else np.zeros(0, np.int64)
+    ends = starts + np.repeat(np.array([n for n, _ in picked], np.int64), counts)
+    first_ts = cols.gpu.ts[seq.order[starts]]
+    occ = np.lexsort((first_ts, occ_pattern))
+    offsets, members = concat_runs(seq.order, starts[occ], ends[occ])
+    table = pattern_table(cols, kernels, counts, covered, total)
+    n_streams = int(seq.seg[-1]) if seq.size else 0
+    note = f"{seq.size:,} GPU ops on {n_streams} stream{'s' * (n_streams != 1)}, {len(lengths):,} candidate runs"
+    return Patterns("mined", searched, table, total, occ_pattern[occ], np.full(len(occ), -1, np.int64),
+                    offsets, members, note)
+
+
+def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[list[int], list[int], list[int]]:
+    """For each length, the ``keep`` repeated windows with the best count x GPU time, overlaps
+    counted: an upper bound of the pattern's score (kept as Python ints: it can pass 2**63).
+    A length with no repeated window ends the search: a longer one repeats only if its
+    prefix does.
+    """
+    lengths: list[int] = []
+    hashes: list[int] = []
+    bounds: list[int] = []
+    for n in range(min_len, max_len + 1):
+        hashes_n = seq.hashes(n)
+        starts = np.flatnonzero(seq.in_one_stream(n, np.arange(len(hashes_n))))
+        codes, uniques = pd.factorize(hashes_n[starts])
+        count = np.bincount(codes, minlength=len(uniques))
+        time = np.zeros(len(uniques), np.int64)
+        np.add.at(time, codes, seq.window_time(n, starts))
+        repeated = np.flatnonzero(count >= 2)
+        if not len(repeated):
+            break
+        example = np.full(len(uniques), seq.size, np.int64)
+        np.minimum.at(example, codes, starts)
+        rough = count[repeated] * time[repeated].astype(np.float64)
+        ranked = repeated[np.argsort(-rough, kind="stable")].tolist()
+        best = np.array(list(itertools.islice(
+            (g for g in ranked if not _is_power(seq.codes[example[g]:example[g] + n])), keep)), np.int64)
+        lengths.extend([n] * len(best))
+        hashes.extend(uniques[best].tolist())
+        bounds.extend(c * t for c, t in zip(count[best].tolist(), time[best].tolist()))
+    return lengths, hashes, bounds
+
+
+def _pick(seq: _Sequence, lengths: list[int], hashes: list[int], bounds: list[int],
+          top_k: int) -> list[tuple[int, np.ndarray]]:
+    """Greedy by count x covered time with lazy re-scoring; (length, chosen starts) per pick."""
+    covered = np.zeros(seq.size, bool)  # ops already in a picked pattern's occurrences
+    taken = np.zeros(seq.size + 1, np.int64)  # its prefix count: a window is free iff it adds 0
+    positions: dict[int, np.ndarray] = {}
+    scored_at: dict[int, int] = {}
+    chosen_of: dict[int, np.ndarray] = {}
+    heap = [(-b, -n, i) for i, (n, b) in enumerate(zip(lengths, bounds))]
+    heapq.heapify(heap)
+    picked: list[tuple[int, np.ndarray]] = []
+    while heap and len(picked) < top_k:
+        _, neg_n, i = heapq.heappop(heap)
+        n = -neg_n
+        if scored_at.get(i) == len(picked):  # its score is current and the best: take it
+            chosen = chosen_of.pop(i)
+            picked.append((n, chosen))
+            mark = np.zeros(seq.size + 1, np.int64)
+            np.add.at(mark, chosen, 1)
+            np.add.at(mark, chosen + n, -1)
+            covered |= np.cumsum(mark)[:-1] > 0
+            taken = np.r_[0, np.cumsum(covered)]
+            continue
+        if i not in positions:
+            positions[i] = _occurrences(seq, n, hashes[i])
+        pos = positions[i]
+        pos = pos[taken[pos + n] == taken[pos]]
+        chosen = _non_overlapping(pos, n)
+        score = len(chosen) * int(seq.window_time(n, chosen).sum())
+        scored_at[i] = len(picked)
+        if len(chosen) >= 2 and score > 0:
+            chosen_of[i] = chosen
+            heapq.heappush(heap, (-score, neg_n, i))
+    return picked
+
+
+def _is_power(window: np.ndarray) -> bool:
+    """Is ``window`` a shorter unit repeated (``A A A``, ``A B A B``)?"""
+    n = len(window)
+    return any(n % p == 0 and bool((window[p:] == window[:-p]).all()) for p in range(1, n // 2 + 1))
+
+
+def _occurrences(seq: _Sequence, n: int, h: int) -> np.ndarray:
+    """Starts of the windows with hash ``h`` whose names equal the first such window's."""
+    pos = np.flatnonzero(seq.hashes(n) == np.uint64(h))
+    pos = pos[seq.in_one_stream(n, pos)]
+    same = np.ones(len(pos), bool)
+    for j in range(n):
+        same &= seq.codes[pos + j] == seq.codes[pos[0] + j]
+    return pos[same]
+
+
+def _non_overlapping(pos: np.ndarray, n: int) -> np.ndarray:
+    """Left-to-right greedy: keep a window if it starts after the last kept one ends."""
+    if len(pos) < 2 or bool((np.diff(pos) >= n).all()):
+        return pos
+    following = np.searchsorted(pos, pos + n).tolist()
+    keep, i = [], 0
+    while i < len(pos):
+        keep.append(i)
+        i = following[i]
+    return pos[keep]

@@ -1,0 +1,119 @@
+"""Patterns drawn on the trace: one slice per occurrence, beside the stream it ran on.
+
+Each occurrence of a top pattern becomes a slice from its first GPU op's start to the
+latest end among its ops, on thread ``Patterns (stream N)`` in that GPU's process (the
+stream of its first op). Occurrences that overlap in time (nested operator instances,
+ops on several streams) go to extra lanes, so Perfetto drops nothing. The full kernel
+names are written once per pattern, on its first occurrence; the trace's own events are
+untouched unless ``tag_kernels`` adds ``"pattern": "P1"`` to the args of member ops.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..inject import Injections, SliceTrack, TidAllocator
+from ..scan import TraceColumns
+from .patterns import ARROW, Patterns, find_patterns
+
+if TYPE_CHECKING:
+    from ..annotate import AnnotateContext
+
+MAX_LABEL_OPS = 6  # longer patterns are named by their first and last ops
+
+
+def add_pattern_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The options of ``traceforge patterns`` and ``annotate --patterns`` (one definition)."""
+    parser.add_argument("--op", metavar="NAME", help="operator whose launched GPU ops form the patterns "
+                        "(exact name, e.g. aten::addmm); without --op/--op-regex, repeated runs of GPU ops are mined")
+    parser.add_argument("--op-regex", metavar="RE", help="operators whose name matches this regular expression "
+                        "(re.search: anchor with ^...$ for whole names)")
+    parser.add_argument("--nested", action="store_true",
+                        help="also count operator instances nested inside another instance (default: outermost only)")
+    parser.add_argument("--min-len", type=int, default=3, metavar="N", help="fewest GPU ops in a pattern (default 3)")
+    parser.add_argument("--max-len", type=int, metavar="N",
+                        help="most GPU ops in a pattern (default: no limit with --op, 32 when mining)")
+    parser.add_argument("--top-k", type=int, default=5, metavar="K", help="patterns reported and drawn (default 5)")
+    parser.add_argument("--tag-kernels", action="store_true",
+                        help='add "pattern": "P1" to the args of the GPU ops inside drawn patterns')
+
+
+def patterns_from_options(cols: TraceColumns, options: dict) -> Patterns:
+    """``find_patterns`` with the CLI's options (``--op`` -> ``op``, ...)."""
+    return find_patterns(cols, op=options.get("op"), op_regex=options.get("op_regex"),
+                         nested=bool(options.get("nested")), min_len=options.get("min_len", 3),
+                         max_len=options.get("max_len"), top_k=options.get("top_k", 5))
+
+
+def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    """The annotate step. ``ctx.options["on_patterns"]``, if set, receives the result (the
+    ``patterns`` command prints its table from the same run that writes the overlay)."""
+    result = patterns_from_options(cols, ctx.options)
+    report: Callable[[Patterns], None] | None = ctx.options.get("on_patterns")
+    if report is not None:
+        report(result)
+    return pattern_overlay(cols, result, ctx.allocator, tag_kernels=bool(ctx.options.get("tag_kernels")))
+
+
+def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocator, *,
+                    tag_kernels: bool = False) -> Injections:
+    """One ``SliceTrack`` per (device, stream) holding the occurrences of the top patterns."""
+    gpu, table = cols.gpu, result.table
+    if not len(result.occ_pattern):
+        return Injections([], [f"patterns: none drawn ({result.note})"])
+    first_op = result.members[result.offsets[:-1]]
+    start = np.minimum.reduceat(gpu.ts[result.members], result.offsets[:-1])
+    end = np.maximum.reduceat(gpu.ts[result.members] + np.maximum(gpu.dur[result.members], 0), result.offsets[:-1])
+    ids, counts, kernels = table["pattern"].tolist(), table["count"].tolist(), table["kernel_names"].tolist()
+    labels = [f"{p} ×{c}: {_label(k)}" for p, c, k in zip(ids, counts, table["kernels"])]
+    names, args = [], []
+    for p, n, op in zip(result.occ_pattern.tolist(), _occurrence_numbers(result.occ_pattern).tolist(),
+                        result.occ_op.tolist()):
+        a = {"pattern": ids[p], "count": counts[p], "occurrence": n}
+        if op >= 0:
+            a["operator"] = cols.names[int(cols.cpu_ops.name[op])]
+        if n == 1:
+            a["kernels"] = list(kernels[p])
+        names.append(labels[p])
+        args.append(a)
+
+    device, stream = gpu.device[first_op], gpu.stream[first_op]
+    tracks = []
+    for d, s in sorted(set(zip(device.tolist(), stream.tolist()))):
+        rows = np.flatnonzero((device == d) & (stream == s))
+        tracks.append(SliceTrack(
+            pid=cols.gpu_pid(d), title=f"Patterns (stream {s})", sort_index=s,
+            ts=start[rows], dur=(end - start)[rows], names=[names[i] for i in rows.tolist()],
+            args=[args[i] for i in rows.tolist()], allocator=allocator,
+        ))
+    patches: dict[int, dict] = {}
+    if tag_kernels:  # an op inside nested instances of two patterns gets "P1,P3"
+        owner = np.repeat(result.occ_pattern, np.diff(result.offsets))
+        tags: dict[int, list[str]] = {}
+        for ordinal, p in zip(gpu.ordinal[result.members].tolist(), owner.tolist()):
+            mine = tags.setdefault(ordinal, [])
+            if ids[p] not in mine:
+                mine.append(ids[p])
+        patches = {ordinal: {"pattern": ",".join(mine)} for ordinal, mine in tags.items()}
+    what = f"of {result.searched}" if result.mode == "operator" else "mined"
+    summary = (f"patterns {what}: {len(table)} drawn, {len(start):,} slices on {len(tracks)} stream "
+               f"track{'s' * (len(tracks) != 1)}{f', {len(patches):,} GPU ops tagged' if tag_kernels else ''}")
+    return Injections(tracks, [summary], patches)
+
+
+def _label(short_kernels: str) -> str:
+    ops = short_kernels.split(ARROW)
+    if len(ops) <= MAX_LABEL_OPS:
+        return short_kernels
+    return ARROW.join(ops[:3] + [f"… {len(ops) - 5} more …"] + ops[-2:])
+
+
+def _occurrence_numbers(pattern: np.ndarray) -> np.ndarray:
+    """1, 2, ... within each pattern (occurrences come grouped by pattern, in time order)."""
+    index = np.arange(len(pattern))
+    group_start = np.r_[True, pattern[1:] != pattern[:-1]]
+    return index - np.maximum.accumulate(np.where(group_start, index, 0)) + 1

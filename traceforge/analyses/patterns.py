@@ -1,0 +1,259 @@
+"""Frequent GPU op sequences: what each instance of an operator launches, as patterns.
+
+For each instance of the operator (outermost by default: an instance inside another
+instance of a matching op is part of that one; ``nested`` counts inner ones too), the
+GPU ops it launched, directly or through ops nested in it, in GPU start order, form its
+sequence; identical sequences are one pattern. This is HTA's definition with its errors
+fixed: the name matches exactly (HTA matches substrings, so ``aten::add`` takes
+``aten::addmm``), and nesting is real containment with kernels joined to the op that
+issued their launch (``stacks.build_stacks``), so a zero-duration op owns nothing.
+Without an operator, ``pattern_mining`` finds repeated runs of kernels per stream.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UsageError
+from ..scan import TraceColumns
+from .kernel_names import short_kernel_name
+from .stacks import Stacks, build_stacks
+
+ARROW = " → "
+
+
+@dataclass
+class Patterns:
+    """The top patterns (``table``, best first) and where each of their occurrences is.
+
+    Occurrence j is pattern ``occ_pattern[j]`` (a ``table`` row); its GPU op rows, in time
+    order, are ``members[offsets[j]:offsets[j + 1]]``; ``occ_op[j]`` is the CPU op row of
+    the operator instance (-1 for mined patterns).
+    """
+
+    mode: str  # "operator" or "mined"
+    searched: str  # what was looked for, for messages
+    table: pd.DataFrame
+    total_gpu_ns: int
+    occ_pattern: np.ndarray
+    occ_op: np.ndarray
+    offsets: np.ndarray
+    members: np.ndarray
+    note: str = ""  # why the table is empty, or what was counted
+
+    @property
+    def coverage(self) -> float:
+        """Share of all GPU time inside the occurrences of the top patterns (nested operator
+        instances overlap, so with ``nested`` their time counts once per instance)."""
+        return float(self.table["gpu_share"].sum()) if len(self.table) else 0.0
+
+
+def find_patterns(
+    cols: TraceColumns,
+    *,
+    op: str | None = None,
+    op_regex: str | None = None,
+    nested: bool = False,
+    min_len: int = 3,
+    max_len: int | None = None,
+    top_k: int = 5,
+    started_before_ns: int | None = None,
+) -> Patterns:
+    """Operator patterns when ``op`` or ``op_regex`` is given, else mined kernel n-grams."""
+    if op is not None and op_regex is not None:
+        raise UsageError("give either --op or --op-regex, not both")
+    if min_len < 1 or top_k < 1 or (max_len is not None and max_len < min_len):
+        raise UsageError(f"need --min-len >= 1, --top-k >= 1 and --max-len >= --min-len "
+                         f"(got {min_len}, {top_k}, {max_len})")
+    if op is None and op_regex is None:
+        from .pattern_mining import mine_patterns
+
+        if nested or started_before_ns is not None:
+            raise UsageError("--nested applies to operator patterns: give --op or --op-regex")
+        return mine_patterns(cols, min_len=min_len, max_len=max_len, top_k=top_k)
+    return operator_patterns(cols, build_stacks(cols), op=op, op_regex=op_regex, nested=nested, min_len=min_len,
+                             max_len=max_len, top_k=top_k, started_before_ns=started_before_ns)
+
+
+def matching_names(cols: TraceColumns, op: str | None, op_regex: str | None) -> np.ndarray:
+    """Per name id: is it the operator (exact name, or ``re.search`` of the regex)?"""
+    if op_regex is not None:
+        try:
+            rx = re.compile(op_regex)
+        except re.error as e:
+            raise UsageError(f"--op-regex {op_regex!r} is not a regular expression: {e}") from None
+        hits = [rx.search(n) is not None for n in cols.names]
+    else:
+        hits = [n == op for n in cols.names]
+    is_match = np.array(hits, dtype=bool)
+    used = np.zeros(len(cols.names), bool)
+    used[cols.cpu_ops.name] = True
+    if not (is_match & used).any():
+        if not len(cols.cpu_ops):
+            raise UsageError(f"{cols.path}: the trace has no CPU ops, so no operator patterns")
+        wanted = op if op is not None else op_regex
+        near = sorted({cols.names[i] for i in np.flatnonzero(used) if wanted.lower() in cols.names[i].lower()})
+        hint = f" (similar: {', '.join(near[:5])})" if near else ""
+        raise UsageError(f"{cols.path}: no CPU op {'matches' if op_regex else 'is named'} {wanted!r}{hint}")
+    return is_match
+
+
+def operator_patterns(
+    cols: TraceColumns,
+    stacks: Stacks,
+    *,
+    op: str | None = None,
+    op_regex: str | None = None,
+    nested: bool = False,
+    min_len: int = 3,
+    max_len: int | None = None,
+    top_k: int = 5,
+    started_before_ns: int | None = None,
+) -> Patterns:
+    """Patterns of the GPU ops launched under each instance of the operator.
+
+    Instances with fewer than ``min_len`` (or more than ``max_len``) GPU ops are left out.
+    Ranked by count, then total GPU time. ``started_before_ns`` keeps only instances that
+    start before it (HTA drops the last profiler step: ``launches.last_step_start``).
+    """
+    cpu, gpu = cols.cpu_ops, cols.gpu
+    is_op = matching_names(cols, op, op_regex)[cpu.name]
+    instance = is_op.copy() if nested else is_op & ~_inside_match(stacks.cpu_parent, is_op)
+    if started_before_ns is not None:
+        instance &= cpu.ts < started_before_ns
+    searched = op if op is not None else f"/{op_regex}/"
+    n_instances = int(instance.sum())
+    inst, rows = _launched_under(stacks, instance)
+    order = np.lexsort((gpu.ordinal[rows], gpu.ts[rows], inst))
+    inst, rows = inst[order], rows[order]
+    bounds = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1], True]) if len(inst) else np.zeros(1, np.int64)
+    starts, ends = bounds[:-1], bounds[1:]  # one run of rows per instance
+    length = ends - starts
+    keep = (length >= min_len) & (length <= (max_len if max_len is not None else len(inst)))
+    dur = np.maximum(gpu.dur, 0)
+    inst_gpu = (np.add.reduceat(dur[rows], starts) if len(starts) else np.zeros(0, np.int64))[keep]
+    starts, ends = starts[keep], ends[keep]
+    note = (f"{n_instances:,} {'' if nested else 'outermost '}instances of {searched}, "
+            f"{int(keep.sum()):,} with {min_len}{'-' + str(max_len) if max_len else '+'} GPU ops")
+
+    # Identical name sequences are one pattern (a loop over instances, not over kernels).
+    name_seq = gpu.name[rows]
+    ids: dict[bytes, int] = {}
+    pattern_of = np.array([ids.setdefault(name_seq[a:b].tobytes(), len(ids)) for a, b in
+                           zip(starts.tolist(), ends.tolist())], dtype=np.int64)
+    n_patterns = len(ids)
+    inst_row = inst[starts]
+    count = np.bincount(pattern_of, minlength=n_patterns)
+    gpu_ns = _sum_by(pattern_of, inst_gpu, n_patterns)
+    cpu_ns = _sum_by(pattern_of, np.maximum(cpu.dur[inst_row], 0), n_patterns)
+    first = np.full(n_patterns, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first, pattern_of, gpu.ts[rows[starts]])
+    top = np.lexsort((first, -gpu_ns, -count))[:top_k]
+
+    rank_of = np.full(n_patterns, -1, np.int64)
+    rank_of[top] = np.arange(len(top))
+    occ = np.flatnonzero(rank_of[pattern_of] >= 0)
+    occ = occ[np.lexsort((gpu.ts[rows[starts[occ]]], rank_of[pattern_of[occ]]))]
+    offsets, members = concat_runs(rows, starts[occ], ends[occ])
+    _, example = np.unique(pattern_of, return_index=True)  # an instance of each pattern
+    kernels = [name_seq[starts[example[p]]:ends[example[p]]] for p in top.tolist()]
+    operators = [_operator_label(cols, cpu.name[inst_row[pattern_of == p]]) for p in top.tolist()]
+    table = pattern_table(cols, kernels, count[top], gpu_ns[top], int(dur.sum()), cpu_ns=cpu_ns[top],
+                          operators=operators)
+    return Patterns("operator", searched, table, int(dur.sum()), rank_of[pattern_of[occ]],
+                    inst_row[occ], offsets, members, note + f" -> {n_patterns:,} patterns")
+
+
+def pattern_table(
+    cols: TraceColumns,
+    kernels: list[np.ndarray],
+    count: np.ndarray,
+    gpu_ns: np.ndarray,
+    total_gpu_ns: int,
+    *,
+    cpu_ns: np.ndarray | None = None,
+    operators: list[str] | None = None,
+) -> pd.DataFrame:
+    """One row per pattern, best first: ``P1``, ``P2``, ... with short and full kernel names."""
+    full = [tuple(cols.names[i] for i in k.tolist()) for k in kernels]
+    short = _short_names([n for names in full for n in names])
+    data = {
+        "rank": np.arange(1, len(kernels) + 1),
+        "pattern": [f"P{i}" for i in range(1, len(kernels) + 1)],
+        "count": np.asarray(count, np.int64),
+        "length": np.array([len(k) for k in kernels], np.int64),
+        "kernels": [ARROW.join(short[n] for n in names) for names in full],
+        "gpu_ns": np.asarray(gpu_ns, np.int64),
+        "mean_gpu_ns": np.asarray(gpu_ns, np.float64) / np.maximum(np.asarray(count), 1),
+    }
+    if cpu_ns is not None:
+        data["cpu_ns"] = np.asarray(cpu_ns, np.int64)
+    data["gpu_share"] = np.asarray(gpu_ns, np.float64) / total_gpu_ns if total_gpu_ns > 0 else 0.0
+    if operators is not None:
+        data["operator"] = operators
+    data["kernel_names"] = full
+    return pd.DataFrame(data)
+
+
+def _short_names(full_names: list[str]) -> dict[str, str]:
+    """Short name per full name; names that shorten alike get ``#1``, ``#2``, ... (in order seen)."""
+    variants: dict[str, list[str]] = {}
+    for name in dict.fromkeys(full_names):
+        variants.setdefault(short_kernel_name(name), []).append(name)
+    return {name: short if len(names) == 1 else f"{short}#{i}"
+            for short, names in variants.items() for i, name in enumerate(names, 1)}
+
+
+def _inside_match(parent: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """Per CPU op: does a matching op enclose it? (one vector step per nesting level)"""
+    inside = np.zeros(len(parent), bool)
+    current = parent.copy()
+    live = np.flatnonzero(current >= 0)
+    while len(live):
+        up = current[live]
+        inside[live] |= is_op[up]
+        current[live] = parent[up]
+        live = live[current[live] >= 0]
+    return inside
+
+
+def _launched_under(stacks: Stacks, instance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (instance CPU op row, GPU op row) for every GPU op launched inside an instance."""
+    gpu_rows = np.flatnonzero(stacks.gpu_op() >= 0)
+    current = stacks.gpu_op()[gpu_rows]
+    found_inst, found_rows = [], []
+    while len(gpu_rows):
+        hit = instance[current]
+        found_inst.append(current[hit])
+        found_rows.append(gpu_rows[hit])
+        current = stacks.cpu_parent[current]
+        up = current >= 0
+        gpu_rows, current = gpu_rows[up], current[up]
+    if not found_inst:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(found_inst), np.concatenate(found_rows)
+
+
+def _sum_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per group id."""
+    out = np.zeros(n, np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
+def concat_runs(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, members) of the slices ``rows[starts[j]:ends[j]]``."""
+    lengths = ends - starts
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    index = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+    return offsets, rows[index]
+
+
+def _operator_label(cols: TraceColumns, name_ids: np.ndarray) -> str:
+    """The operator names of a pattern's instances, most frequent first."""
+    ids, counts = np.unique(name_ids, return_counts=True)
+    return ", ".join(cols.names[i] for i in ids[np.argsort(-counts, kind="stable")].tolist())

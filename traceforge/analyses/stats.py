@@ -1,0 +1,225 @@
+"""Summary statistics of a rank: what users otherwise compute by hand from per-kind CSVs.
+
+All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set per rank):
+
+- ``summary``: wall span (first event start to last event end over every scanned event),
+  event counts, and the launch-overlap totals (``launch_overlap``).
+- ``devices`` / ``streams``: GPU busy (union of op intervals) and idle time, with HTA's
+  idle breakdown per stream (``gpu_busy``).
+- ``activity``: time share per activity kind: the kind's summed durations over the sum of
+  all kinds' durations (so shares add up to 100 %). Nested events (CPU ops inside CPU ops,
+  kernels under a profiler step) each count in full, as in a sum over a per-kind CSV.
+- ``tails``: per kind, how concentrated time is in the longest events: for p in 1, 5, 10,
+  the top ``max(1, floor(count * p / 100))`` events by duration, their share of the kind's
+  time and their mean.
+- ``top_kernels``: per kernel name: count, total, mean, min, max, sample std (HTA's kernel
+  breakdown, exact totals), share of all kernel time.
+- ``launch_apis``: per launch API (runtime or driver): calls, time, GPU ops and kernels it
+  launched; ``launch_kernels``: which GPU ops each API launched (e.g. the kernels that go
+  through ``cudaLaunchKernelExC``).
+- ``launch_overlaps``: the overlapping consecutive launch pairs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UsageError
+from ..scan import KERNEL, TraceColumns, scan
+from .activity import GPU_ACTIVITY, activities, cat_kinds
+from .gpu_busy import KERNEL_WAIT_NS, busy_idle
+from .launch_overlap import launch_overlaps
+from .launches import join_gpu_to_launch
+
+TAIL_PERCENTS = (1, 5, 10)
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
+
+
+@dataclass
+class TraceStats:
+    """One DataFrame per table, each with a ``rank`` column first."""
+
+    summary: pd.DataFrame
+    devices: pd.DataFrame
+    streams: pd.DataFrame
+    activity: pd.DataFrame
+    tails: pd.DataFrame
+    top_kernels: pd.DataFrame
+    launch_apis: pd.DataFrame
+    launch_kernels: pd.DataFrame
+    launch_overlaps: pd.DataFrame
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def rank_of(cols: TraceColumns) -> int | None:
+    """``distributedInfo.rank`` from the trace's top-level metadata, if it is there."""
+    info = cols.metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if type(rank) is int else None
+
+
+def wall_span(cols: TraceColumns) -> tuple[int, int]:
+    """(first start, last end) in ns over every scanned event; (0, 0) for none."""
+    tables = [t for t in (cols.gpu, cols.launches, cols.cpu_ops, cols.ranges) if len(t)]
+    if not tables:
+        return 0, 0
+    return int(min(t.ts.min() for t in tables)), int(max((t.ts + np.maximum(t.dur, 0)).max() for t in tables))
+
+
+def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
+    """Every table for one trace (one rank)."""
+    span = wall_span(cols)
+    devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
+    pairs, overlaps = launch_overlaps(cols)
+    apis, api_kernels = launch_apis(cols)
+    summary = pd.DataFrame([{
+        "trace": cols.path, "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
+        "gpu_ops": len(cols.gpu), "kernels": int(np.count_nonzero(cols.gpu.kind == KERNEL)),
+        "launches": len(cols.launches), "cpu_ops": len(cols.cpu_ops), "devices": len(devices), "streams": len(streams),
+        "launch_pairs": pairs, "overlapping_launch_pairs": len(overlaps),
+        "overlapping_launch_pct": 100.0 * len(overlaps) / pairs if pairs else 0.0,
+    }])
+    tables = {
+        "summary": summary, "devices": devices, "streams": streams, "activity": activity_shares(cols),
+        "tails": tails(cols), "top_kernels": top_kernels(cols), "launch_apis": apis,
+        "launch_kernels": api_kernels, "launch_overlaps": overlaps,
+    }
+    for df in tables.values():
+        df.insert(0, "rank", np.full(len(df), rank, np.int64))
+    return TraceStats(**tables)
+
+
+def _durations(cols: TraceColumns) -> list[tuple[str, np.ndarray]]:
+    return [(a.kind, np.maximum(a.of(cols).dur[a.rows], 0)) for a in activities(cols)]
+
+
+def activity_shares(cols: TraceColumns) -> pd.DataFrame:
+    """kind, events, total_ns, share_pct (of the summed durations of every kind)."""
+    per_kind = _durations(cols)
+    totals = [int(d.sum()) for _, d in per_kind]
+    grand = sum(totals)
+    return pd.DataFrame({
+        "kind": [k for k, _ in per_kind],
+        "events": np.array([len(d) for _, d in per_kind], np.int64),
+        "total_ns": np.array(totals, np.int64),
+        "share_pct": [100.0 * t / grand if grand else 0.0 for t in totals],
+    })
+
+
+def tails(cols: TraceColumns) -> pd.DataFrame:
+    """Per kind: count, total, mean, max, min, and top 1/5/10 % events' count, share and mean."""
+    rows = []
+    for kind, dur in _durations(cols):
+        longest = np.sort(dur)[::-1]
+        running = np.cumsum(longest)
+        total = int(running[-1])
+        row = {"kind": kind, "count": len(dur), "total_ns": total, "mean_ns": total / len(dur),
+               "max_ns": int(longest[0]), "min_ns": int(longest[-1])}
+        for p in TAIL_PERCENTS:
+            n = max(1, len(dur) * p // 100)
+            top = int(running[n - 1])
+            row[f"top{p}_n"] = n
+            row[f"top{p}_pct"] = 100.0 * top / total if total else 0.0
+            row[f"top{p}_mean_ns"] = top / n
+        rows.append(row)
+    columns = ["kind", "count", "total_ns", "mean_ns", "max_ns", "min_ns"] + [
+        f"top{p}_{c}" for p in TAIL_PERCENTS for c in ("n", "pct", "mean_ns")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def top_kernels(cols: TraceColumns) -> pd.DataFrame:
+    """Per kernel name, by total time: count, total_ns, mean_ns, min_ns, max_ns, std_ns, pct."""
+    gpu = cols.gpu
+    rows = np.flatnonzero(gpu.kind == KERNEL)
+    df = pd.DataFrame({"name": gpu.name[rows], "dur": np.maximum(gpu.dur[rows], 0)})
+    g = df.groupby("name", sort=False)["dur"]
+    out = pd.DataFrame({
+        "count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max(), "std_ns": g.std().fillna(0.0),
+    })
+    out.insert(2, "mean_ns", out["total_ns"] / out["count"])
+    total = int(out["total_ns"].sum())
+    out["pct"] = 100.0 * out["total_ns"] / total if total else 0.0
+    out = out.reset_index().sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    out["name"] = np.asarray(cols.names, dtype=object)[out["name"].to_numpy()] if len(out) else []
+    return out.reset_index(drop=True)
+
+
+def launch_apis(cols: TraceColumns) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per launch API: kind, calls, total_ns, max_ns, gpu_ops, kernels;
+    per (API, GPU op name): kind, count, total_ns of the GPU ops)."""
+    launches, gpu = cols.launches, cols.gpu
+    names = np.asarray(cols.names, dtype=object)
+    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
+    n = len(launches)
+    launched = np.bincount(launch_rows, minlength=n)
+    launched_kernels = np.bincount(launch_rows[gpu.kind[gpu_rows] == KERNEL], minlength=n)
+    calls = pd.DataFrame({
+        "api": launches.name, "kind": launches.cat, "dur": np.maximum(launches.dur, 0),
+        "gpu_ops": launched, "kernels": launched_kernels,
+    })
+    apis = calls.groupby(["api", "kind"], sort=False).agg(
+        calls=("dur", "size"), total_ns=("dur", "sum"), max_ns=("dur", "max"),
+        gpu_ops=("gpu_ops", "sum"), kernels=("kernels", "sum"),
+    ).reset_index().sort_values(["calls", "total_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    apis["api"] = names[apis["api"].to_numpy()] if len(apis) else []
+    apis["kind"] = cat_kinds(cols)[apis["kind"].to_numpy()] if len(apis) else []
+
+    pairs = pd.DataFrame({
+        "api": launches.name[launch_rows], "kernel": gpu.name[gpu_rows], "kind": gpu.kind[gpu_rows],
+        "dur": np.maximum(gpu.dur[gpu_rows], 0),
+    })
+    per_kernel = pairs.groupby(["api", "kernel", "kind"], sort=False).agg(
+        count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
+    per_kernel = per_kernel.sort_values(["api", "count", "total_ns"], ascending=[True, False, False], kind="stable")
+    per_kernel = per_kernel.reset_index(drop=True)
+    if len(per_kernel):
+        per_kernel["api"] = names[per_kernel["api"].to_numpy()]
+        per_kernel["kernel"] = names[per_kernel["kernel"].to_numpy()]
+        per_kernel["kind"] = per_kernel["kind"].map(GPU_ACTIVITY)
+    return apis, per_kernel
+
+
+def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
+    """Files as given; a directory stands for its trace files (one per rank), sorted."""
+    paths = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise UsageError(f"{item}: no trace files (*.json, *.json.gz, *.json.zst) in this directory")
+            paths.extend(found)
+        else:
+            paths.append(str(item))
+    return paths
+
+
+def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
+    """Statistics of one trace or of several ranks' traces (files or directories).
+
+    Each trace's rank is its ``distributedInfo.rank``, else its position among the inputs.
+    """
+    paths = trace_paths([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+    parts: list[TraceStats] = []
+    seen: dict[int, str] = {}
+    for i, path in enumerate(paths):
+        cols = scan(path)
+        rank = rank_of(cols)
+        rank = i if rank is None else rank
+        if rank in seen:
+            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
+        seen[rank] = path
+        parts.append(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns))
+    if len(parts) == 1:
+        return parts[0]
+    return TraceStats(**{
+        name: pd.concat([p.tables()[name] for p in parts], ignore_index=True) for name in parts[0].tables()
+    })

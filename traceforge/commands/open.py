@@ -1,0 +1,52 @@
+"""``traceforge open``: show a trace in ui.perfetto.dev, served from this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import webbrowser
+
+from ..serve import DEFAULT_PORT, MEMORY_PER_JSON_BYTE, UI, json_size, trace_server, ui_url
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "open",
+        help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
+        description="Serve FILE on 127.0.0.1 with the headers ui.perfetto.dev needs, print the URL that "
+        "makes the UI load it and open a browser there (when one is available). Serves until interrupted "
+        "(Ctrl-C). The trace never leaves this machine: the UI runs in your browser.",
+    )
+    p.add_argument("file", help="trace file (.json, .json.gz, .json.zst)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, the only one ui.perfetto.dev may fetch from)")
+    p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    server = trace_server(args.file, args.port, log=lambda line: print(line, file=sys.stderr, flush=True))
+    size = json_size(args.file)
+    if size.too_large:
+        gb = size.json_bytes / 1e9
+        print(f"warning: {args.file} is {'' if size.exact else 'about '}{gb:.1f} GB of JSON; the UI holds "
+              f"{MEMORY_PER_JSON_BYTE}-4x that in browser memory and has about 2-4 GB, so it will likely fail "
+              f"to load. Instead run `trace_processor server http {args.file}` (older versions: "
+              f"`trace_processor --httpd {args.file}`) and open {UI}, which "
+              f"connects to it, or cut the trace first: `traceforge trim {args.file} -o part.json.gz --steps N-M`.",
+              file=sys.stderr, flush=True)
+    url = ui_url(os.path.basename(args.file), args.port)
+    print(url, flush=True)
+    if not args.no_browser:
+        try:
+            webbrowser.get().open_new_tab(url)
+        except webbrowser.Error:
+            print("no browser found here: open the URL above in yours", file=sys.stderr, flush=True)
+    print(f"serving {args.file} on http://127.0.0.1:{args.port}/ until interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    with server:
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+    return 0

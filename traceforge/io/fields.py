@@ -1,0 +1,73 @@
+"""Rewriting an event's top-level scalar fields (``pid``, ``tid``, ``ts``) in its raw bytes.
+
+Only the value's bytes change; every other byte of the event (key order, spacing, args,
+number spellings) stays as it was, so an edited trace differs from its input exactly
+where it was meant to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)
+_WS = b" \t\r\n"
+
+Replacement = bytes | Callable[[bytes], bytes]
+
+
+def scalar_spans(raw: bytes) -> dict[bytes, tuple[int, int]]:
+    """``{key: (start, end)}`` of the top-level keys of one JSON object whose values are
+    scalars (numbers, strings, literals); keys are as written, without quotes."""
+    spans: dict[bytes, tuple[int, int]] = {}
+    depth = 0
+    key: bytes | None = None  # the top-level key just read
+    value_at = -1  # where the pending key's value starts (after ':')
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if depth == 1 and value_at >= 0:
+            assert key is not None
+            if tok[:1] == b'"' and not raw[value_at:m.start()].strip(_WS):
+                spans[key] = m.span()
+                value_at = -1
+                continue
+            if tok in (b",", b"}"):
+                start = value_at + len(raw[value_at:m.start()]) - len(raw[value_at:m.start()].lstrip(_WS))
+                spans[key] = (start, start + len(raw[start:m.start()].rstrip(_WS)))
+            value_at = -1
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b":" and key is not None:
+            value_at = m.end()
+        elif depth == 1 and tok[:1] == b'"':
+            key = tok[1:-1]
+            continue
+        if tok != b":":
+            key = None
+    return spans
+
+
+def replace_fields(raw: bytes, values: dict[str, Replacement]) -> bytes:
+    """``raw`` (one event) with the listed top-level scalar values replaced.
+
+    A value is the new JSON text, or a function of the old text. Keys the event does
+    not have as scalars are left alone (nothing is added).
+    """
+    spans = scalar_spans(raw)
+    edits = []
+    for key, new in values.items():
+        span = spans.get(key.encode())
+        if span is not None:
+            a, b = span
+            edits.append((a, b, new(raw[a:b]) if callable(new) else new))
+    if not edits:
+        return raw
+    edits.sort()
+    out, pos = [], 0
+    for a, b, text in edits:
+        out += (raw[pos:a], text)
+        pos = b
+    out.append(raw[pos:])
+    return b"".join(out)

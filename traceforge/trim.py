@@ -1,0 +1,219 @@
+"""``trim``: cut a trace to a time window or to profiler steps, so the UI can hold it.
+
+The window is [START, END) in exact ns. What stays:
+
+- every ``M`` event and every top-level key (process/thread names, device properties);
+- an ``X`` event whose [ts, ts + dur) overlaps the window (zero-length: START <= ts < END),
+  so the ops and steps around what you look at stay, as the UI would show them;
+- any other event with a numeric ts (instants, counters, ``B``/``E``, async) when
+  START <= ts < END;
+- flows whole: the ``s``/``t``/``f`` events of an (id, cat, name) stay when every one of
+  them is inside the window, otherwise none does (no arrow loses an end);
+- events without a numeric ts (Perfetto cannot place them either).
+
+Kept events are copied byte for byte; nothing is added.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from .analyses.launches import join_gpu_to_launch, stream_launch_rows
+from .check.perfetto import flow_id
+from .durations import parse_duration_ns
+from .errors import UsageError
+from .exacttime import ns_to_us_text, to_ns
+from .io.event_edits import EventEdits
+from .io.reader import TraceReader
+from .io.writer import write_trace
+from .scan import scan
+
+ALWAYS, SLICE, POINT, FLOW = range(4)
+_STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+_STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
+
+
+@dataclass
+class TrimResult:
+    out: str
+    start_ns: int  # the window, exact ns as the trace's ts
+    end_ns: int
+    trace_start_ns: int | None
+    events: int
+    kept: int
+    flow_events_cut: int  # flow events inside the window dropped because their flow was cut
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        window = f"{ns_to_us_text(self.start_ns)} .. {ns_to_us_text(self.end_ns)} us"
+        if self.trace_start_ns is not None:
+            window += (f" ({ns_to_us_text(self.start_ns - self.trace_start_ns)} .. "
+                       f"{ns_to_us_text(self.end_ns - self.trace_start_ns)} us after the trace start)")
+        return (f"window {window}: kept {self.kept:,} of {self.events:,} events "
+                f"({self.flow_events_cut:,} flow events dropped with their flow's other end)")
+
+
+@dataclass
+class _Events:
+    """Per event (by ordinal): class, start and end ns; flows' (id, cat, name) keys."""
+
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    flow_ordinal: np.ndarray
+    flow_id: np.ndarray
+    flow_key: np.ndarray
+    trace_start_ns: int | None
+
+    @property
+    def trace_end_ns(self) -> int | None:
+        timed = self.kind != ALWAYS
+        return int(self.end[timed].max()) if timed.any() else None
+
+
+def _time(value: object) -> int | None:
+    if type(value) is int:
+        return value * 1000
+    if type(value) is str:
+        try:
+            return to_ns(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _collect(reader: TraceReader) -> _Events:
+    kind, start, end = array("b"), array("q"), array("q")
+    f_ord, f_id, f_key = array("q"), array("Q"), array("q")
+    keys: dict[tuple, int] = {}
+    earliest = None
+    for batch in reader.batches():
+        ordinal = batch.first - 1
+        for e in batch.events:
+            ordinal += 1
+            ph = e.get("ph")
+            ts = _time(e.get("ts"))
+            if ts is not None and ts >= 0 and (earliest is None or ts < earliest):
+                earliest = ts
+            if ts is None or ph == "M":
+                kind.append(ALWAYS)
+                start.append(0)
+                end.append(0)
+                continue
+            dur = _time(e.get("dur")) if ph == "X" else None
+            fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
+            if fid is not None:
+                cat, name = e.get("cat"), e.get("name")
+                f_ord.append(ordinal)
+                f_id.append(fid)
+                f_key.append(keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
+                                             len(keys)))
+            kind.append(SLICE if dur is not None else FLOW if fid is not None else POINT)
+            start.append(ts)
+            end.append(ts + max(dur, 0) if dur is not None else ts)
+
+    def arr(a: array, dtype=np.int64) -> np.ndarray:
+        return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
+
+    return _Events(arr(kind, np.int8), arr(start), arr(end), arr(f_ord), arr(f_id, np.uint64), arr(f_key), earliest)
+
+
+def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> np.ndarray:
+    """Which events stay for the window [start_ns, end_ns) (see the module docstring)."""
+    s, e = ev.start, ev.end
+    inside = (s >= start_ns) & (s < end_ns)
+    keep = (ev.kind == ALWAYS) | ((ev.kind == POINT) & inside)
+    keep |= (ev.kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
+    if len(ev.flow_ordinal):
+        order = np.lexsort((ev.flow_key, ev.flow_id))
+        fid, key = ev.flow_id[order], ev.flow_key[order]
+        group = np.cumsum(np.r_[True, (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])]) - 1
+        whole = np.minimum.reduceat(inside[ev.flow_ordinal[order]], np.flatnonzero(np.r_[True, np.diff(group) > 0]))
+        keep[ev.flow_ordinal[order]] = whole[group]
+    return keep
+
+
+def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None) -> tuple[int, int]:
+    """``START:END`` (µs, or with a unit: ``1.5ms``) into exact ns.
+
+    A value with a leading ``+`` is relative to the trace start (its earliest ts that is
+    not negative); an empty START or END means the trace's start or its end.
+    """
+    if text.count(":") != 1:
+        raise UsageError(f"--window {text!r}: write START:END in µs, e.g. 1712195495519689:1712195495619689 "
+                         "or +100ms:+300ms (from the trace start)")
+    bounds = []
+    whole_trace = (trace_start_ns or 0, trace_end_ns + 1 if trace_end_ns is not None else 2**63 - 1)
+    for part, default in zip(text.split(":"), whole_trace):
+        part = part.strip()
+        if not part:
+            bounds.append(default)
+            continue
+        relative = part.startswith("+")
+        try:
+            ns = parse_duration_ns(part[1:] if relative else part)
+        except UsageError:
+            raise UsageError(f"--window: {part!r} is not a time (µs, or with a unit like 1.5ms)") from None
+        if relative:
+            if trace_start_ns is None:
+                raise UsageError("--window: the trace has no timestamps to be relative to")
+            ns += trace_start_ns
+        bounds.append(ns)
+    if bounds[0] >= bounds[1]:
+        raise UsageError(f"--window {text!r}: START must be before END")
+    return bounds[0], bounds[1]
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """``3-5`` or ``3`` -> (first, last) ProfilerStep numbers."""
+    m = _STEPS.fullmatch(text)
+    if m is None:
+        raise UsageError(f"--steps {text!r}: write N or N-M (ProfilerStep numbers), e.g. 3-5")
+    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    if last < first:
+        raise UsageError(f"--steps {text!r}: the last step comes before the first")
+    return first, last
+
+
+def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
+    """From the start of ProfilerStep#first to the end of ProfilerStep#last, extended to
+    the end of the GPU work launched during those steps (it runs after the CPU side)."""
+    cols = scan(path)
+    number = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(n)) else -1 for n in cols.names], np.int64)
+    ops = cols.cpu_ops
+    step_of = number[ops.name] if len(ops) else np.zeros(0, np.int64)
+    rows = np.flatnonzero((step_of >= first) & (step_of <= last))
+    if not len(rows):
+        found = np.unique(step_of[step_of >= 0])
+        have = f"steps {found.min()}-{found.max()}" if len(found) else "no ProfilerStep#N ranges"
+        raise UsageError(f"--steps {first}-{last}: the trace has {have}")
+    start, cpu_end = int(ops.ts[rows].min()), int((ops.ts[rows] + ops.dur[rows]).max())
+    launches = stream_launch_rows(cols)
+    during = launches[(cols.launches.ts[launches] >= start) & (cols.launches.ts[launches] < cpu_end)]
+    gpu_rows, _ = join_gpu_to_launch(cols, during)
+    gpu_end = int((cols.gpu.ts[gpu_rows] + cols.gpu.dur[gpu_rows]).max()) if len(gpu_rows) else cpu_end
+    return start, max(cpu_end, gpu_end)
+
+
+def trim(path: str, out: str, *, window: str | None = None, steps: str | None = None) -> TrimResult:
+    """Write the part of ``path`` inside ``window`` (``"START:END"``, see ``parse_window``)
+    or ``steps`` (``"3-5"``) to ``out``."""
+    if (window is None) == (steps is None):
+        raise UsageError("give exactly one of --window START:END or --steps N-M")
+    started = time.perf_counter()
+    ev = _collect(TraceReader(path))
+    if window is not None:
+        start_ns, end_ns = parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
+    else:
+        start_ns, end_ns = steps_window(path, *parse_steps(steps))
+    keep = keep_mask(ev, start_ns, end_ns)
+    write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
+    flows = ev.flow_ordinal
+    cut = int((~keep[flows] & (ev.start[flows] >= start_ns) & (ev.start[flows] < end_ns)).sum())
+    return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
+                      time.perf_counter() - started)
