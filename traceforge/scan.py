@@ -171,6 +171,7 @@ def scan(
     process_names: dict[object, str] = {}
     max_flow_id = -1
     gpu_add, launch_add, cpu_add, range_add = gpu.pending.append, launch.pending.append, cpu.pending.append, ranges.pending.append
+    name_ids, track_ids = names.ids, tracks.ids  # direct lookups: the interner call is the slow path
 
     for batch in reader.batches():
         if on_batch is not None:
@@ -204,12 +205,16 @@ def scan(
                 skipped[f"{kind} event without a numeric ts/dur"] += 1
                 continue
             pid, tid = e.get("pid"), e.get("tid")
-            track = tracks((pid, tid))
+            track = track_ids.get((pid, tid))
+            if track is None:
+                track = tracks((pid, tid))
             args = e.get("args")
             if type(args) is not dict:
                 args = _NO_ARGS
-            name = e.get("name")
-            name = names(name if type(name) is str else "")
+            name = name_ids.get(e.get("name"))
+            if name is None:
+                name = e.get("name")
+                name = names(name if type(name) is str else "")
             if kind == _GPU:
                 gpu_add((
                     ordinal, _GPU_CATS[cat.lower()], ts, dur,

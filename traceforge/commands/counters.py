@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analyses.counters import CounterTables, counter_tables
 from ..analyses.counters.annotation import add_counter_options, counter_options
-from ..analyses.counters.names import kernel_function
+from ..analyses.kernel_names import short_kernel_name
 from ..scan import scan
 
 TABLES = ("kernels", "operators", "problems")
@@ -86,7 +86,7 @@ def _print_text(path: str, tables: CounterTables) -> None:
           f"{'TFLOP/s':>8} {'DRAM MB':>9} {'GB/s':>8} {'L2 MB':>9} {'tensor%':>7} {'FLOP/B':>7} {'eff%':>6}")
     for i, r in enumerate(tables.kernels.itertuples(index=False)):
         dur = r.kernel_dur_ns / 1e3 if r.kernel_dur_ns > 0 else math.nan
-        print(f"  {i:>4} {r.status:<13} {_cut(r.top_op, 24):<24} {_cut(r.bottom_op, 28):<28} {_cut(kernel_function(r.trace_kernel or r.kernel), 40):<40} "
+        print(f"  {i:>4} {r.status:<13} {_cut(r.top_op, 24):<24} {_cut(r.bottom_op, 28):<28} {_cut(short_kernel_name(r.trace_kernel or r.kernel), 40):<40} "
               f"{_num(dur, digits=1):>9} {_num(r.flops, 1e-9, 3):>9} {_num(r.achieved_tflops, 1, 3):>8} "
               f"{_num(r.dram_bytes, 1e-6, 1):>9} {_num(r.dram_gbps, 1, 1):>8} {_num(r.l2_bytes, 1e-6, 1):>9} "
               f"{_num(r.tensor_util_pct, 1, 1):>7} {_num(r.arithmetic_intensity, 1, 1):>7} "
@@ -103,4 +103,4 @@ def _print_text(path: str, tables: CounterTables) -> None:
         print(f"\nproblems: {len(problems):,}" + (f" (first {PROBLEMS_SHOWN}; --format json lists all)"
                                                  if len(problems) > PROBLEMS_SHOWN else ""))
         for r in problems.head(PROBLEMS_SHOWN).itertuples(index=False):
-            print(f"  {r.source}: {r.problem} #{r.index} {_cut(kernel_function(r.kernel), 50)}: {r.detail}")
+            print(f"  {r.source}: {r.problem} #{r.index} {_cut(short_kernel_name(r.kernel), 50)}: {r.detail}")
