@@ -53,6 +53,9 @@ GAP_NS = 1_500  # between consecutive calls on a thread
 OP_ENTRY_NS = 4_000  # from an op's start to its first child
 OP_EXIT_NS = 1_500  # from its last child to its end
 LAUNCH_NS = 6_000  # one launch API call
+# A GPU takes ~1-2 µs between back-to-back ops on a stream (this also keeps Perfetto's
+# double rounding of fractional-µs timestamps from making neighbours overlap).
+BACK_TO_BACK_GAP_NS = 1_500
 
 
 @dataclass
@@ -331,7 +334,7 @@ class Recorder:
         for w in work:
             start = max(ready, self.idle_at(w.stream, w.device), w.after)
             gpu_dur = self.jitter(w.mean_ns, 0.1)
-            self.stream_free[(w.device, w.stream)] = start + gpu_dur
+            self.stream_free[(w.device, w.stream)] = start + gpu_dur + BACK_TO_BACK_GAP_NS
             args: dict[str, Any] = {"External id": external_id}
             if w.cat == "kernel":
                 args["queued"] = 0

@@ -46,7 +46,11 @@ class Analysis:
     needs_cpu_ops: bool = False
     add_options: Callable[[argparse.ArgumentParser], None] | None = None
     in_all: bool = True  # --all runs it (False for analyses that need an option, e.g. --op)
-    patches_args: bool = False  # adds args to existing events: the trace is read a second time
+    # Adds args to existing events (a bool, or a test of the options): the trace is read twice.
+    patches_args: bool | Callable[[dict[str, Any]], bool] = False
+
+    def reads_twice(self, options: dict[str, Any]) -> bool:
+        return self.patches_args(options) if callable(self.patches_args) else self.patches_args
 
 
 def _counter_injections(label: str, make_tracks) -> Callable[[TraceColumns, AnnotateContext], Injections]:
@@ -64,24 +68,23 @@ ANALYSES: dict[str, Analysis] = {
                  _counter_injections("queue length", queue_length_tracks)),
         Analysis("memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
                  _counter_injections("memcpy bandwidth", memcpy_bw_tracks)),
-        # Not in --all: it adds args to the trace's own GPU ops (--all only appends).
         Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
                  "from the launch call for each delay above --delay-cutoff, one counter track per stream",
                  launch_delay_marks.launch_delay_marks, needs_cpu_ops=True,
-                 add_options=launch_delay_marks.add_options, in_all=False, patches_args=True),
+                 add_options=launch_delay_marks.add_options, patches_args=True),
         Analysis("classify", "kernel classification: a category (and stage) arg on every GPU op by the rules of "
                  "--rules, one utilisation counter track per (GPU, category): share of running ops in percent",
                  category_tracks.category_injections, add_options=category_tracks.add_options,
-                 in_all=False, patches_args=True),
-        # Not in --all: it adds args (--all only appends, in one pass); a no-op with a summary line without counters.
+                 patches_args=True),
+        # A no-op with a summary line when the trace has no counters and no --ncu is given.
         Analysis("counters", "hardware counters (the trace's CUPTI range-profiler events, --ncu CSV) and derived "
                  "metrics as a `counters` arg on the kernels (or launch calls) they measured, and achieved "
                  "TFLOP/s and DRAM GB/s counter tracks per GPU",
-                 build_counters, add_options=add_counter_options, in_all=False, patches_args=True),
+                 build_counters, add_options=add_counter_options, patches_args=True),
         Analysis("patterns", "frequent GPU op sequences (--op NAME, or mined per stream without it): one slice per "
                  "occurrence of the --top-k patterns on a 'Patterns (stream N)' track",
-                 build_patterns, needs_cpu_ops=True, add_options=add_pattern_options, in_all=False,
-                 patches_args=True),
+                 build_patterns, needs_cpu_ops=True, add_options=add_pattern_options,
+                 patches_args=lambda options: bool(options.get("tag_kernels"))),
     )
 }
 
@@ -123,7 +126,7 @@ def annotate(
     chosen = [ANALYSES[a] for a in analyses]
     options = dict(options or {})
     needs_cpu = any(a.needs_cpu_ops for a in chosen)
-    if any(a.patches_args for a in chosen):
+    if any(a.reads_twice(options) for a in chosen):
         appended, summary = _two_passes(path, out, chosen, options, needs_cpu)
     else:
         appended, summary = _one_pass(path, out, chosen, options, needs_cpu)
@@ -131,6 +134,9 @@ def annotate(
 
 
 def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]) -> Injections:
+    on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
+    if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
+        on_columns(cols)
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     injections = Injections()
     for analysis in chosen:

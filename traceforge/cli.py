@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__
+from . import __version__, progress
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import diff as diff_cmd, export as export_cmd, stats as stats_cmd
 from .commands import patterns as patterns_cmd
 from .commands import open as open_cmd, repair as repair_cmd, trim as trim_cmd
 from .errors import TraceforgeError
+
+QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
 
 COMMANDS = (annotate, info, launch_stats, stats_cmd, export_cmd, diff_cmd, classify, check, counters, patterns_cmd,
             repair_cmd, trim_cmd, open_cmd)
@@ -24,9 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: traceforge annotate trace.json.gz --all   (then open the .annotated.json.gz in ui.perfetto.dev)",
     )
     parser.add_argument("--version", action="version", version=f"traceforge {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
+    for command_parser in set(sub.choices.values()):  # -q also after the command name
+        command_parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return parser
 
 
@@ -37,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.func(args)
+        with progress.shown(not args.quiet):
+            return args.func(args)
     except TraceforgeError as e:
         print(f"traceforge: error: {e}", file=sys.stderr)
         return 1

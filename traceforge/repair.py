@@ -26,7 +26,7 @@ from functools import partial
 import numpy as np
 
 from .check.perfetto import flow_id, out_of_range, thread_of, time_ns
-from .exacttime import to_ns
+from .exacttime import json_time_ns
 from .inject import TidAllocator, metadata_events
 from .io.event_edits import EventEdits
 from .io.reader import TraceReader
@@ -81,18 +81,14 @@ class _Times:
     fractional: array = field(default_factory=lambda: array("b"))
     odd: dict[int, str] = field(default_factory=dict)  # more than 3 decimals, exponents
 
-    def add(self, time: tuple[int, str | None]) -> None:
-        """Add a ``_read_time`` result."""
-        ns, text = time
-        if text is None:
-            self.exact.append(ns)
-            self.fractional.append(0)
-            return
-        _, dot, frac = text.partition(".")
-        if not (dot and len(frac) <= 3 and frac.isdigit()):
-            self.odd[len(self.exact)] = text
+    def add(self, ns: int, value: object) -> None:
+        """Add a time: its exact ns and the value the reader gave (int, or the text)."""
+        if type(value) is str and value[-4:-3] != ".":
+            _, dot, frac = value.partition(".")
+            if not (dot and len(frac) <= 3 and frac.isdigit()):
+                self.odd[len(self.exact)] = value
         self.exact.append(ns)
-        self.fractional.append(1)
+        self.fractional.append(type(value) is str)
 
     def perfetto(self, shift_us: int = 0) -> np.ndarray:
         """The ns Perfetto reads once every time is shifted by ``-shift_us`` µs (on its text)."""
@@ -130,29 +126,20 @@ class _Trace:
     events: int = 0
 
 
-def _read_time(value: object) -> tuple[int, str | None] | None:
-    """(exact ns, the text when it was not an integer) of a ts/dur, or None if not a number."""
-    if type(value) is int:
-        return value * 1000, None
-    if type(value) is str:
-        try:
-            return to_ns(value), value
-        except ValueError:
-            return None
-    return None
-
-
 def _collect(reader: TraceReader) -> _Trace:
     t = _Trace()
     pair_ids: dict[tuple, int] = {}
     pair_bad: list[bool] = []
     names: dict[tuple, int] = {}
     earliest = _NEVER
+    add_slice_ts, add_slice_dur, add_flow_ts = t.slice_ts.add, t.slice_dur.add, t.flow_ts.add
+    slice_ordinal, slice_pair = t.slice_ordinal.append, t.slice_pair.append
     for batch in reader.batches():
         ordinal = batch.first - 1
         for e in batch.events:
             ordinal += 1
-            key = (e.get("pid"), e.get("tid"))
+            get = e.get
+            key = (get("pid"), get("tid"))
             try:
                 pair = pair_ids.get(key)
             except TypeError:  # an unhashable pid/tid: Perfetto cannot place it either
@@ -164,30 +151,32 @@ def _collect(reader: TraceReader) -> _Trace:
             if pair_bad[pair]:
                 t.bad_ordinal.append(ordinal)
                 t.bad_pair.append(pair)
-            ph = e.get("ph")
+            ph = get("ph")
             if ph == "M":
                 _note_thread(e, key, t)
-            ts = _read_time(e.get("ts"))
+            ts_value = get("ts")
+            ts = json_time_ns(ts_value)
             if ts is None:
                 continue
-            if earliest > ts[0] >= 0:
-                earliest = ts[0]
+            if earliest > ts >= 0:
+                earliest = ts
             if ph == "X":
-                dur = _read_time(e.get("dur"))
+                dur_value = get("dur")
+                dur = json_time_ns(dur_value)
                 if dur is not None:
-                    t.slice_ts.add(ts)
-                    t.slice_dur.add(dur)
-                    t.slice_ordinal.append(ordinal)
-                    t.slice_pair.append(pair)
-            elif ph in ("s", "t", "f"):
-                fid = flow_id(e.get("id"))
+                    add_slice_ts(ts, ts_value)
+                    add_slice_dur(dur, dur_value)
+                    slice_ordinal(ordinal)
+                    slice_pair(pair)
+            elif ph == "s" or ph == "f" or ph == "t":
+                fid = flow_id(get("id"))
                 if fid is not None:
-                    t.flow_ts.add(ts)
+                    add_flow_ts(ts, ts_value)
                     t.flow_ordinal.append(ordinal)
                     t.flow_kind.append(FLOW_START if ph == "s" else FLOW_STEP if ph == "t" else
-                                       FLOW_END if e.get("bp") == "e" else FLOW_END_NEXT)
+                                       FLOW_END if get("bp") == "e" else FLOW_END_NEXT)
                     t.flow_id.append(fid)
-                    cat, name = e.get("cat"), e.get("name")
+                    cat, name = get("cat"), get("name")
                     cn = (cat if type(cat) is str else "", name if type(name) is str else "")
                     t.flow_key.append(names.setdefault(cn, len(names)))
                     t.flow_pair.append(pair)

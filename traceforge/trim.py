@@ -27,7 +27,7 @@ from .analyses.launches import join_gpu_to_launch, stream_launch_rows
 from .check.perfetto import flow_id
 from .durations import parse_duration_ns
 from .errors import UsageError
-from .exacttime import ns_to_us_text, to_ns
+from .exacttime import json_time_ns, ns_to_us_text
 from .io.event_edits import EventEdits
 from .io.reader import TraceReader
 from .io.writer import write_trace
@@ -76,17 +76,6 @@ class _Events:
         return int(self.end[timed].max()) if timed.any() else None
 
 
-def _time(value: object) -> int | None:
-    if type(value) is int:
-        return value * 1000
-    if type(value) is str:
-        try:
-            return to_ns(value)
-        except ValueError:
-            return None
-    return None
-
-
 def _collect(reader: TraceReader) -> _Events:
     kind, start, end = array("b"), array("q"), array("q")
     f_ord, f_id, f_key = array("q"), array("Q"), array("q")
@@ -97,7 +86,7 @@ def _collect(reader: TraceReader) -> _Events:
         for e in batch.events:
             ordinal += 1
             ph = e.get("ph")
-            ts = _time(e.get("ts"))
+            ts = json_time_ns(e.get("ts"))
             if ts is not None and ts >= 0 and (earliest is None or ts < earliest):
                 earliest = ts
             if ts is None or ph == "M":
@@ -105,7 +94,7 @@ def _collect(reader: TraceReader) -> _Events:
                 start.append(0)
                 end.append(0)
                 continue
-            dur = _time(e.get("dur")) if ph == "X" else None
+            dur = json_time_ns(e.get("dur")) if ph == "X" else None
             fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
             if fid is not None:
                 cat, name = e.get("cat"), e.get("name")

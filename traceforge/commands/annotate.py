@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import ranks
 from ..annotate import ANALYSES, annotate
+from ..rank_summary import Figures, gpu_figures
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,9 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Copy a trace, adding the chosen analyses as tracks you see in Perfetto next to "
         "the kernels they explain. Events already in the trace are copied byte for byte.",
     )
-    p.add_argument("input", help="trace file (.json, .json.gz, .json.zst) or - for stdin")
+    ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
     p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
-                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input")
+                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input. With several "
+                   "inputs (or a directory): a directory (made if missing) that gets <name>.annotated.json.gz "
+                   "for each input")
     for a in ANALYSES.values():
         p.add_argument(f"--{a.name.replace('_', '-')}", dest=a.name, action="store_true", help=a.help)
     p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
@@ -29,10 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return ranks.run_command(args, annotate_one)
+
+
+def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "func", "command"}
+    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet"}
+    figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
+    options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
     result = annotate(args.input, args.output, analyses=chosen, options=options)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
-    return 0
+    return figures

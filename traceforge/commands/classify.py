@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
-from ..analyses.classify import classify_file
-from ..analyses.rules import PRESETS, load_rules
+from .. import ranks
+from ..analyses.classify import Classified, classify_file
+from ..analyses.rules import PRESETS, RuleSet, load_rules
 from ..classify_report import render_csv, render_html, render_json, render_text
 from ..errors import UsageError
+from ..rank_summary import classified_figures, summarize
 
 _RENDER = {"text": render_text, "csv": render_csv, "json": render_json}
 
@@ -24,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "traces or `nsys stats -r cuda_gpu_trace --format csv` output, told apart by content.",
         epilog="Example: traceforge classify rank0.json.gz rank1.json.gz --rules default --html report.html",
     )
-    p.add_argument("inputs", nargs="+", metavar="IN", help="trace (.json, .json.gz, .json.zst) or nsys CSV")
+    ranks.add_arguments(p, "trace (.json, .json.gz, .json.zst) or nsys CSV")
     p.add_argument("--rules", default="default", metavar="PRESET|FILE",
                    help=f"a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
     p.add_argument("--format", choices=tuple(_RENDER), default="text", help="output on stdout (default: text)")
@@ -37,12 +40,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    many = ranks.fans_out(args)
+    if many:
+        ranks.check_fan_out(args)
+        files = ranks.rank_files(args.input, by_rank=False)  # in the order given, as --elapsed-s and the bars
+    else:
+        files = [ranks.RankFile(args.input[0], 0, "order")]
     elapsed = args.elapsed_s or [None]
-    if len(elapsed) not in (1, len(args.inputs)):
-        raise UsageError(f"--elapsed-s: give one value or one per input ({len(args.inputs)}), not {len(elapsed)}")
-    elapsed = elapsed * len(args.inputs) if len(elapsed) == 1 else elapsed
+    if len(elapsed) not in (1, len(files)):
+        raise UsageError(f"--elapsed-s: give one value or one per input ({len(files)}), not {len(elapsed)}")
+    elapsed = elapsed * len(files) if len(elapsed) == 1 else elapsed
     rules = load_rules(args.rules)
-    results = [classify_file(path, rules, elapsed_s=e) for path, e in zip(args.inputs, elapsed)]
+    paths = [f.path for f in files]
+    results = ranks.run_jobs(partial(_classify, rules), list(zip(paths, elapsed)), paths, jobs=args.jobs,
+                             cluster=args.cluster)
     for r in results:
         for warning in r.warnings:
             print(f"traceforge: warning: {warning}", file=sys.stderr)
@@ -54,4 +65,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"{args.html}: cannot write: {e.strerror or e}") from None
         print(f"{args.html}: stacked bar chart of {len(results)} input(s)", file=sys.stderr)
+    if many:
+        ranks.print_summary(summarize([(f.rank, f.path, classified_figures(r)) for f, r in zip(files, results)]),
+                            args.format)
     return 0
+
+
+def _classify(rules: RuleSet, job: tuple[str, str | None]) -> Classified:
+    path, elapsed_s = job
+    return classify_file(path, rules, elapsed_s=elapsed_s)

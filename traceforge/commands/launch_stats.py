@@ -8,12 +8,14 @@ import sys
 import orjson
 import pandas as pd
 
+from .. import ranks
 from ..analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS, DEFAULT_RUNTIME_CUTOFF_NS, launch_statistics, launch_table, outliers,
 )
 from ..durations import duration_arg
 from ..errors import UsageError
 from ..exacttime import ns_to_us_text
+from ..rank_summary import Figures, gpu_figures, launch_figures
 from ..scan import scan
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
@@ -33,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stream and per launch API, with HTA's outlier lists and the worst of each. Durations accept "
         "ns, us, ms, s (a bare number is us). The per-launch table is traceforge.launch_stats(path).",
     )
-    p.add_argument("input", help="trace file (.json, .json.gz, .json.zst)")
+    ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst)")
     p.add_argument("--runtime-cutoff", type=duration_arg, default=DEFAULT_RUNTIME_CUTOFF_NS, metavar="DURATION",
                    help="launch calls slower than this are outliers (default 50us)")
     p.add_argument("--delay-cutoff", type=duration_arg, default=DEFAULT_DELAY_CUTOFF_NS, metavar="DURATION",
@@ -47,7 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise UsageError(f"--top must be 0 or more, not {args.top}")
-    table = launch_table(scan(args.input))
+    return ranks.run_command(args, launch_stats_one)
+
+
+def launch_stats_one(args: argparse.Namespace) -> Figures:
+    cols = scan(args.input)
+    table = launch_table(cols)
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
     message = table.attrs.get("message")
@@ -61,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(message)
     else:
         _print_text(table, stats, lists, args)
-    return 0
+    return {**gpu_figures(cols), **launch_figures(stats)}
 
 
 def _us_columns(stats: pd.DataFrame) -> pd.DataFrame:

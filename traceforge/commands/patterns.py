@@ -9,10 +9,12 @@ import sys
 
 import orjson
 
+from .. import ranks
 from ..analyses.pattern_overlay import add_pattern_options, patterns_from_options
 from ..analyses.patterns import ARROW, Patterns
 from ..annotate import annotate
 from ..errors import UsageError
+from ..rank_summary import Figures, gpu_figures, pattern_figures
 from ..scan import scan
 
 
@@ -26,32 +28,41 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With -o, each occurrence of the top patterns is also drawn as a slice beside its stream.",
         epilog="Example: traceforge patterns trace.json.gz --op aten::addmm -o patterns.json.gz",
     )
-    p.add_argument("input", help="trace file (.json, .json.gz, .json.zst) or - for stdin")
+    ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
     add_pattern_options(p)
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="table format on stdout (stderr with -o -); csv and json carry the full kernel names")
     p.add_argument("-o", "--output", help="also write the trace with the patterns drawn on it "
-                   "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout)")
+                   "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
+                   "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output is None and args.tag_kernels:
+        raise UsageError("--tag-kernels writes into the trace: give -o OUT")
+    return ranks.run_command(args, patterns_one)
+
+
+def patterns_one(args: argparse.Namespace) -> Figures:
     options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels")}
+    figures: Figures = {}
     if args.output is None:
-        if args.tag_kernels:
-            raise UsageError("--tag-kernels writes into the trace: give -o OUT")
         needs_cpu = args.op is not None or args.op_regex is not None
-        result = patterns_from_options(scan(args.input, cpu_ops=needs_cpu), options)
+        cols = scan(args.input, cpu_ops=needs_cpu)
+        figures.update(gpu_figures(cols))
+        result = patterns_from_options(cols, options)
     else:
         found: list[Patterns] = []
         written = annotate(args.input, args.output, analyses=["patterns"],
-                           options={**options, "on_patterns": found.append})
+                           options={**options, "on_patterns": found.append,
+                                    "on_columns": lambda cols: figures.update(gpu_figures(cols))})
         result = found[0]
         print(f"{written.out}: {'; '.join(written.summary)} ({written.appended:,} events appended, "
               f"{written.seconds:.1f} s)", file=sys.stderr)
     table = {"text": format_text, "csv": format_csv, "json": format_json}[args.format](result, args.input)
     (sys.stderr if args.output == "-" else sys.stdout).write(table)
-    return 0
+    return {**figures, **pattern_figures(result)}
 
 
 def format_text(result: Patterns, path: str) -> str:

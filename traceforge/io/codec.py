@@ -7,7 +7,7 @@ import shutil
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -47,12 +47,19 @@ def input_codec(path: str) -> str:
         return detect_codec(f.read(4))
 
 
-def iter_decompressed(path: str, read_size: int = READ_SIZE) -> Iterator[bytes]:
-    """Yield the decompressed bytes of ``path`` in chunks; errors name the compressed offset."""
+def iter_decompressed(
+    path: str, read_size: int = READ_SIZE, on_read: Callable[[int], None] | None = None
+) -> Iterator[bytes]:
+    """Yield the decompressed bytes of ``path`` in chunks; errors name the compressed offset.
+
+    ``on_read`` (a progress bar) is told the compressed bytes read so far after each read.
+    """
     with _open_raw(path) as f:
         head = f.read(4)
         codec = detect_codec(head)
         blocks = _blocks(f, head, read_size, path)
+        if on_read is not None:
+            blocks = _counted(blocks, on_read)
         if codec == "plain":
             yield from blocks
         else:
@@ -69,6 +76,14 @@ def _blocks(f: BinaryIO, head: bytes, read_size: int, path: str) -> Iterator[byt
             raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
         if not block:
             return
+        yield block
+
+
+def _counted(blocks: Iterator[bytes], on_read: Callable[[int], None]) -> Iterator[bytes]:
+    read = 0
+    for block in blocks:
+        read += len(block)
+        on_read(read)
         yield block
 
 

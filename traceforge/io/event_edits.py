@@ -83,7 +83,7 @@ class EventEdits:
 
     @staticmethod
     def _ts_positions(batch: EventBatch) -> dict[int, tuple[int, int] | None]:
-        """Where each event's top-level ts number is, found by one regex over the batch.
+        """Where each event's top-level ts number is, in event order, by one regex pass.
 
         Usually the matches are, in order, exactly the ts values the reader parsed: each
         belongs to the next event that has one. Otherwise (a ``ts`` key inside args, say)
@@ -94,13 +94,14 @@ class EventEdits:
         owners, texts = [], []
         for i, e in enumerate(batch.events):
             ts = e.get("ts")
-            if type(ts) is int:
+            if type(ts) is str:
                 owners.append(i)
-                texts.append(str(ts).encode())
-            elif type(ts) is str:
+                texts.append(ts)
+            elif type(ts) is int:
                 owners.append(i)
-                texts.append(ts.encode())
-        if len(matches) == len(texts) and [m.group(1) for m in matches] == texts:
+                texts.append(str(ts))
+        found_texts = [m.group(1) for m in matches]
+        if len(matches) == len(texts) and b"\0".join(found_texts) == "\0".join(texts).encode():
             return {i: m.span(1) for i, m in zip(owners, matches)}
         starts = np.fromiter((a for a, _ in event_spans(batch)), np.int64)
         hits: dict[int, list] = {}
@@ -110,15 +111,15 @@ class EventEdits:
         found: dict[int, tuple[int, int] | None] = {i: None for i in hits}
         for i, text in zip(owners, texts):
             ms = hits.get(i)
-            found[i] = ms[0].span(1) if ms is not None and len(ms) == 1 and ms[0].group(1) == text else None
-        return found
+            found[i] = ms[0].span(1) if ms is not None and len(ms) == 1 and ms[0].group(1) == text.encode() else None
+        return {i: found[i] for i in sorted(found)}
 
     def _shift_all(self, raw: bytes, ts_at: dict[int, tuple[int, int] | None]) -> bytes:
         """Only ts values change: splice each rewritten number in (the common rebase case)."""
         assert self.ts is not None
         out, pos = [], 0
         shift = self.ts
-        for _, (a, b) in sorted(ts_at.items()):
+        for a, b in ts_at.values():  # type: ignore[misc]  (no None here: checked by the caller)
             out += (raw[pos:a], shift(raw[a:b]))
             pos = b
         out.append(raw[pos:])

@@ -19,12 +19,13 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 
 import orjson
 
+from .. import progress
 from ..errors import TraceFormatError
 from .codec import iter_decompressed
 
@@ -97,6 +98,7 @@ class TraceReader:
     layout: str = ""  # "object" or "array"
     trailing_comma: bool = False
     event_count: int = 0
+    on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
     _quote: bool = field(default=False, repr=False)
 
     @property
@@ -110,7 +112,8 @@ class TraceReader:
 
     def batches(self, spans: bool = False) -> Iterator[EventBatch]:
         """Yield event batches; with ``spans`` each batch knows every event's byte range."""
-        buf = _Buffer(iter_decompressed(self.path))
+        on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path)
+        buf = _Buffer(iter_decompressed(self.path, on_read=on_read))
         pos = self._read_head(buf)
         buf.drop(pos)
         gc_was_enabled = gc.isenabled()

@@ -1,0 +1,137 @@
+"""A progress bar on stderr while traces are read: multi-GB traces take minutes per pass.
+
+Shown only when stderr is a terminal and not ``-q``. The reader asks ``reader_hook(path)``
+for a callback of the compressed bytes it has read; the first read of a path is the
+``scan`` pass, later reads of it the ``write`` pass (annotate's second pass copies the
+trace). A run over many files draws one bar over all of them (``ranks``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+REDRAW_S = 0.1
+BAR_CELLS = 24
+
+
+class ProgressBar:
+    """One line redrawn in place: ``scan  42% [#####     ] 120.3/286.0 MB  88.2 MB/s  ETA 0:02``."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic):
+        self._stream = stream
+        self._clock = clock
+        self._pass: str | None = None
+        self._started = 0.0
+        self._drawn = 0.0
+        self._open = False  # a line is on screen without its newline
+        self.reads: Counter[str] = Counter()  # reads started per path
+
+    def __call__(self, pass_name: str, done: int, total: int | None) -> None:
+        now = self._clock()
+        if pass_name != self._pass:
+            self.close()
+            self._pass, self._started, self._drawn = pass_name, now, now  # first drawn after REDRAW_S
+        finished = total is not None and done >= total
+        if not finished and now - self._drawn < REDRAW_S:
+            return
+        self._drawn = now
+        line = _line(pass_name, done, total, now - self._started)
+        width = shutil.get_terminal_size((80, 24)).columns - 1
+        self._stream.write("\r" + line[:width] + "\x1b[K")
+        self._open = True
+        if finished:
+            self.close()
+        else:
+            self._stream.flush()
+
+    def close(self) -> None:
+        """End the line on screen (a pass finished, or the command is done)."""
+        if self._open:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._open = False
+        self._pass = None
+
+
+def _line(pass_name: str, done: int, total: int | None, seconds: float) -> str:
+    rate = done / seconds if seconds > 0 else 0.0
+    speed = f"{rate / 1e6:.1f} MB/s"
+    if not total:
+        return f"{pass_name}  {done / 1e6:,.1f} MB  {speed}"
+    share = min(done / total, 1.0)
+    filled = int(share * BAR_CELLS)
+    eta = "0:00" if done >= total else _clock_text((total - done) / rate) if rate > 0 else "-:--"
+    return (f"{pass_name}  {share:4.0%} [{'#' * filled}{' ' * (BAR_CELLS - filled)}] "
+            f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB  {speed}  ETA {eta}")
+
+
+def _clock_text(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+_active: ProgressBar | None = None
+
+
+@contextmanager
+def shown(enabled: bool = True, stream: TextIO | None = None) -> Iterator[ProgressBar | None]:
+    """Draw progress while the block runs, if ``enabled`` and ``stream`` (stderr) is a terminal."""
+    global _active
+    stream = stream if stream is not None else sys.stderr
+    if not enabled or not _is_terminal(stream):
+        yield None
+        return
+    previous, _active = _active, ProgressBar(stream)
+    try:
+        yield _active
+    finally:
+        _active.close()
+        _active = previous
+
+
+@contextmanager
+def hidden() -> Iterator[None]:
+    """No per-read progress inside the block (worker jobs, the cheap rank look-ups)."""
+    global _active
+    previous, _active = _active, None
+    try:
+        yield
+    finally:
+        _active = previous
+
+
+def active() -> ProgressBar | None:
+    return _active
+
+
+def reader_hook(path: str) -> Callable[[int], None] | None:
+    """The callback a reader of ``path`` reports its compressed bytes to; None when no bar is shown."""
+    bar = _active
+    if bar is None:
+        return None
+    pass_name = "scan" if not bar.reads[path] else "write"
+    bar.reads[path] += 1
+    total = _file_size(path)
+    return lambda done: bar(pass_name, done, total)
+
+
+def _file_size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
+    except OSError:
+        return None
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
