@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark ``traceforge annotate`` against the cost of merely re-compressing each trace.
 
-For each trace this measures (a) the wall time and peak RSS of
-``python -m traceforge annotate TRACE --all -o OUT``, OUT having the same codec as TRACE, and
-(b) the floor: decompressing TRACE and re-compressing the same bytes with the codec and level
+For each trace this measures (a) the wall time and peak RSS of traceforge commands (``--jobs``:
+``annotate`` with the core tracks or ``--all``, ``patterns``, ``classify``, ``launch-stats``),
+outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and re-compressing the same bytes with the codec and level
 traceforge writes (gzip level 1 via zlib, zstd level 3; a plain .json is just copied). Each
 command runs in its own child process, and its peak RSS is that child's own (from ``wait4``), so
 peaks never carry over between measurements. Prints a Markdown table; Linux only.
 
-    python scripts/bench.py TRACE [TRACE ...] [--out-dir DIR]
+    python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -125,8 +125,18 @@ def warm_page_cache(path: Path) -> None:
             pass
 
 
-def bench(trace: Path, out_dir: Path) -> tuple[list[str], bool]:
-    """Measure one trace; returns its table row and whether annotate succeeded."""
+# name -> traceforge command line after the trace ({out} is replaced by an output path)
+JOBS = {
+    "tracks": "annotate --queue-length --memcpy-bw -o {out}",
+    "all": "annotate --all -o {out}",
+    "patterns": "patterns --op aten::addmm",
+    "classify": "classify",
+    "launch-stats": "launch-stats",
+}
+
+
+def bench(trace: Path, out_dir: Path, jobs: list[str]) -> tuple[list[list[str]], bool]:
+    """Measure one trace: the floor, then each job; returns table rows and whether all succeeded."""
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))  # so that `-m traceforge` runs this checkout
     warm_page_cache(trace)
@@ -135,21 +145,24 @@ def bench(trace: Path, out_dir: Path) -> tuple[list[str], bool]:
     if base.returncode:
         raise RuntimeError(f"floor failed for {trace} (exit {base.returncode})")
     raw_mb = int(base.stdout) / 1e6
-    annotated = output_path(trace, out_dir, "annotated")
-    run = run_child([sys.executable, "-m", "traceforge", "annotate", str(trace), "--all", "-o", str(annotated)], env)
-    sys.stderr.write(run.stdout.decode(errors="replace"))
-    if run.returncode:
-        annotate = [f"failed (exit {run.returncode})", "–", "–"]
-        ratio = "–"
-    else:
-        annotate = [f"{run.seconds:.2f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}"]
-        ratio = f"{run.seconds / base.seconds:.2f}"
-    return [trace.name, f"{raw_mb:.1f}", *annotate, f"{base.seconds:.2f}", ratio], not run.returncode
+    rows, ok = [], True
+    for job in jobs:
+        words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).split()
+        run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
+        if run.returncode:
+            measured = [f"failed (exit {run.returncode})", "–", "–", "–"]
+            ok = False
+        else:
+            measured = [f"{run.seconds:.1f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}",
+                        f"{run.seconds / base.seconds:.2f}"]
+        rows.append([trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"])
+    return rows, ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="*", type=Path, metavar="TRACE", help=".json, .json.gz or .json.zst")
+    parser.add_argument("--jobs", default="tracks,all", help=f"comma-separated, from: {', '.join(JOBS)} (default: tracks,all)")
     parser.add_argument("--out-dir", type=Path, help="keep outputs here (default: a temporary directory)")
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -158,15 +171,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.traces:
         parser.error("at least one TRACE is required")
-    header = ["file", "raw MB", "annotate s", "MB/s", "peak RSS MB", "floor s", "ratio annotate/floor"]
+    jobs = args.jobs.split(",")
+    unknown = [j for j in jobs if j not in JOBS]
+    if unknown:
+        parser.error(f"unknown job(s): {', '.join(unknown)}")
+    header = ["file", "raw MB", "command", "s", "MB/s", "peak RSS MB", "x floor", "floor s"]
     rows, ok = [], True
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = args.out_dir or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for trace in args.traces:
-            row, succeeded = bench(trace, out_dir)
-            rows.append(row)
+            trace_rows, succeeded = bench(trace, out_dir, jobs)
+            rows.extend(trace_rows)
             ok &= succeeded
+            for row in trace_rows:
+                print("  " + " | ".join(row), file=sys.stderr, flush=True)
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join(" --- " for _ in header) + "|")
     for row in rows:

@@ -101,8 +101,8 @@ def test_repair_moves_overlapping_kernels_and_their_flows(tmp_path):
 
     r = run_cli("repair", str(src), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert b"moved 3 overlapping slices of 1 threads to 2 overlap threads (3 flow ends moved" in r.stderr
-    assert b"dropped 1 flow ends without a start" in r.stderr
+    assert b"moved 3 overlapping slices of 1 thread to 2 overlap threads (3 flow ends moved" in r.stderr
+    assert b"dropped 1 flow end without a start" in r.stderr
     assert check_trace(str(out)).stats == {}  # nothing dropped, spilled or unbound
 
     top, written = _events(out.read_bytes())
@@ -155,6 +155,30 @@ def test_repair_negative_thread_ids(tmp_path, input_checks):
         assert sum(e["ph"] == "X" for e in written if e.get("tid") == new) == \
             sum(e["ph"] == "X" for e in original if e.get("tid") == old) > 0
         assert {"name": f"thread {old}"} in [e["args"] for e in written if e["ph"] == "M" and e.get("tid") == new]
+
+
+def test_repair_out_of_range_ids_get_distinct_threads(tmp_path):
+    """Negative and >32-bit pids/tids all read as 0 in Perfetto; after repair each is its own thread."""
+    from traceforge.check.perfetto import thread_of
+
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    events = [{"ph": "X", "name": "main", "pid": 5, "tid": 5, "ts": 12, "dur": 10},
+              {"ph": "X", "name": "neg", "pid": 5, "tid": -3, "ts": 15, "dur": 10},
+              {"ph": "X", "name": "big", "pid": 2**40, "tid": 2**33, "ts": 15, "dur": 10},
+              {"ph": "X", "name": "big main", "pid": 2**40, "tid": 0, "ts": 17, "dur": 10},
+              {"ph": "X", "name": "zero", "pid": 0, "tid": 0, "ts": 16, "dur": 10}]
+    _write(src, events)
+    assert check_trace(str(src)).warnings["pid_tid_out_of_range"] == 3
+    result = traceforge.repair(str(src), str(out))
+    assert (result.remapped_threads, result.moved_slices) == (3, 0)
+    after = check_trace(str(out))
+    assert after.stats == {} and not after.warnings
+    _, written = _events(out.read_bytes())
+    threads = {e["name"]: thread_of(e["pid"], e["tid"]) for e in written if e["ph"] == "X"}
+    assert len(set(threads.values())) == 5
+    assert threads["neg"] == (5, 2**32 - 3) and threads["big"][0] == threads["big main"][0] != 0
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in written if e.get("name") == "thread_name"}
+    assert names == {(5, 2**32 - 3): "thread -3", (threads["big"][0], threads["big"][1]): f"thread {2**33}"}
 
 
 @pytest.mark.parametrize("name", ["ns_resolution", "nccl"])

@@ -334,7 +334,7 @@ def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iter
     except ImportError:
         raise UsageError("--cluster needs Dask distributed: pip install 'traceforge[cluster]'") from None
     try:
-        client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError, ValueError) as e:
         raise UsageError(f"--cluster {address}: cannot connect: {e}") from None
     with client:

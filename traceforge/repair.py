@@ -61,16 +61,21 @@ class RepairResult:
 
     def summary(self) -> list[str]:
         lines = [
-            f"moved {self.moved_slices:,} overlapping slices of {self.threads_with_overlaps:,} threads "
-            f"to {self.overlap_threads:,} overlap threads ({self.moved_flow_ends:,} flow ends moved with them)"
+            f"moved {_n(self.moved_slices, 'overlapping slice')} of {_n(self.threads_with_overlaps, 'thread')} "
+            f"to {_n(self.overlap_threads, 'overlap thread')} ({_n(self.moved_flow_ends, 'flow end')} moved with them)"
             + (f"; {self.moved_for_rounding:,} of them overlap only through Perfetto's rounding of fractional "
                "µs, which --rebase-time avoids" if self.moved_for_rounding else ""),
-            f"gave {self.remapped_threads:,} threads with out-of-range pid/tid new ids ({self.remapped_events:,} events)",
-            f"dropped {self.dropped_flow_ends:,} flow ends without a start",
+            f"gave {_n(self.remapped_threads, 'thread')} with out-of-range pid/tid new ids "
+            f"({_n(self.remapped_events, 'event')})",
+            f"dropped {_n(self.dropped_flow_ends, 'flow end')} without a start",
         ]
         if self.base_time_ns is not None:
             lines.append(f"rebased every ts by -{self.rebase_us:,} us (baseTimeNanoseconds is now {self.base_time_ns})")
         return lines
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 @dataclass
@@ -204,29 +209,29 @@ class _Threads:
 
     def __init__(self, t: _Trace):
         self.out: list[tuple] = []
-        used = {p for p in t.pairs if not (out_of_range(p[0]) or out_of_range(p[1]))}
+        bad = [out_of_range(pid) or out_of_range(tid) for pid, tid in t.pairs]
+        used = {p for p, b in zip(t.pairs, bad) if not b}
+        pids = TidAllocator([(None, pid) for pid, _ in used])  # fresh pids, clear of every pid in use
+        new_pid = {pid: pids.new(None) for pid in dict.fromkeys(pid for pid, _ in t.pairs if out_of_range(pid))}
+        used |= {(pid, pid) for pid, tid in used if tid == 0} | {(pid, pid) for pid in new_pid.values()}  # main threads
         chosen: dict[int, tuple] = {}
         for i, (pid, tid) in enumerate(t.pairs):  # a negative tid's unsigned value, if free
             if out_of_range(tid) and not out_of_range(pid) and -2**31 <= tid < 0 and (pid, tid + _U32) not in used:
                 chosen[i] = (pid, tid + _U32)
                 used.add(chosen[i])
         self.allocator = TidAllocator(list(used))
-        pids = TidAllocator([(None, p) for p, _ in used])  # fresh pids from the same scheme
-        new_pid: dict[int, int] = {}
         self.metadata: list[bytes] = []
-        self.remapped = 0
+        self.remapped = sum(bad)
         for i, (pid, tid) in enumerate(t.pairs):
-            if i in chosen:
-                out = chosen[i]
-            elif out_of_range(pid) or out_of_range(tid):
-                p = new_pid.setdefault(pid, pids.new(None)) if out_of_range(pid) else pid
-                out = (p, self.allocator.new(p) if out_of_range(tid) else tid)
-            else:
+            if not bad[i]:
                 self.out.append((pid, tid))
                 continue
+            out = chosen.get(i)
+            if out is None:
+                p = new_pid.get(pid, pid)
+                out = (p, self.allocator.new(p) if out_of_range(tid) else tid)
             self.out.append(out)
-            self.remapped += 1
-            if out[1] != tid and (pid, tid) not in t.thread_names and tid != 0:
+            if out[1] != tid and (pid, tid) not in t.thread_names:
                 self.metadata += metadata_events(out[0], out[1], f"thread {tid}", out[1])
         tracks: dict[tuple, int] = {}
         self.track = np.array([tracks.setdefault(thread_of(*p), len(tracks)) for p in self.out], np.int64)

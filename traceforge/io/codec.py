@@ -14,6 +14,7 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import TraceFormatError, UsageError
+from .background import BackgroundSink, prefetched
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -63,7 +64,7 @@ def iter_decompressed(
         if codec == "plain":
             yield from blocks
         else:
-            yield from _decompress(blocks, codec, path)
+            yield from prefetched(_decompress(blocks, codec, path))
 
 
 def _blocks(f: BinaryIO, head: bytes, read_size: int, path: str) -> Iterator[bytes]:
@@ -127,7 +128,7 @@ def spool_stdin() -> str:
 
 
 class Compressor:
-    """Writes bytes to a binary file, compressed by the codec the output name asks for."""
+    """Writes bytes to a binary file, compressed (in a helper thread) by the output's codec."""
 
     def __init__(self, f: BinaryIO, codec: str):
         self._f = f
@@ -137,16 +138,26 @@ class Compressor:
             self._c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
         else:
             self._c = None
+        self._worker = BackgroundSink(self._compress_and_write)
+
+    def _compress_and_write(self, data: bytes) -> None:
+        out = data if self._c is None else self._c.compress(data)
+        if out:
+            self._f.write(out)
 
     def write(self, data: bytes) -> None:
-        if self._c is None:
-            self._f.write(data)
-        else:
-            out = self._c.compress(data)
-            if out:
-                self._f.write(out)
+        if data:
+            self._worker.write(data)
+
+    def abort(self) -> None:
+        """Stop the helper thread after a failure (the output is being thrown away)."""
+        try:
+            self._worker.close()
+        except BaseException:
+            pass
 
     def close(self) -> None:
+        self._worker.close()
         if self._c is not None:
             self._f.write(self._c.flush())
         self._f.flush()
@@ -193,6 +204,8 @@ class AtomicOutput:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         assert self._file is not None and self._sink is not None
+        if exc_type is not None:
+            self._sink.abort()
         if self._tmp is None:
             if exc_type is None:
                 self._sink.close()

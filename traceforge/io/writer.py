@@ -8,6 +8,9 @@ from .codec import AtomicOutput, Compressor
 from .reader import WS, EventBatch, TraceReader
 
 
+_WRITE_BYTES = 1 << 20
+
+
 class EventSink:
     """Writes head, event bytes and appended events, keeping the commas between them right."""
 
@@ -35,11 +38,18 @@ class EventSink:
     def finish(self, appended: Iterable[bytes], tail: bytes) -> int:
         """Append new events, then the input's tail; return how many were appended."""
         count = 0
+        pending: list[bytes] = []
+        size = 0
         for event in appended:
             first = count == 0 and (self._ends_with_comma or not self._wrote_event)
-            self._sink.write(b"\n" if first else b",\n")
-            self._sink.write(event)
+            pending.append(b"\n" if first else b",\n")
+            pending.append(event)
+            size += len(event) + 2
             count += 1
+            if size >= _WRITE_BYTES:  # one compressor call per MB, not per event
+                self._sink.write(b"".join(pending))
+                pending, size = [], 0
+        self._sink.write(b"".join(pending))
         if count:
             self._wrote_event, self._ends_with_comma = True, False
         self._sink.write(tail)

@@ -1,0 +1,213 @@
+"""Many rank traces at once (--jobs, --cluster), the summary across ranks, and the progress bar."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import zstandard
+
+from traceforge.cli import main
+from traceforge.rank_summary import summarize
+from traceforge.ranks import rank_files
+
+from .conftest import ROOT, TRACES, raw_json
+
+RANK_KEY = b'"distributedInfo": {"rank": 0}'
+# File names in another order than the ranks, so the order must come from distributedInfo.
+RANKS = {"trace_a.json.gz": 2, "trace_b.json.zst": 0, "trace_c.json.gz": 3, "trace_d.json.zst": 1}
+STRAGGLER = 3  # this rank's trace is tiled 4 times, the others twice: twice the GPU busy time
+
+
+def _tile(copies: int, out: Path) -> bytes:
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "tile_trace.py"), str(TRACES["alexnet"]), "-o", str(out),
+                    "--copies", str(copies)], check=True, capture_output=True, timeout=120)
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def rank_dir(tmp_path_factory) -> Path:
+    """Four tiled copies of the alexnet trace with distributedInfo.rank set to 0..3 in their bytes."""
+    work = tmp_path_factory.mktemp("ranks")
+    tiled = {n: _tile(n, work / f"tiled{n}.json") for n in (2, 4)}
+    traces = work / "traces"
+    traces.mkdir()
+    for name, rank in RANKS.items():
+        data = tiled[4 if rank == STRAGGLER else 2]
+        assert data.count(RANK_KEY) == 1 and data.index(RANK_KEY) < data.index(b'"traceEvents"')
+        data = data.replace(RANK_KEY, b'"distributedInfo": {"rank": %d}' % rank)
+        packed = gzip.compress(data, mtime=0) if name.endswith(".gz") else zstandard.ZstdCompressor().compress(data)
+        (traces / name).write_bytes(packed)
+    return traces
+
+
+def _by_rank(directory: Path) -> list[Path]:
+    return sorted(directory.iterdir(), key=lambda p: RANKS[p.name])
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_ranks_come_from_distributed_info_then_the_file_name(rank_dir, tmp_path):
+    files = rank_files([str(rank_dir)])
+    assert [(Path(f.path).name, f.rank, f.source) for f in files] == [
+        (p.name, RANKS[p.name], "distributedInfo") for p in _by_rank(rank_dir)]
+    # The CUPTI trace writes distributedInfo after traceEvents (not read), triton has none.
+    (tmp_path / "job_rank-7.json.gz").write_bytes(TRACES["cupti"].read_bytes())
+    (tmp_path / "other.json.gz").write_bytes(TRACES["triton"].read_bytes())
+    named = rank_files([str(tmp_path / "other.json.gz"), str(TRACES["df_index"]), str(tmp_path)])
+    assert [(Path(f.path).name, f.rank, f.source) for f in named] == [
+        ("df_index_resolver.json.gz", 1, "distributedInfo"), ("job_rank-7.json.gz", 7, "file name"),
+        ("other.json.gz", 8, "order"), ("other.json.gz", 9, "order")]
+
+
+def test_annotate_directory_equals_single_runs(rank_dir, tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    code, out, err = cli(capsys, "annotate", str(rank_dir), "--all", "-o", str(out_dir), "--jobs", "2")
+    assert code == 0, err
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(
+        re.sub(r"\.json\.(gz|zst)$", ".annotated.json.gz", n) for n in RANKS)
+    for path in _by_rank(rank_dir):
+        many = out_dir / re.sub(r"\.json\.(gz|zst)$", ".annotated.json.gz", path.name)
+        single = tmp_path / many.name
+        code, _, single_err = cli(capsys, "annotate", str(path), "--all", "-o", str(single))
+        assert code == 0, single_err
+        assert many.read_bytes() == single.read_bytes()
+        assert f"{many}: queue length: " in err
+    summary = out[out.index("== across 4 ranks =="):].splitlines()
+    rows = [line.split() for line in summary[2:6]]
+    assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
+    busy = [float(r[2].replace(",", "")) for r in rows]
+    assert busy[STRAGGLER] == pytest.approx(2 * busy[0], rel=1e-6) and len(set(busy[:3])) == 1
+    assert re.search(rf"stragglers \(.*\): rank {STRAGGLER} GPU busy [\d,.]+ ms \(\+100% vs", out)
+
+
+def _rank_blocks(text: str) -> dict[int, str]:
+    parts = re.split(r"^== rank (\d+): .* ==\n", text, flags=re.M)
+    blocks = {int(r): body for r, body in zip(parts[1::2], parts[2::2])}
+    last = max(blocks)
+    blocks[last] = blocks[last][: blocks[last].index("== across")]
+    return {r: body[:-1] for r, body in blocks.items()}  # each block ends with a blank line
+
+
+def test_launch_stats_directory_equals_single_runs(rank_dir, capsys):
+    code, out, err = cli(capsys, "launch-stats", str(rank_dir), "--jobs", "2")
+    assert code == 0, err
+    blocks = _rank_blocks(out)
+    assert sorted(blocks) == [0, 1, 2, 3]
+    for path in _by_rank(rank_dir):
+        code, single, _ = cli(capsys, "launch-stats", str(path))
+        assert blocks[RANKS[path.name]] == single
+    assert "longest launch delays: rank " in out
+    code, out, err = cli(capsys, "launch-stats", str(rank_dir), "--jobs", "2", "--format", "json")
+    doc = orjson.loads(out)
+    assert "== across 4 ranks ==" in err  # the summary stays off stdout, so it parses
+    for entry, path in zip(doc["ranks"], _by_rank(rank_dir)):
+        _, single, _ = cli(capsys, "launch-stats", str(path), "--format", "json")
+        assert entry["rank"] == RANKS[path.name] and entry["result"] == orjson.loads(single)
+    assert [s["rank"] for s in doc["summary"]["stragglers"]] == [STRAGGLER]
+
+
+def test_classify_directory_keeps_each_file(rank_dir, capsys):
+    code, out, err = cli(capsys, "classify", str(rank_dir), "--format", "json", "--jobs", "2")
+    assert code == 0, err
+    files = orjson.loads(out)["files"]
+    for entry, path in zip(files, sorted(rank_dir.iterdir())):  # a directory's files in name order
+        _, single, _ = cli(capsys, "classify", str(path), "--format", "json")
+        assert entry == orjson.loads(single)["files"][0]
+    assert "== across 4 ranks ==" in err
+
+
+def test_a_broken_rank_does_not_hide_the_others(rank_dir, tmp_path, capsys):
+    broken = tmp_path / "rank5.json"
+    broken.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "kernel"')
+    code, out, err = cli(capsys, "launch-stats", str(rank_dir), str(broken), "--jobs", "1")
+    assert code == 1
+    assert re.search(r"error: rank 5: .*rank5\.json.*truncated", err)
+    assert sorted(_rank_blocks(out)) == [0, 1, 2, 3] and "== across 4 ranks ==" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "{file}"], "with several inputs -o names a directory"),
+    (["-o", "-"], "several outputs cannot go to standard output"),
+    (["--jobs", "2", "--cluster", "tcp://127.0.0.1:1"], "--jobs is for this machine"),
+    (["-"], "works with one input only"),
+])
+def test_fan_out_usage_errors(rank_dir, tmp_path, capsys, args, message):
+    existing = tmp_path / "file.json.gz"
+    existing.write_bytes(b"")
+    code, _, err = cli(capsys, "annotate", str(rank_dir), *[a.format(file=existing) for a in args], "--all")
+    assert code == 1 and message in err and err.count("\n") == 1
+
+
+def test_stragglers_are_far_from_the_median():
+    ms = 1_000_000
+    runs = [(r, f"r{r}", {"gpu_busy_ns": busy * ms, "step_ns": 100 * ms}) for r, busy in enumerate([100, 104, 96, 150])]
+    found = summarize(runs).stragglers
+    assert [(s["rank"], s["figure"]) for s in found] == [(3, "gpu_busy_ns")]
+    assert found[0]["median"] == 102 * ms and found[0]["deviation"] == pytest.approx(48 / 102)
+    assert summarize(runs[:2]).stragglers == []  # two ranks: each as far from the median as the other
+
+
+def test_cluster_results_equal_the_local_run(rank_dir, tmp_path, capsys):
+    distributed = pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (the test extra)")
+    code, local, _ = cli(capsys, "launch-stats", str(rank_dir), "--format", "json", "--jobs", "2")
+    assert code == 0
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        code, remote, err = cli(capsys, "launch-stats", str(rank_dir), "--format", "json",
+                                "--cluster", cluster.scheduler_address)
+        assert code == 0, err
+        assert orjson.loads(remote) == orjson.loads(local)
+        code, _, err = cli(capsys, "annotate", str(rank_dir), "--all", "-o", str(tmp_path / "remote"),
+                           "--cluster", cluster.scheduler_address)
+        assert code == 0, err
+    code, _, _ = cli(capsys, "annotate", str(rank_dir), "--all", "-o", str(tmp_path / "local"), "--jobs", "2")
+    remote_files = sorted((tmp_path / "remote").iterdir())
+    assert [p.name for p in remote_files] == [p.name for p in sorted((tmp_path / "local").iterdir())]
+    assert all(p.read_bytes() == (tmp_path / "local" / p.name).read_bytes() for p in remote_files)
+
+
+def _stderr_on_a_terminal(*args: str) -> str:
+    """Run the CLI with stderr on a pseudo-terminal; what it drew there."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "traceforge", *args], stdout=subprocess.DEVNULL, stderr=follower,
+                            cwd=ROOT)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    return drawn.decode()
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    trace = str(TRACES["negative_queue"])
+    size_mb = f"{TRACES['negative_queue'].stat().st_size / 1e6:.1f}"
+    drawn = _stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "a.json.gz"))
+    for pass_name in ("scan", "write"):  # launch delay patches args: the trace is read twice
+        assert re.search(rf"\r{pass_name}  100% \[#+\] {size_mb}/{size_mb} MB  [\d.]+ MB/s  ETA 0:00", drawn)
+    assert drawn.index("\rscan") < drawn.index("\rwrite")
+    quiet = _stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "b.json.gz"), "-q")
+    assert "MB/s" not in quiet and "a.json.gz" not in quiet and "b.json.gz: launch delay" in quiet
+    piped = subprocess.run([sys.executable, "-m", "traceforge", "annotate", trace, "--queue-length", "-o",
+                            str(tmp_path / "c.json.gz")], capture_output=True, cwd=ROOT, timeout=120)
+    assert piped.returncode == 0 and b"MB/s" not in piped.stderr and b"\r" not in piped.stderr
+    assert raw_json(tmp_path / "a.json.gz") == raw_json(tmp_path / "b.json.gz")
