@@ -74,23 +74,23 @@ def _overlap_trace() -> list[dict]:
 
 def _write(path, events: list[dict], top: dict | None = None) -> list[str]:
     """One event per line, so each event's text can be found again in the output."""
-    lines = [json.dumps(e, default=str).replace('"__D', "").replace('D__"', "") for e in _dec(events)]
+    lines = [_dumps(e) for e in events]
     body = "[\n" + ",\n".join(lines) + "\n]"
-    text = body if top is None else "{" + "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in top.items()) \
-        + '"traceEvents": ' + body + "}"
-    path.write_text(text)
+    if top is not None:
+        body = "{" + "".join(f"{json.dumps(k)}: {_dumps(v)}, " for k, v in top.items()) + '"traceEvents": ' + body + "}"
+    path.write_text(body)
     return lines
 
 
-def _dec(events):
-    """Decimals written as the bare numbers they are (json cannot)."""
-    def conv(v):
-        if isinstance(v, Decimal):
-            return f"__D{v}D__"
-        if isinstance(v, dict):
-            return {k: conv(x) for k, x in v.items()}
-        return v
-    return [conv(e) for e in events]
+def _dumps(value) -> str:
+    """JSON with Decimals written as the exact numbers they are (the json module cannot)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_dumps(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def test_repair_moves_overlapping_kernels_and_their_flows(tmp_path):
@@ -179,6 +179,16 @@ def test_repair_out_of_range_ids_get_distinct_threads(tmp_path):
     assert threads["neg"] == (5, 2**32 - 3) and threads["big"][0] == threads["big main"][0] != 0
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in written if e.get("name") == "thread_name"}
     assert names == {(5, 2**32 - 3): "thread -3", (threads["big"][0], threads["big"][1]): f"thread {2**33}"}
+
+
+def test_repair_without_rebase_moves_what_check_predicts(tmp_path, input_checks):
+    """Without --rebase-time the rounding overlaps are real to Perfetto: every one moves to a lane."""
+    spills = input_checks("ns_resolution").stats["slice_spill_overlapping_complete_event"]
+    out = tmp_path / "out.json.gz"
+    result = traceforge.repair(str(TRACES["ns_resolution"]), str(out))
+    assert result.moved_slices == result.moved_for_rounding == spills > 700
+    assert result.moved_flow_ends > 0
+    assert check_trace(str(out)).stats == {}
 
 
 @pytest.mark.parametrize("name", ["ns_resolution", "nccl"])

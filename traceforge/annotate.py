@@ -167,7 +167,7 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         cols = scan(source, cpu_ops=needs_cpu, display_name=path)
         injections = _run_analyses(cols, chosen, options)
         reader = TraceReader(source, display_name=path)
-        edit = patch_editor(injections.arg_patches) if injections.arg_patches else None
+        edit = patch_editor(injections.arg_patches, injections.arg_columns) if injections.patches_args() else None
         return write_trace(reader, out, injections.events(), edit=edit), injections.summary
     finally:
         if spooled:

@@ -61,21 +61,57 @@ class EventSource(Protocol):
 
 
 @dataclass
+class ArgColumns:
+    """The same arg keys added to many events, held as columns.
+
+    A dict per event costs hundreds of bytes; on a trace with a million kernels the
+    columns cost a few bytes per value. ``values[key][i]`` goes on event ``ordinals[i]``
+    (no arg where it is None).
+    """
+
+    ordinals: np.ndarray
+    values: dict[str, np.ndarray]
+
+    def __post_init__(self) -> None:
+        order = np.argsort(self.ordinals, kind="stable")
+        self.ordinals = self.ordinals[order]
+        self.values = {k: np.asarray(v)[order] for k, v in self.values.items()}
+
+    def __len__(self) -> int:
+        return len(self.ordinals)
+
+    def rows(self, first: int, stop: int) -> Iterator[tuple[int, dict]]:
+        """(ordinal, args) for the events with ordinals in ``[first, stop)``."""
+        lo, hi = np.searchsorted(self.ordinals, [first, stop])
+        if lo == hi:
+            return
+        columns = {k: v[lo:hi].tolist() for k, v in self.values.items()}
+        for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
+            yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}
+
+
+@dataclass
 class Injections:
     """What one annotate run adds: new events, args merged into existing events, a summary.
 
-    ``arg_patches`` maps an event ordinal to the keys added to its ``args``.
+    ``arg_patches`` maps an event ordinal to the keys added to its ``args`` (for a few
+    events); ``arg_columns`` adds the same keys to many events.
     """
 
     sources: list[EventSource] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     arg_patches: dict[int, dict] = field(default_factory=dict)
+    arg_columns: list[ArgColumns] = field(default_factory=list)
 
     def add(self, other: Injections) -> None:
         self.sources.extend(other.sources)
         self.summary.extend(other.summary)
+        self.arg_columns.extend(other.arg_columns)
         for ordinal, extra in other.arg_patches.items():
             self.arg_patches.setdefault(ordinal, {}).update(extra)
+
+    def patches_args(self) -> bool:
+        return bool(self.arg_patches) or any(len(c) for c in self.arg_columns)
 
     def events(self) -> Iterator[bytes]:
         for source in self.sources:

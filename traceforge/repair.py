@@ -265,62 +265,29 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     result = RepairResult(out, events=t.events)
     threads = _Threads(t)
     shift = start_us(t.earliest_ns) if rebase_time and t.earliest_ns is not None else 0
+    s_ord, s_pair, f_ord, f_pair = _arr(t.slice_ordinal), _arr(t.slice_pair), _arr(t.flow_ordinal), _arr(t.flow_pair)
+    s_track, f_track = threads.track[s_pair], threads.track[f_pair]
 
-    # Slices, as Perfetto will read the output.
-    s_ord, s_pair = _arr(t.slice_ordinal), _arr(t.slice_pair)
-    s_track = threads.track[s_pair] if len(s_pair) else np.zeros(0, np.int64)
-    start, dur = t.slice_ts.perfetto(shift), t.slice_dur.perfetto()
-    valid = np.flatnonzero((start >= 0) & (dur >= 0))
-    spill = np.zeros(len(s_ord), bool)
-    spill[valid] = spilled(s_track[valid], start[valid], start[valid] + dur[valid], s_ord[valid])
-
-    # Overlap threads: each overflowing thread's spilled slices laid out on lanes.
-    lane_tid = np.full(len(s_ord), UNCHANGED, np.int64)
-    moved_tracks = np.unique(s_track[spill])
-    for track in moved_tracks.tolist():
-        rows = np.flatnonzero(spill & (s_track == track))
-        lanes = partition(start[rows], start[rows] + dur[rows])
-        pid = threads.track_pair[track][0]
-        tids = [threads.allocator.new(pid) for _ in range(int(lanes.max()) + 1)]
-        for k, tid in enumerate(tids):
-            threads.metadata += metadata_events(pid, tid, threads.lane_title(track, k + 1), threads.sort_index(track))
-        lane_tid[rows] = np.array(tids, np.int64)[lanes]
-        result.overlap_threads += len(tids)
-    result.moved_slices = int(spill.sum())
-    result.threads_with_overlaps = len(moved_tracks)
-    if result.moved_slices and not rebase_time:
-        exact_start, exact_end = t.slice_ts.array()[valid], t.slice_ts.array()[valid] + t.slice_dur.array()[valid]
-        result.moved_for_rounding = int((spill[valid] & ~spilled(s_track[valid], exact_start, exact_end,
-                                                                  s_ord[valid])).sum())
-
-    # Flow ends follow the slice they belong to; ends without a start go.
-    f_ord, f_kind, f_pair = _arr(t.flow_ordinal), _arr(t.flow_kind, np.int8), _arr(t.flow_pair)
-    f_track = threads.track[f_pair] if len(f_pair) else np.zeros(0, np.int64)
-    f_lane = _follow(moved_tracks, s_track, t.slice_ts.array(), t.slice_dur.array(), s_ord, lane_tid,
-                     f_track, t.flow_ts.array(), f_kind)
-    result.moved_flow_ends = int((f_lane != UNCHANGED).sum())
+    lane_tid = _overlap_lanes(t, threads, s_track, s_ord, shift, result, rounding=not rebase_time)
+    f_kind = _arr(t.flow_kind, np.int8)
     dangling = _dangling(_arr(t.flow_id, np.uint64), _arr(t.flow_key), f_kind, t.flow_ts.perfetto(shift), f_ord)
+    f_lane = _follow(np.unique(s_track[lane_tid != UNCHANGED]), s_track, t.slice_ts.array(), t.slice_dur.array(),
+                     s_ord, lane_tid, f_track, t.flow_ts.array(), f_kind)
+    f_lane[dangling] = UNCHANGED
+    result.moved_flow_ends = int((f_lane != UNCHANGED).sum())
     result.dropped_flow_ends = int(dangling.sum())
     keep = None
     if dangling.any():
         keep = np.ones(t.events, bool)
         keep[f_ord[dangling]] = False
 
-    # Field edits: new pid/tid for remapped threads, lane tids for moved events.
-    out_pid = np.array([p if type(p) is int else UNCHANGED for p, _ in threads.out], np.int64)
-    out_tid = np.array([q if type(q) is int else UNCHANGED for _, q in threads.out], np.int64)
     b_ord, b_pair = _arr(t.bad_ordinal), _arr(t.bad_pair)
     result.remapped_threads, result.remapped_events = threads.remapped, len(b_ord)
-    raw_bad_pid = np.array([out_of_range(p) for p, _ in t.pairs], bool)
-    raw_bad_tid = np.array([out_of_range(q) for _, q in t.pairs], bool)
     moved_s, moved_f = np.flatnonzero(lane_tid != UNCHANGED), np.flatnonzero(f_lane != UNCHANGED)
-    ordinals = np.concatenate([b_ord, s_ord[moved_s], f_ord[moved_f]])
-    pairs = np.concatenate([b_pair, s_pair[moved_s], f_pair[moved_f]])
-    new_tid = np.concatenate([np.where(raw_bad_tid[b_pair], out_tid[b_pair], UNCHANGED) if len(b_pair) else
-                              np.zeros(0, np.int64), lane_tid[moved_s], f_lane[moved_f]])
-    new_pid = np.where(raw_bad_pid[pairs], out_pid[pairs], UNCHANGED) if len(pairs) else np.zeros(0, np.int64)
-    ordinals, first = np.unique(ordinals[::-1], return_index=True)  # a moved event's lane wins
-    new_pid, new_tid = new_pid[::-1][first], new_tid[::-1][first]
+    ordinals, new_pid, new_tid = _new_ids(
+        t, threads, np.concatenate([b_ord, s_ord[moved_s], f_ord[moved_f]]),
+        np.concatenate([b_pair, s_pair[moved_s], f_pair[moved_f]]),
+        np.concatenate([np.full(len(b_ord), UNCHANGED, np.int64), lane_tid[moved_s], f_lane[moved_f]]))
 
     def fields(k: int) -> dict[str, bytes]:
         values = {}
@@ -340,6 +307,58 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     write_trace(TraceReader(path), out, threads.metadata, edit=edits, edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _overlap_lanes(t: _Trace, threads: _Threads, s_track: np.ndarray, s_ord: np.ndarray, shift: int,
+                   result: RepairResult, rounding: bool) -> np.ndarray:
+    """The overlap-thread tid of each slice Perfetto would spill (UNCHANGED for the rest).
+
+    Each thread's spilled slices are laid out on as few new threads as possible, judged
+    as Perfetto reads the output (times shifted by ``shift`` µs); their metadata is added
+    to ``threads.metadata``. With ``rounding``, also count the moves that only Perfetto's
+    rounding of fractional µs causes.
+    """
+    start, dur = t.slice_ts.perfetto(shift), t.slice_dur.perfetto()
+    valid = np.flatnonzero((start >= 0) & (dur >= 0))  # Perfetto drops the others
+    spill = np.zeros(len(s_ord), bool)
+    spill[valid] = spilled(s_track[valid], start[valid], start[valid] + dur[valid], s_ord[valid])
+    lane_tid = np.full(len(s_ord), UNCHANGED, np.int64)
+    moved_tracks = np.unique(s_track[spill]).tolist()
+    for track in moved_tracks:
+        rows = np.flatnonzero(spill & (s_track == track))
+        lanes = partition(start[rows], start[rows] + dur[rows])
+        pid = threads.track_pair[track][0]
+        tids = [threads.allocator.new(pid) for _ in range(int(lanes.max()) + 1)]
+        for k, tid in enumerate(tids):
+            threads.metadata += metadata_events(pid, tid, threads.lane_title(track, k + 1), threads.sort_index(track))
+        lane_tid[rows] = np.array(tids, np.int64)[lanes]
+        result.overlap_threads += len(tids)
+    result.moved_slices = int(spill.sum())
+    result.threads_with_overlaps = len(moved_tracks)
+    if result.moved_slices and rounding:
+        exact_start, exact_dur = t.slice_ts.array()[valid], t.slice_dur.array()[valid]
+        exact_spill = spilled(s_track[valid], exact_start, exact_start + exact_dur, s_ord[valid])
+        result.moved_for_rounding = int((spill[valid] & ~exact_spill).sum())
+    return lane_tid
+
+
+def _new_ids(t: _Trace, threads: _Threads, ordinals: np.ndarray, pairs: np.ndarray,
+             lane_tid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted unique ordinals, new pid, new tid) with UNCHANGED where a field stays.
+
+    An event's pid/tid change if its raw value was out of range; a lane tid (not
+    UNCHANGED in ``lane_tid``) wins over its thread's new tid.
+    """
+    out_pid = np.array([p if type(p) is int else UNCHANGED for p, _ in threads.out], np.int64)
+    out_tid = np.array([q if type(q) is int else UNCHANGED for _, q in threads.out], np.int64)
+    bad_pid = np.array([out_of_range(p) for p, _ in t.pairs], bool)
+    bad_tid = np.array([out_of_range(q) for _, q in t.pairs], bool)
+    new_pid = np.where(bad_pid[pairs], out_pid[pairs], UNCHANGED)
+    new_tid = np.where(lane_tid != UNCHANGED, lane_tid, np.where(bad_tid[pairs], out_tid[pairs], UNCHANGED))
+    order = np.lexsort((lane_tid == UNCHANGED, ordinals))  # per ordinal, a lane entry first
+    ordinals, new_pid, new_tid = ordinals[order], new_pid[order], new_tid[order]
+    first = np.r_[True, ordinals[1:] != ordinals[:-1]] if len(ordinals) else np.zeros(0, bool)
+    return ordinals[first], new_pid[first], new_tid[first]
 
 
 def _follow(moved_tracks: np.ndarray, s_track: np.ndarray, s_ts: np.ndarray, s_dur: np.ndarray, s_ord: np.ndarray,

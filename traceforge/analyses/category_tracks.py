@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..inject import CounterTrack, Injections
+from ..inject import ArgColumns, CounterTrack, Injections
 from ..scan import TraceColumns
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules
@@ -86,18 +86,16 @@ def category_injections(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """The ``category``/``stage`` args and the utilisation tracks for the rule set of ``--rules``."""
     rules = load_rules(ctx.options.get("rules") or "default")
     labels = label_ops(cols, rules)
-    keys = labels.category * len(labels.stages) + labels.stage
-    args_by_key = np.empty(len(labels.categories) * len(labels.stages), dtype=object)
-    for c, category in enumerate(labels.categories):
-        for s, stage in enumerate(labels.stages):
-            args_by_key[c * len(labels.stages) + s] = {"category": category, "stage": stage} \
-                if labels.has_stages and stage else {"category": category}
-    patches = dict(zip(cols.gpu.ordinal.tolist(), args_by_key[keys].tolist()))
+    values = {"category": np.asarray(labels.categories, dtype=object)[labels.category]}
+    if labels.has_stages:
+        stages = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
+        values["stage"] = stages[labels.stage]
+    patches = ArgColumns(cols.gpu.ordinal, values)
     tracks = utilisation_tracks(cols, labels)
     points = sum(len(t.ts) for t in tracks)
     summary = f"classify ({rules.name}): category arg on {len(patches):,} GPU ops, " \
               f"{len(tracks)} utilisation counter tracks, {points:,} points"
-    return Injections(list(tracks), [summary], patches)
+    return Injections(list(tracks), [summary], arg_columns=[patches])
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:

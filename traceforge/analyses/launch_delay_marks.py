@@ -16,7 +16,7 @@ import numpy as np
 from ..durations import duration_arg, duration_ns
 from ..exacttime import NS_PER_US, ns_to_us_text
 from ..flow_anchors import ThreadSlices
-from ..inject import CounterTrack, FlowArrows, Injections
+from ..inject import ArgColumns, CounterTrack, FlowArrows, Injections
 from ..scan import TraceColumns
 from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 
@@ -39,10 +39,9 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     if not len(gpu_rows):
         return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
     cpu = cols.launches.dur[launch_rows]
-    patches = {
-        ordinal: {"launch_delay_us": _us_number(d), "launch_cpu_us": _us_number(c)}
-        for ordinal, d, c in zip(cols.gpu.ordinal[gpu_rows].tolist(), delay.tolist(), cpu.tolist())
-    }
+    patches = ArgColumns(cols.gpu.ordinal[gpu_rows], {
+        "launch_delay_us": _us_numbers(delay), "launch_cpu_us": _us_numbers(cpu),
+    })
     outlier = delay > cutoff
     flows, unplaced = outlier_flows(cols, gpu_rows[outlier], launch_rows[outlier], delay[outlier])
     counters = delay_counters(cols, gpu_rows, delay)
@@ -51,12 +50,12 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     if unplaced:
         summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
     summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
-    return Injections([*counters, flows], [summary], patches)
+    return Injections([*counters, flows], [summary], arg_columns=[patches])
 
 
-def _us_number(ns: int) -> int | float:
-    """ns as a JSON number of µs that prints exactly (an int, or a float with <= 3 decimals)."""
-    return ns // NS_PER_US if ns % NS_PER_US == 0 else ns / NS_PER_US
+def _us_numbers(ns: np.ndarray) -> np.ndarray:
+    """ns as µs floats; a float with <= 3 decimals prints exactly (shortest repr)."""
+    return ns / NS_PER_US
 
 
 def delay_label(ns: int) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson
 
-from .reader import EventBatch, event_spans, quote_times
+from ..inject import ArgColumns
+from .reader import EventBatch, event_spans
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
 _WS = b" \t\r\n"
@@ -24,17 +25,11 @@ def add_args(raw: bytes, event: dict, extra: dict) -> bytes:
     if any(k in args for k in extra):
         return _replace_args(raw, {**args, **extra})
     body = _dumps(extra)[1:-1]
-    end = len(raw.rstrip(_WS)) - 1  # the event's own closing brace
-    guess = len(raw[:end].rstrip(_WS)) - 1  # args is last, as Kineto writes it: check that
-    if raw[guess:guess + 1] == b"}":
-        candidate = _insert(raw, guess, bool(args), body)
-        try:
-            parsed = orjson.loads(quote_times(candidate))
-        except orjson.JSONDecodeError:
-            parsed = None
-        if parsed is not None and parsed.pop("args", None) == {**args, **extra} and \
-                parsed == {k: v for k, v in event.items() if k != "args"}:
-            return candidate
+    if next(reversed(event)) == "args":
+        # args is the last key (as Kineto writes it), and its value is an object: so the
+        # last "}" before the event's own closing brace closes args.
+        end = len(raw.rstrip(_WS)) - 1
+        return _insert(raw, len(raw[:end].rstrip(_WS)) - 1, bool(args), body)
     return _insert(raw, _args_span(raw)[1], bool(args), body)
 
 
@@ -79,21 +74,28 @@ def _dumps(obj: dict) -> bytes:
         return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
 
 
-def patch_editor(patches: dict[int, dict]) -> Callable[[EventBatch], bytes]:
-    """A writer ``edit`` that merges ``patches[ordinal]`` into those events' args."""
+def patch_editor(patches: dict[int, dict], columns: Sequence[ArgColumns] = ()) -> Callable[[EventBatch], bytes]:
+    """A writer ``edit`` that merges ``patches[ordinal]`` and ``columns`` into those events' args."""
     ordinals = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
 
     def edit(batch: EventBatch) -> bytes:
-        lo, hi = np.searchsorted(ordinals, [batch.first, batch.first + len(batch.events)])
-        if lo == hi:
+        first, stop = batch.first, batch.first + len(batch.events)
+        extras: dict[int, dict] = {}
+        for column in columns:
+            for ordinal, extra in column.rows(first, stop):
+                extras.setdefault(ordinal, {}).update(extra)
+        lo, hi = np.searchsorted(ordinals, [first, stop])
+        for ordinal in ordinals[lo:hi].tolist():
+            extras.setdefault(ordinal, {}).update(patches[ordinal])
+        if not extras:
             return batch.raw
         spans = event_spans(batch)
         out, pos = [], 0
-        for ordinal in ordinals[lo:hi].tolist():
-            i = ordinal - batch.first
+        for ordinal in sorted(extras):
+            i = ordinal - first
             a, b = spans[i]
             out.append(batch.raw[pos:a])
-            out.append(add_args(batch.raw[a:b], batch.events[i], patches[ordinal]))
+            out.append(add_args(batch.raw[a:b], batch.events[i], extras[ordinal]))
             pos = b
         out.append(batch.raw[pos:])
         return b"".join(out)
