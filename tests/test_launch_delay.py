@@ -19,7 +19,8 @@ from traceforge.analyses.launches import last_step_start
 from traceforge.check import check_trace
 from traceforge.durations import parse_duration_ns
 from traceforge.errors import UsageError
-from traceforge.exacttime import perfetto_ns, to_ns
+from traceforge.exacttime import to_ns
+from traceforge.perfetto_time import perfetto_ns_of as perfetto_ns
 from traceforge.flow_anchors import perfetto_thread
 from traceforge.io.reader import TraceReader
 

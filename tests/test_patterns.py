@@ -14,7 +14,8 @@ from traceforge.analyses.kernel_names import short_kernel_name
 from traceforge.analyses.launches import last_step_start
 from traceforge.analyses.patterns import find_patterns
 from traceforge.analyses.stacks import build_stacks
-from traceforge.exacttime import perfetto_ns, to_ns
+from traceforge.exacttime import to_ns
+from traceforge.perfetto_time import perfetto_ns_of as perfetto_ns
 from traceforge.inject import FIRST_NEW_TID
 from traceforge.io.reader import TraceReader, quote_times
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import pty
 import re
@@ -15,6 +16,7 @@ import pytest
 import zstandard
 
 from traceforge.cli import main
+from traceforge.progress import ProgressBar
 from traceforge.rank_summary import summarize
 from traceforge.ranks import rank_files
 
@@ -159,7 +161,7 @@ def test_stragglers_are_far_from_the_median():
     assert summarize(runs[:2]).stragglers == []  # two ranks: each as far from the median as the other
 
 
-def test_cluster_results_equal_the_local_run(rank_dir, tmp_path, capsys):
+def test_cluster_results_equal_the_local_run(rank_dir, tmp_path, capsys, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (the test extra)")
     code, local, _ = cli(capsys, "launch-stats", str(rank_dir), "--format", "json", "--jobs", "2")
     assert code == 0
@@ -169,7 +171,8 @@ def test_cluster_results_equal_the_local_run(rank_dir, tmp_path, capsys):
                                 "--cluster", cluster.scheduler_address)
         assert code == 0, err
         assert orjson.loads(remote) == orjson.loads(local)
-        code, _, err = cli(capsys, "annotate", str(rank_dir), "--all", "-o", str(tmp_path / "remote"),
+        monkeypatch.chdir(tmp_path)  # relative paths are ours, not the workers' (started elsewhere)
+        code, _, err = cli(capsys, "annotate", os.path.relpath(rank_dir), "--all", "-o", "remote",
                            "--cluster", cluster.scheduler_address)
         assert code == 0, err
     code, _, _ = cli(capsys, "annotate", str(rank_dir), "--all", "-o", str(tmp_path / "local"), "--jobs", "2")
@@ -199,8 +202,8 @@ def _stderr_on_a_terminal(*args: str) -> str:
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path):
-    trace = str(TRACES["negative_queue"])
-    size_mb = f"{TRACES['negative_queue'].stat().st_size / 1e6:.1f}"
+    trace = str(TRACES["nccl"])
+    size_mb = f"{TRACES['nccl'].stat().st_size / 1e6:.1f}"
     drawn = _stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "a.json.gz"))
     for pass_name in ("scan", "write"):  # launch delay patches args: the trace is read twice
         assert re.search(rf"\r{pass_name}  100% \[#+\] {size_mb}/{size_mb} MB  [\d.]+ MB/s  ETA 0:00", drawn)
@@ -211,3 +214,21 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
                             str(tmp_path / "c.json.gz")], capture_output=True, cwd=ROOT, timeout=120)
     assert piped.returncode == 0 and b"MB/s" not in piped.stderr and b"\r" not in piped.stderr
     assert raw_json(tmp_path / "a.json.gz") == raw_json(tmp_path / "b.json.gz")
+
+
+def test_progress_line_rate_and_eta():
+    stream, now = io.StringIO(), [0.0]
+    bar = ProgressBar(stream, clock=lambda: now[0])
+    bar("scan", 0, 100_000_000)
+    now[0] = 2.0
+    bar("scan", 50_000_000, 100_000_000)
+    assert stream.getvalue() == "\rscan   50% [############            ] 50.0/100.0 MB  25.0 MB/s  ETA 0:02\x1b[K"
+    now[0] = 4.0
+    bar("scan", 100_000_000, 100_000_000)
+    assert stream.getvalue().endswith("\rscan  100% [########################] 100.0/100.0 MB  25.0 MB/s  ETA 0:00\x1b[K\n")
+    now[0] = 5.0
+    bar("write", 0, None)  # stdin: no total, so no bar and no ETA
+    now[0] = 6.0
+    bar("write", 3_000_000, None)
+    bar.stop()
+    assert stream.getvalue().endswith("\rwrite  3.0 MB  3.0 MB/s\x1b[K\n")

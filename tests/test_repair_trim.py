@@ -16,8 +16,7 @@ import pytest
 
 import traceforge
 from traceforge.check import check_trace
-from traceforge.check.perfetto import time_ns
-from traceforge.overlaps import perfetto_ns
+from traceforge.perfetto_time import perfetto_ns, time_ns
 from traceforge.rebase import shift_us_text
 
 from .conftest import TRACES, raw_json, run_cli

@@ -20,6 +20,13 @@ class TraceFormatError(TraceforgeError):
         loc = f" ({', '.join(where)})" if where else ""
         super().__init__(f"{path}{loc}: {what}")
 
+    def __reduce__(self):  # keyword-only arguments: pickle (for worker processes) needs help
+        return _rebuild_format_error, (self.path, self.what, self.offset, self.event)
+
+
+def _rebuild_format_error(path: str, what: str, offset: int | None, event: int | None) -> TraceFormatError:
+    return TraceFormatError(path, what, offset=offset, event=event)
+
 
 class UsageError(TraceforgeError):
     """The command line or API call asks for something that cannot be done."""

@@ -63,18 +63,6 @@ def ns_to_us_text(ns: int) -> str:
     return f"{sign}{q}.{r:03d}".rstrip("0")
 
 
-def perfetto_ns(ns: int) -> int:
-    """The ns Perfetto's JSON importer gets for a ts we write as ``ns_to_us_text(ns)``.
-
-    Integers of µs are multiplied exactly; a fractional value goes through a double
-    (``double(us) * 1000`` then truncated), which at epoch magnitude moves it by up to
-    hundreds of ns. Anything that must not overlap in Perfetto is laid out on these values.
-    """
-    if ns % NS_PER_US == 0:
-        return ns
-    return int(float(ns_to_us_text(ns)) * 1000.0)
-
-
 def json_time_ns(value: object) -> int | None:
     """Exact ns of a ts/dur as the reader hands it over (an int, or a fractional number's
     text); None if it is not a number. Kineto's 3-decimal text takes a fast path."""

@@ -13,21 +13,13 @@ from itertools import chain
 
 import numpy as np
 
-from .exacttime import NS_PER_US, perfetto_ns
+from .exacttime import NS_PER_US
+from .perfetto_time import perfetto_ns, perfetto_ns_of
 from .scan import TraceColumns
 
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128
 _SLACK_NS = 512  # how far Perfetto's reading of a fractional µs can move, with margin
-
-
-def perfetto_ns_array(ns: np.ndarray) -> np.ndarray:
-    """``perfetto_ns`` of each value; whole µs (the usual case) without a Python call."""
-    out = np.asarray(ns, dtype=np.int64).copy()
-    frac = np.flatnonzero(out % NS_PER_US)
-    if len(frac):
-        out[frac] = np.fromiter((perfetto_ns(v) for v in out[frac].tolist()), np.int64, len(frac))
-    return out
 
 
 def perfetto_thread(pid: object, tid: object) -> tuple:
@@ -53,8 +45,8 @@ class ThreadSlices:
         thread_of_track = np.array([thread_ids.setdefault(perfetto_thread(*t), len(thread_ids)) for t in cols.tracks]
                                    or [0], dtype=np.int64)
         thread = thread_of_track[track]
-        start = perfetto_ns_array(ts)
-        length = perfetto_ns_array(dur)
+        start = perfetto_ns(ts)
+        length = perfetto_ns(dur)
         order = np.lexsort((ordinal, -length, start, thread))
         self._start, self._end = start[order], start[order] + length[order]
         self._thread = thread[order]
@@ -91,6 +83,6 @@ def _fractional_anchor(start: int, limit: int) -> int:
     """
     step = max(1, (limit - start + 2 * _SLACK_NS) // _FALLBACK_SAMPLES)
     for t in chain(range(start + 1, min(limit, start + 17)), range(start - _SLACK_NS, limit + _SLACK_NS, step)):
-        if start < perfetto_ns(t) < limit:
+        if start < perfetto_ns_of(t) < limit:
             return t
     return -1

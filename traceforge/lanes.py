@@ -11,14 +11,16 @@ import heapq
 
 import numpy as np
 
-from .exacttime import perfetto_ns
+from .perfetto_time import perfetto_ns
 
 
 def assign_lanes(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Lane index (0, 1, ...) for each slice [ts, ts + dur) in ns."""
-    start = np.array([perfetto_ns(t) for t in ts.tolist()], dtype=np.int64)
-    end = np.array([perfetto_ns(t + d) for t, d in zip(ts.tolist(), dur.tolist())], dtype=np.int64)
-    return partition(start, np.maximum(end, start))
+    """Lane index (0, 1, ...) for each slice [ts, ts + dur) in ns.
+
+    Perfetto reads ts and dur separately, so the end it sees is the sum of the two readings.
+    """
+    start = perfetto_ns(ts)
+    return partition(start, start + np.maximum(perfetto_ns(dur), 0))
 
 
 def partition(start: np.ndarray, end: np.ndarray) -> np.ndarray:

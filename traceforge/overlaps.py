@@ -11,25 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .check.perfetto import time_ns
 
 MAX_DEPTH = 512  # Perfetto drops a slice nested this deep (not a spill)
-_EXACT_DOUBLE_INT = 2**53
-
-
-def perfetto_ns(exact: np.ndarray, fractional: np.ndarray) -> np.ndarray:
-    """The ns Perfetto reads for µs times written with at most 3 decimals.
-
-    ``exact``: int64 ns; ``fractional``: whether each was written with a decimal point
-    (integers are multiplied exactly; fractions go through a double, truncated), as
-    ``check.perfetto.time_ns`` does one value at a time.
-    """
-    whole, frac = np.divmod(np.abs(exact), 1000)
-    rounded = np.trunc((whole.astype(np.float64) + frac / 1000.0) * 1000.0).astype(np.int64)
-    ns = np.where(fractional, rounded, np.abs(exact))
-    for i in np.flatnonzero(fractional & (whole > _EXACT_DOUBLE_INT)).tolist():  # Perfetto folds digits
-        ns[i] = time_ns(f"{whole[i]}.{frac[i]:03d}")[0]
-    return np.where(exact < 0, -ns, ns)
 
 
 def spilled(track: np.ndarray, start: np.ndarray, end: np.ndarray, ordinal: np.ndarray) -> np.ndarray:

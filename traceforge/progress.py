@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,37 +23,51 @@ BAR_CELLS = 24
 
 
 class ProgressBar:
-    """One line redrawn in place: ``scan  42% [#####     ] 120.3/286.0 MB  88.2 MB/s  ETA 0:02``."""
+    """One line redrawn in place: ``scan  42% [#####     ] 120.3/286.0 MB  88.2 MB/s  ETA 0:02``.
+
+    Called as ``bar(pass_name, compressed_bytes_read, total_compressed_bytes or None)``, from
+    the reader's helper thread too (hence the lock); a new pass name starts a new line.
+    """
 
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic):
         self._stream = stream
         self._clock = clock
+        self._lock = threading.Lock()
         self._pass: str | None = None
         self._started = 0.0
         self._drawn = 0.0
         self._open = False  # a line is on screen without its newline
+        self._stopped = False
         self.reads: Counter[str] = Counter()  # reads started per path
 
     def __call__(self, pass_name: str, done: int, total: int | None) -> None:
-        now = self._clock()
-        if pass_name != self._pass:
-            self.close()
-            self._pass, self._started, self._drawn = pass_name, now, now  # first drawn after REDRAW_S
-        finished = total is not None and done >= total
-        if not finished and now - self._drawn < REDRAW_S:
-            return
-        self._drawn = now
-        line = _line(pass_name, done, total, now - self._started)
-        width = shutil.get_terminal_size((80, 24)).columns - 1
-        self._stream.write("\r" + line[:width] + "\x1b[K")
-        self._open = True
-        if finished:
-            self.close()
-        else:
-            self._stream.flush()
+        with self._lock:
+            if self._stopped:
+                return
+            now = self._clock()
+            if pass_name != self._pass:
+                self._end_line()
+                self._pass, self._started, self._drawn = pass_name, now, now  # first drawn after REDRAW_S
+            finished = total is not None and done >= total
+            if not finished and now - self._drawn < REDRAW_S:
+                return
+            self._drawn = now
+            line = _line(pass_name, done, total, now - self._started)
+            width = shutil.get_terminal_size((80, 24)).columns - 1
+            self._stream.write("\r" + line[:width] + "\x1b[K")
+            self._open = True
+            if finished:
+                self._end_line()
+            else:
+                self._stream.flush()
 
-    def close(self) -> None:
-        """End the line on screen (a pass finished, or the command is done)."""
+    def stop(self) -> None:
+        """End the line on screen and draw nothing more (the command is done)."""
+        with self._lock:
+            self._end_line()
+            self._stopped = True
+
+    def _end_line(self) -> None:
         if self._open:
             self._stream.write("\n")
             self._stream.flush()
@@ -89,11 +104,12 @@ def shown(enabled: bool = True, stream: TextIO | None = None) -> Iterator[Progre
     if not enabled or not _is_terminal(stream):
         yield None
         return
-    previous, _active = _active, ProgressBar(stream)
+    bar = ProgressBar(stream)
+    previous, _active = _active, bar
     try:
-        yield _active
+        yield bar
     finally:
-        _active.close()
+        bar.stop()
         _active = previous
 
 

@@ -107,7 +107,7 @@ class Summary:
     stragglers: list[dict]
 
     def to_dict(self) -> dict:
-        rows = [{k: v for k, v in r.items() if v is not None and v == v} for r in self.table.to_dict("records")]
+        rows = [{k: v for k, v in r.items() if v is not None} for r in self.table.to_dict("records")]
         return {"ranks": rows, "stragglers": self.stragglers, "straggler_share": STRAGGLER_SHARE}
 
     def lines(self) -> list[str]:
@@ -146,8 +146,9 @@ def _longest_delays(t: pd.DataFrame) -> str:
 def summarize(runs: list[tuple[int, str, Figures]]) -> Summary:
     """The summary of (rank, path, figures) per finished rank."""
     rows = [{"rank": rank, "path": path, **figures} for rank, path, figures in runs]
-    table = pd.DataFrame(rows, columns=["rank", "path", *dict.fromkeys(k for r in rows for k in r if k not in ("rank", "path"))])
-    table = table.astype(object).where(table.notna(), None)
+    keys = dict.fromkeys(k for figures in (r for _, _, r in runs) for k in figures)
+    table = pd.DataFrame(rows, columns=["rank", "path", *keys], dtype=object)  # ints stay exact ints
+    table = table.where(table.notna(), None)
     if "gpu_busy_ns" in table and "gpu_span_ns" in table:
         table["busy_pct"] = [100 * b / s if b is not None and s else None
                              for b, s in zip(table["gpu_busy_ns"], table["gpu_span_ns"])]

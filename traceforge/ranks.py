@@ -116,8 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser, input_help: str) -> None:
                        help=f"traces processed at once on this machine (default: the CPU cores, {_cores()})")
     group.add_argument("--cluster", metavar="ADDRESS",
                        help="run the per-trace jobs on this Dask distributed scheduler (e.g. tcp://head:8786) "
-                       "instead; the traces and -o's directory must be on storage every worker reaches at the "
-                       "same path, and the workers need traceforge (pip install 'traceforge[cluster]')")
+                       "instead; the traces (and any -o directory) must be on storage every worker reaches at "
+                       "the same path, and the workers need traceforge (pip install 'traceforge[cluster]')")
 
 
 def _positive(text: str) -> int:
@@ -169,9 +169,11 @@ def run_command(args: argparse.Namespace, one: Callable[[argparse.Namespace], Fi
         return 0
     check_fan_out(args)
     files = rank_files(args.input)
-    if args.cluster is not None:
+    out_dir = getattr(args, "output", None)
+    if args.cluster is not None:  # the workers' working directories are not ours
         files = [RankFile(os.path.abspath(f.path), f.rank, f.source) for f in files]
-    outputs = output_paths(getattr(args, "output", None), [f.path for f in files])
+        out_dir = os.path.abspath(out_dir) if out_dir not in (None, "-") else out_dir
+    outputs = output_paths(out_dir, [f.path for f in files])
     jobs = []
     for f, out in zip(files, outputs):
         job_args = {**vars(args), "input": f.path}
@@ -210,7 +212,7 @@ def _captured(one: Callable[[argparse.Namespace], Figures], job: tuple[int, argp
     rank, args = job
     run = RankRun(rank, args.input)
     out, err = io.StringIO(), io.StringIO()
-    with progress.hidden(), redirect_stdout(out), redirect_stderr(err):
+    with redirect_stdout(out), redirect_stderr(err):
         try:
             run.figures = one(args)
         except TraceforgeError as e:  # reported with the other ranks' results
@@ -297,9 +299,11 @@ class _Failed:
 
 
 def _guarded(job: Callable[[T], R], item: T) -> R | _Failed:
-    """Errors come back as text: TraceFormatError's keyword arguments do not survive pickling."""
+    """One job, with no per-read progress (the caller draws one bar over all); errors come
+    back as text: TraceFormatError's keyword arguments do not survive pickling."""
     try:
-        return job(item)
+        with progress.hidden():
+            return job(item)
     except TraceforgeError as e:
         return _Failed(str(e))
 

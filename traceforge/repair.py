@@ -25,14 +25,15 @@ from functools import partial
 
 import numpy as np
 
-from .check.perfetto import flow_id, out_of_range, thread_of, time_ns
+from .check.perfetto import flow_id, out_of_range, thread_of
 from .exacttime import json_time_ns
 from .inject import TidAllocator, metadata_events
 from .io.event_edits import EventEdits
 from .io.reader import TraceReader
 from .io.writer import write_trace
 from .lanes import partition
-from .overlaps import perfetto_ns, spilled
+from .overlaps import spilled
+from .perfetto_time import perfetto_ns, time_ns
 from .rebase import base_time_editors, shift_us_text, start_us
 
 FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT = range(4)  # FLOW_END: bp "e"; FLOW_END_NEXT: without

@@ -71,24 +71,28 @@ def _int_or(value: object, default: int) -> int:
 
 
 class _Rows:
-    """Rows of int64 fields: tuples per batch, packed into numpy after each batch."""
+    """Rows of int64 fields: tuples per batch, packed into numpy columns after each batch."""
 
     def __init__(self, fields: str):
         self.fields = fields.split()
         self.pending: list[tuple] = []
-        self._chunks: list[np.ndarray] = []
+        self._parts: list[list[np.ndarray]] = [[] for _ in self.fields]
 
     def flush(self) -> None:
         if self.pending:
-            self._chunks.append(np.array(self.pending, dtype=np.int64))
+            packed = np.array(self.pending, dtype=np.int64).T
+            for parts, column in zip(self._parts, packed):
+                parts.append(column.copy())
             self.pending.clear()
 
     def table(self) -> Table:
+        """Concatenate field by field, so the peak is the table plus one column."""
         self.flush()
-        data = np.concatenate(self._chunks) if self._chunks else np.zeros((0, len(self.fields)), np.int64)
-        self._chunks = []
-        columns = data.T.copy()  # one contiguous row per field
-        return Table(dict(zip(self.fields, columns)))
+        columns = {}
+        for field, parts in zip(self.fields, self._parts):
+            columns[field] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            parts.clear()
+        return Table(columns)
 
 
 @dataclass

@@ -24,8 +24,8 @@ from .perfetto import (
     flow_id,
     out_of_range,
     thread_of,
-    time_ns,
 )
+from ..perfetto_time import time_ns
 from .report import Findings
 
 # Kinds of replayed events.

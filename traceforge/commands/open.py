@@ -38,11 +38,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     url = ui_url(os.path.basename(args.file), args.port)
     print(url, flush=True)
-    if not args.no_browser:
-        try:
-            webbrowser.get().open_new_tab(url)
-        except webbrowser.Error:
-            print("no browser found here: open the URL above in yours", file=sys.stderr, flush=True)
+    if not args.no_browser and not _open_browser(url):
+        print("no graphical browser found here: open the URL above in yours", file=sys.stderr, flush=True)
     print(f"serving {args.file} on http://127.0.0.1:{args.port}/ until interrupted (Ctrl-C)", file=sys.stderr, flush=True)
     with server:
         try:
@@ -50,3 +47,15 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print("stopped", file=sys.stderr)
     return 0
+
+
+def _open_browser(url: str) -> bool:
+    """Open ``url`` in a graphical browser; False if there is none (a text-mode browser
+    would take over the terminal and cannot run the UI anyway)."""
+    try:
+        browser = webbrowser.get()
+    except webbrowser.Error:
+        return False
+    if type(browser) is webbrowser.GenericBrowser:  # lynx, w3m, ...: runs in the foreground
+        return False
+    return browser.open_new_tab(url)
