@@ -8,6 +8,7 @@ Times are integer ns (see ``exacttime``).
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,28 +72,28 @@ def _int_or(value: object, default: int) -> int:
 
 
 class _Rows:
-    """Rows of int64 fields: tuples per batch, packed into numpy columns after each batch."""
+    """Rows of int64 fields: tuples per batch, packed into growing int64 buffers per field.
+
+    The buffers live outside Python's small-object heap: millions of small long-lived
+    objects between the freed event dicts would pin that heap's memory for good.
+    """
 
     def __init__(self, fields: str):
         self.fields = fields.split()
         self.pending: list[tuple] = []
-        self._parts: list[list[np.ndarray]] = [[] for _ in self.fields]
+        self._columns = [array("q") for _ in self.fields]
 
     def flush(self) -> None:
         if self.pending:
-            packed = np.array(self.pending, dtype=np.int64).T
-            for parts, column in zip(self._parts, packed):
-                parts.append(column.copy())
+            packed = np.array(self.pending, dtype=np.int64)
+            for i, column in enumerate(self._columns):
+                column.frombytes(packed[:, i].tobytes())
             self.pending.clear()
 
     def table(self) -> Table:
-        """Concatenate field by field, so the peak is the table plus one column."""
         self.flush()
-        columns = {}
-        for field, parts in zip(self.fields, self._parts):
-            columns[field] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-            parts.clear()
-        return Table(columns)
+        return Table({f: np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
+                      for f, c in zip(self.fields, self._columns)})
 
 
 @dataclass

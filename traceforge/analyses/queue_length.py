@@ -29,25 +29,37 @@ def queue_length(
     profiler step this way; see ``launches.last_step_start``); ``apis=HTA_QUEUE_APIS``
     leaves graph launches out as HTA does.
     """
+    (device, stream), ts, value = _queue_steps(cols, launched_before_ns, apis)
+    return pd.DataFrame({"device": device, "stream": stream, "ts": ts, "queue_length": value})
+
+
+def _queue_steps(
+    cols: TraceColumns, launched_before_ns: int | None = None, apis: frozenset[str] = STREAM_LAUNCH_APIS,
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     rows = stream_launch_rows(cols, apis)
     if launched_before_ns is not None:
         rows = rows[cols.launches.ts[rows] < launched_before_ns]
     gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
-    device = np.concatenate([cols.gpu.device[gpu_rows]] * 2)
-    stream = np.concatenate([cols.gpu.stream[gpu_rows]] * 2)
-    ts = np.concatenate([cols.launches.ts[launch_rows], cols.gpu.ts[gpu_rows]])
-    delta = np.concatenate([np.ones(len(gpu_rows), np.int64), -np.ones(len(gpu_rows), np.int64)])
-    (device, stream), ts, value = net_steps([device, stream], ts, delta)
-    return pd.DataFrame({"device": device, "stream": stream, "ts": ts, "queue_length": value})
+    # One int key per (device, stream), and no names kept here: net_steps can free each
+    # input as it reorders it (this is the memory peak of annotate on big traces).
+    pairs, code = np.unique(np.stack([cols.gpu.device[gpu_rows], cols.gpu.stream[gpu_rows]]), axis=1,
+                            return_inverse=True)
+    (code,), ts, value = net_steps(
+        [np.tile(code.ravel(), 2)],
+        np.concatenate([cols.launches.ts[launch_rows], cols.gpu.ts[gpu_rows]]),
+        np.repeat(np.array([1, -1], np.int32), len(gpu_rows)),
+    )
+    return [pairs[0][code], pairs[1][code]], ts, value
 
 
 def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
     """One counter track per (device, stream): ``Queue length stream 7`` in the GPU's process."""
-    df = queue_length(cols)
+    (device, stream), ts, value = _queue_steps(cols)
+    bounds = np.flatnonzero(np.diff(device) | np.diff(stream)) + 1
     tracks = []
-    for (device, stream), g in df.groupby(["device", "stream"], sort=True):
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(ts)]):
         tracks.append(CounterTrack(
-            pid=cols.gpu_pid(int(device)), name="Queue length", key=f"stream {stream}",
-            ts=g["ts"].to_numpy(), values=g["queue_length"].to_numpy(),
+            pid=cols.gpu_pid(int(device[lo])), name="Queue length", key=f"stream {stream[lo]}",
+            ts=ts[lo:hi], values=value[lo:hi],
         ))
     return tracks

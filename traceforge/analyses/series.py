@@ -15,7 +15,9 @@ def net_steps(keys: list[np.ndarray], ts: np.ndarray, delta: np.ndarray) -> tupl
         return [k[:0] for k in keys], ts[:0], delta[:0]
     order = np.lexsort((ts, *reversed(keys)))
     keys = [k[order] for k in keys]
-    ts, delta = ts[order], delta[order]
+    ts = ts[order]
+    delta = delta[order]
+    del order
     new_group = np.zeros(len(ts), bool)
     new_group[0] = True
     for k in keys:
