@@ -55,6 +55,8 @@ def _queue_steps(
 def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
     """One counter track per (device, stream): ``Queue length stream 7`` in the GPU's process."""
     (device, stream), ts, value = _queue_steps(cols)
+    if not len(ts):
+        return []
     bounds = np.flatnonzero(np.diff(device) | np.diff(stream)) + 1
     tracks = []
     for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(ts)]):
