@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fields import Replacement, replace_fields
+from .fields import Replacement, replace_fields, splice
 from .reader import WS, EventBatch, event_spans
 
 _TS = re.compile(rb'"ts"[ \t\r\n]*:[ \t\r\n]*(-?[0-9][0-9.eE+-]*)')
@@ -74,12 +74,7 @@ class EventEdits:
             else:
                 s, e = ts_at[i]
                 edits.append((s, e, self.ts(raw[s:e])))
-        out, pos = [], 0
-        for a, b, text in edits:
-            out += (raw[pos:a], text)
-            pos = b
-        out.append(raw[pos:])
-        return b"".join(out)
+        return splice(raw, edits)
 
     @staticmethod
     def _ts_positions(batch: EventBatch) -> dict[int, tuple[int, int] | None]:

@@ -62,9 +62,11 @@ def replace_fields(raw: bytes, values: dict[str, Replacement]) -> bytes:
         if span is not None:
             a, b = span
             edits.append((a, b, new(raw[a:b]) if callable(new) else new))
-    if not edits:
-        return raw
-    edits.sort()
+    return splice(raw, sorted(edits)) if edits else raw
+
+
+def splice(raw: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+    """``raw`` with each ``raw[a:b]`` replaced by ``text``; edits sorted and disjoint."""
     out, pos = [], 0
     for a, b, text in edits:
         out += (raw[pos:a], text)

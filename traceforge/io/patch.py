@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 
 from ..inject import ArgColumns
+from .fields import splice
 from .reader import EventBatch, event_spans
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
@@ -90,14 +91,10 @@ def patch_editor(patches: dict[int, dict], columns: Sequence[ArgColumns] = ()) -
         if not extras:
             return batch.raw
         spans = event_spans(batch)
-        out, pos = [], 0
+        edits = []
         for ordinal in sorted(extras):
-            i = ordinal - first
-            a, b = spans[i]
-            out.append(batch.raw[pos:a])
-            out.append(add_args(batch.raw[a:b], batch.events[i], extras[ordinal]))
-            pos = b
-        out.append(batch.raw[pos:])
-        return b"".join(out)
+            a, b = spans[ordinal - first]
+            edits.append((a, b, add_args(batch.raw[a:b], batch.events[ordinal - first], extras[ordinal])))
+        return splice(batch.raw, edits)
 
     return edit
