@@ -53,6 +53,9 @@ class Stacks:
         return depth
 
 
+_CHUNK = 1 << 16
+
+
 def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch."""
     cpu, launches = cols.cpu_ops, cols.launches
@@ -64,21 +67,23 @@ def build_stacks(cols: TraceColumns) -> Stacks:
     # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses.
     is_launch = np.concatenate([np.zeros(n_cpu, np.int64), np.ones(n_launch, np.int64)])
     order = np.lexsort((ordinal, is_launch, -end, ts, track))
+    del ordinal
     parent = np.full(n_cpu + n_launch, -1, np.int64)
-    stack: list[int] = []
+    stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
     stack_track = -1
-    tr, st, en, lf = track[order].tolist(), ts[order].tolist(), end[order].tolist(), is_launch[order].tolist()
-    for pos, i in enumerate(order.tolist()):
-        if tr[pos] != stack_track:
-            stack, stack_track = [], tr[pos]
-        start, stop = st[pos], en[pos]
-        # The top contains this one iff it starts inside the top and ends by the top's end.
-        while stack and not (start < en[stack[-1]] and stop <= en[stack[-1]]):
-            stack.pop()
-        if stack:
-            parent[i] = order[stack[-1]]
-        if not lf[pos] and stop > start:
-            stack.append(pos)
+    for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value
+        rows = order[lo:lo + _CHUNK]
+        chunk = zip(rows.tolist(), track[rows].tolist(), ts[rows].tolist(), end[rows].tolist(), is_launch[rows].tolist())
+        for i, tr, start, stop, leaf in chunk:
+            if tr != stack_track:
+                stack, stack_track = [], tr
+            # The top contains this one iff it starts inside the top and ends by the top's end.
+            while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
+                stack.pop()
+            if stack:
+                parent[i] = stack[-1][1]
+            if not leaf and stop > start:
+                stack.append((stop, i))
     cpu_parent = parent[:n_cpu]
     launch_op = parent[n_cpu:]
     gpu_launch = np.full(len(cols.gpu), -1, np.int64)
