@@ -179,7 +179,7 @@ def scan(
     process_names: dict[object, str] = {}
     max_flow_id = -1
     gpu_add, launch_add, cpu_add, range_add = gpu.pending.append, launch.pending.append, cpu.pending.append, ranges.pending.append
-    name_ids, track_ids = names.ids, tracks.ids  # direct lookups: the interner call is the slow path
+    name_ids, track_ids, cat_ids = names.ids, tracks.ids, cats.ids  # direct lookups: the call is the slow path
 
     for batch in reader.batches():
         if on_batch is not None:
@@ -223,20 +223,26 @@ def scan(
             if name is None:
                 name = e.get("name")
                 name = names(name if type(name) is str else "")
+            corr = args.get("correlation", -1)
+            if type(corr) is not int:
+                corr = _int_or(corr, -1)
+            cat_id = cat_ids.get(cat)
+            if cat_id is None:
+                cat_id = cats(cat)
             if kind == _GPU:
+                device, stream, nbytes = args.get("device", pid), args.get("stream", tid), args.get("bytes", -1)
+                if type(device) is not int or type(stream) is not int or type(nbytes) is not int:
+                    device, stream, nbytes = _int_or(device, -1), _int_or(stream, -1), _int_or(nbytes, -1)
+                grid, block = args.get("grid"), args.get("block")
                 gpu_add((
-                    ordinal, _GPU_CATS[cat.lower()], ts, dur,
-                    _int_arg(args, "device", pid), _int_arg(args, "stream", tid), track,
-                    _int_arg(args, "correlation", -1), name, _int_arg(args, "bytes", -1), _launch_dims(args, dims),
+                    ordinal, _GPU_CATS[cat.lower()], ts, dur, device, stream, track, corr, name, nbytes,
+                    _launch_dims(grid, block, dims) if grid is not None else -1,
                 ))
             elif kind == _LAUNCH:
                 kernel = args.get("kernel")
-                launch_add((
-                    ordinal, ts, dur, track, _int_arg(args, "correlation", -1), name, cats(cat),
-                    names(kernel) if type(kernel) is str else -1,
-                ))
+                launch_add((ordinal, ts, dur, track, corr, name, cat_id, names(kernel) if type(kernel) is str else -1))
             elif kind == _CPU:
-                cpu_add((ordinal, ts, dur, track, name, cats(cat)))
+                cpu_add((ordinal, ts, dur, track, name, cat_id))
             else:
                 range_add((ordinal, ts, dur, track, name))
                 range_args.append(args)
@@ -267,20 +273,15 @@ def scan(
 _NO_ARGS: dict = {}
 
 
-def _int_arg(args: dict, key: str, default: object) -> int:
-    """An int arg (``default`` when absent); Kineto's ``"stream 7"`` and ``"0x1f"`` forms too."""
-    value = args.get(key, default)
-    return value if type(value) is int else _int_or(value, -1)
-
-
-def _launch_dims(args: dict, dims: _Interner) -> int:
+def _launch_dims(grid: object, block: object, dims: _Interner) -> int:
     """Id of a kernel's ``(grid, block)`` (each an (x, y, z) tuple of ints); -1 unless both are there."""
-    grid, block = args.get("grid"), args.get("block")
     if type(grid) is not list or type(block) is not list or len(grid) != 3 or len(block) != 3:
         return -1
     if not all(type(v) is int for v in grid) or not all(type(v) is int for v in block):
         return -1
-    return dims((tuple(grid), tuple(block)))
+    key = (tuple(grid), tuple(block))
+    found = dims.ids.get(key)
+    return dims(key) if found is None else found
 
 
 def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:
