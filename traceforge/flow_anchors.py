@@ -36,22 +36,34 @@ class ThreadSlices:
     Perfetto's order per thread: by start, longer first, then file order."""
 
     def __init__(self, cols: TraceColumns):
+        # Millions of slices on big traces: each temporary is dropped as soon as it is used.
         tables = [t for t in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges) if len(t)]
-        ordinal, ts, dur, track = (np.concatenate([getattr(t, c) for t in tables] or [np.zeros(0, np.int64)])
-                                   for c in ("ordinal", "ts", "dur", "track"))
+
+        def column(name: str) -> np.ndarray:
+            return np.concatenate([getattr(t, name) for t in tables] or [np.zeros(0, np.int64)])
+
+        dur = column("dur")
         keep = dur >= 0  # Perfetto drops slices with a negative duration
-        ordinal, ts, dur, track = ordinal[keep], ts[keep], dur[keep], track[keep]
+        length = perfetto_ns(dur[keep])
+        del dur
+        start = perfetto_ns(column("ts")[keep])
         thread_ids: dict[tuple, int] = {}
         thread_of_track = np.array([thread_ids.setdefault(perfetto_thread(*t), len(thread_ids)) for t in cols.tracks]
-                                   or [0], dtype=np.int64)
-        thread = thread_of_track[track]
-        start = perfetto_ns(ts)
-        length = perfetto_ns(dur)
+                                   or [0], dtype=np.int32)
+        thread = thread_of_track[column("track")[keep]]
+        ordinal = column("ordinal")[keep]
+        del keep
         order = np.lexsort((ordinal, -length, start, thread))
-        self._start, self._end = start[order], start[order] + length[order]
+        self._start = start[order]
+        del start
+        self._end = self._start + length[order]
+        del length
         self._thread = thread[order]
-        self._by_ordinal = np.argsort(ordinal[order], kind="stable")
-        self._ordinals = ordinal[order][self._by_ordinal]
+        del thread
+        ordinal = ordinal[order]
+        del order
+        self._by_ordinal = np.argsort(ordinal, kind="stable")
+        self._ordinals = ordinal[self._by_ordinal]
 
     def anchors(self, ordinals: np.ndarray) -> np.ndarray:
         """For each slice (by event ordinal): a ts in ns at which a flow end binds to it, or -1
