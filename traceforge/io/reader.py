@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import islice, repeat
 
 import orjson
 
@@ -45,6 +45,18 @@ _DECODER = json.JSONDecoder()
 def quote_times(text: bytes) -> bytes:
     """Turn fractional ``"ts"``/``"dur"`` numbers into strings so a parser keeps their text."""
     return _FRACTIONAL_TIME.sub(rb'\1"\2"', text)
+
+
+def _cuts_backwards(data: bytes, start: int, limit: int) -> Iterator[re.Match]:
+    """``_CUT`` matches in ``data[start:limit]``, last first (found with rfind: no full scan)."""
+    pos = limit
+    while True:
+        pos = data.rfind(b"}", start, pos)
+        if pos < 0:
+            return
+        m = _CUT.match(data, pos, limit)
+        if m is not None:
+            yield m
 
 
 def _value_types(events: list, key: str) -> set[type]:
@@ -256,8 +268,7 @@ class TraceReader:
         data = buf.data
         limit = min(len(data), self.batch_bytes)  # parsed events take ~5-10x their JSON size
         start = max(0, limit - (1 << 20))
-        cuts = list(_CUT.finditer(data, start, limit))
-        for cut in cuts[-1:-4:-1]:  # a "}, {" inside a string fails to parse: try an earlier one
+        for cut in islice(_cuts_backwards(data, start, limit), 3):  # a "}, {" inside a string fails: try earlier
             events = self._parse_run(data[:cut.start() + 1])
             if events is not None:
                 break
