@@ -152,3 +152,15 @@ def test_default_output_name_and_refusal_to_overwrite(tmp_path):
     assert r.returncode == 1
     assert b"refusing to overwrite the input" in r.stderr
     assert src.read_bytes() == before
+
+
+def test_python_api_matches_cli(tmp_path):
+    import traceforge
+
+    api_out, cli_out = tmp_path / "api.json", tmp_path / "cli.json"
+    result = traceforge.annotate(str(TRACES["nccl"]), str(api_out), queue_length=True, memcpy_bw=True)
+    assert run_cli("annotate", str(TRACES["nccl"]), "--queue-length", "--memcpy-bw", "-o", str(cli_out)).returncode == 0
+    assert api_out.read_bytes() == cli_out.read_bytes()
+    assert result.appended == sum(1 for e in json.loads(api_out.read_bytes())["traceEvents"] if e.get("cat") == "traceforge")
+    with pytest.raises(traceforge.UsageError):
+        traceforge.annotate(str(TRACES["nccl"]), str(tmp_path / "x.json"), queue_lenght=True)

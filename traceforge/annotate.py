@@ -1,4 +1,7 @@
-"""The annotate pipeline: scan once, run the chosen analyses, copy the trace with their tracks.
+"""The annotate pipeline: scan, run the chosen analyses, copy the trace with their tracks.
+
+The copy is made while scanning (one read) unless an analysis adds args to existing events:
+then the trace is scanned first and read again to copy it with those args patched in.
 
 Each analysis registers here as an ``Analysis``: its flag, its options, and a pure
 ``build(cols, ctx) -> Injections``. The CLI and the Python API are built from ``ANALYSES``.
@@ -45,7 +48,7 @@ class Analysis:
     build: Callable[[TraceColumns, AnnotateContext], Injections]
     needs_cpu_ops: bool = False
     add_options: Callable[[argparse.ArgumentParser], None] | None = None
-    in_all: bool = True  # --all runs it (False for analyses that need an option, e.g. --op)
+    in_all: bool = True  # --all runs it (False for an analysis that cannot run without an option of its own)
     # Adds args to existing events (a bool, or a test of the options): the trace is read twice.
     patches_args: bool | Callable[[dict[str, Any]], bool] = False
 
@@ -116,14 +119,21 @@ def annotate(
     *,
     analyses: list[str] | tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
+    **flags: bool,
 ) -> AnnotateResult:
-    """Annotate ``path`` with the named analyses (see ``ANALYSES``) into ``out``."""
-    unknown = [a for a in analyses if a not in ANALYSES]
+    """Annotate ``path`` with the named analyses (see ``ANALYSES``) into ``out``.
+
+    Analyses can also be switched on as keywords, like the CLI flags:
+    ``annotate("t.json.gz", queue_length=True, memcpy_bw=True)`` or ``all=True``.
+    """
+    wanted = [*analyses, *(name for name, a in ANALYSES.items()
+                           if flags.get(name) or (flags.get("all") and a.in_all))]
+    unknown = [a for a in [*wanted, *flags] if a not in ANALYSES and a != "all"]
     if unknown:
         raise UsageError(f"unknown analysis: {', '.join(unknown)} (known: {', '.join(ANALYSES)})")
     started = time.perf_counter()
     out = out or default_output(path)
-    chosen = [ANALYSES[a] for a in analyses]
+    chosen = [ANALYSES[a] for a in dict.fromkeys(wanted)]
     options = dict(options or {})
     needs_cpu = any(a.needs_cpu_ops for a in chosen)
     if any(a.reads_twice(options) for a in chosen):
