@@ -61,3 +61,25 @@ def test_unreadable_and_missing_files(tmp_path):
     assert r.returncode == 1 and b"cannot read" in r.stderr and b"Traceback" not in r.stderr
     r = run_cli("annotate", str(tmp_path), "--all")  # a directory is a set of rank traces
     assert r.returncode == 1 and b"no trace files" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_missing_input_leaves_an_existing_output_alone(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_bytes(b"keep me")
+    r = run_cli("annotate", str(tmp_path / "missing.json"), "--queue-length", "-o", str(out))
+    assert r.returncode == 1 and b"cannot read" in r.stderr and b"Traceback" not in r.stderr
+    assert out.read_bytes() == b"keep me"
+
+
+def test_output_gets_ordinary_file_permissions(tmp_path):
+    out = tmp_path / "out.json.gz"
+    assert run_cli("annotate", str(TRACES["triton"]), "-o", str(out)).returncode == 0
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -129,6 +129,13 @@ def test_mined_patterns_are_disjoint_runs(columns):
         assert not any(n % p == 0 and names[p:] == names[:-p] for p in range(1, n // 2 + 1))
 
 
+def test_mined_min_len_above_default_max_len(columns):
+    """--min-len above the mining default of --max-len (32) searches that length, not an empty range."""
+    result = find_patterns(columns("df_index"), min_len=40, top_k=3)
+    assert result.searched == "runs of 40-40 GPU ops per stream"
+    assert len(result.table) and (result.table["length"] == 40).all() and (result.table["count"] >= 2).all()
+
+
 def test_short_kernel_names():
     assert short_kernel_name(EPILOGUE) == "epilogue::globalKernel"
     assert short_kernel_name("Memcpy HtoD (Pinned -> Device)") == "Memcpy HtoD"

@@ -7,7 +7,6 @@ event, series separated by name, exact ts text, never NaN/Infinity/null.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -52,13 +51,6 @@ def _scaled_text(value: int, decimals: int) -> str:
     sign = "-" if value < 0 else ""
     q, r = divmod(abs(value), 10 ** decimals)
     return f"{sign}{q}.{r:0{decimals}d}".rstrip("0").rstrip(".")
-
-
-def float_text(value: float) -> str:
-    """A finite float as JSON text; refuses NaN/Infinity, which Perfetto cannot read."""
-    if not math.isfinite(value):
-        raise ValueError(f"refusing to write non-finite value {value!r}")
-    return repr(float(value))
 
 
 class EventSource(Protocol):

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import orjson
 
 from . import progress
-from .analyses.stats import trace_paths
+from .analyses.stats import metadata_rank, trace_paths
 from .annotate import default_output
 from .errors import TraceforgeError, TraceFormatError, UsageError
 from .io.reader import TraceReader
@@ -67,9 +67,7 @@ def head_rank(path: str) -> int | None:
         keys = orjson.loads(reader.head + b"]}")  # the head ends just inside "traceEvents": [
     except orjson.JSONDecodeError:
         return None
-    info = keys.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    return rank if type(rank) is int else None
+    return metadata_rank(keys)
 
 
 def name_rank(path: str) -> int | None:

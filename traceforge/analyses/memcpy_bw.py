@@ -1,7 +1,8 @@
 """Memcpy/memset bandwidth: the summed rate of the copies active at each moment.
 
-Per (device, kind) with kind one of HtoD, DtoH, DtoD, PtoP, HtoH, Memset. A copy moves
-``bytes`` over ``[ts, ts + dur)``, so its rate is bytes/dur (bytes per ns = GB/s).
+Per (device, kind) with kind the direction in the copy's name (HtoD, DtoH, DtoD, PtoP, HtoH,
+DtoA, ...; Other if none) or Memset. A copy moves ``bytes`` over ``[ts, ts + dur)``, so its
+rate is bytes/dur (bytes per ns = GB/s).
 Rates are held as integers of 1e-6 GB/s, so the running sum is exact: it is 0 exactly
 when nothing is active and never exceeds the active copies' sum (HTA's float cumsum and
 unstable sort give residues and spikes). Zero-duration copies move nothing over time and
@@ -20,7 +21,6 @@ from ..scan import MEMCPY, MEMSET, TraceColumns
 from .series import net_steps
 
 RATE_SCALE = 1_000_000  # integer units of 1e-6 GB/s
-COPY_KINDS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "Memset")
 _KIND_RE = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
 
 

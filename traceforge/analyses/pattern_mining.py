@@ -74,7 +74,7 @@ def _powers(base: int, n: int) -> np.ndarray:
 
 def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None = None, top_k: int = 5) -> Patterns:
     """The ``top_k`` disjoint repeated runs of ``min_len..max_len`` GPU ops, by count x GPU time covered."""
-    max_len = max_len or DEFAULT_MAX_LEN
+    max_len = max_len or max(DEFAULT_MAX_LEN, min_len)  # a --min-len above the default is not an empty range
     seq = _Sequence(cols)
     total = int(seq.time[-1])
     searched = f"runs of {min_len}-{max_len} GPU ops per stream"

@@ -36,7 +36,7 @@ def add_pattern_options(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                         help="also count operator instances nested inside another instance (default: outermost only)")
     parser.add_argument("--min-len", type=int, default=3, metavar="N", help="fewest GPU ops in a pattern (default 3)")
     parser.add_argument("--max-len", type=int, metavar="N",
-                        help="most GPU ops in a pattern (default: no limit with --op, 32 when mining)")
+                        help="most GPU ops in a pattern (default: no limit with --op, 32 or --min-len when mining)")
     parser.add_argument("--top-k", type=int, default=5, metavar="K", help="patterns reported and drawn (default 5)")
     parser.add_argument("--tag-kernels", action="store_true",
                         help='add "pattern": "P1" to the args of the GPU ops inside drawn patterns')

@@ -33,25 +33,6 @@ class Stacks:
         op[has] = self.launch_op[self.gpu_launch[has]]
         return op
 
-    def ancestors(self, row: int) -> list[int]:
-        """CPU op rows from the outermost op down to ``row``."""
-        chain = []
-        while row >= 0:
-            chain.append(row)
-            row = int(self.cpu_parent[row])
-        return chain[::-1]
-
-    def depth(self) -> np.ndarray:
-        """Nesting depth of each CPU op (0 for outermost ops)."""
-        depth = np.zeros(len(self.cpu_parent), np.int64)
-        current = self.cpu_parent.copy()
-        active = current >= 0
-        while active.any():
-            depth[active] += 1
-            current[active] = self.cpu_parent[current[active]]
-            active = current >= 0
-        return depth
-
 
 _CHUNK = 1 << 16
 

@@ -61,7 +61,12 @@ class TraceStats:
 
 def rank_of(cols: TraceColumns) -> int | None:
     """``distributedInfo.rank`` from the trace's top-level metadata, if it is there."""
-    info = cols.metadata.get("distributedInfo")
+    return metadata_rank(cols.metadata)
+
+
+def metadata_rank(metadata: dict) -> int | None:
+    """``distributedInfo.rank`` of a trace's top-level keys, if it is an int."""
+    info = metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if type(rank) is int else None
 

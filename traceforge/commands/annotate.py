@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "annotate",
         help="add analysis tracks to a trace (queue length, memcpy bandwidth, ...)",
         description="Copy a trace, adding the chosen analyses as tracks you see in Perfetto next to "
-        "the kernels they explain. Events already in the trace are copied byte for byte.",
+        "the kernels they explain (some also add args to existing events). Events they do not change are "
+        "copied byte for byte.",
     )
     ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
     p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "

@@ -20,20 +20,24 @@ def prefetched(items: Iterator[T], depth: int = 4) -> Iterator[T]:
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def put(entry: tuple) -> bool:
+        """Block until there is room, unless the consumer has gone (then False)."""
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        q.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put((item, None)):
                     return
-            q.put((_DONE, None))
+            put((_DONE, None))
         except BaseException as e:  # handed to the consumer, which raises it
-            q.put((_DONE, e))
+            put((_DONE, e))
 
     thread = threading.Thread(target=produce, name="traceforge-read", daemon=True)
     thread.start()

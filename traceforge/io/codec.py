@@ -163,6 +163,12 @@ class Compressor:
         self._f.flush()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def output_codec(out: str) -> str:
     name = out.lower()
     if name.endswith(".gz"):
@@ -181,7 +187,7 @@ class AtomicOutput:
     def __init__(self, out: str, inputs: tuple[str, ...] = ()):
         self.out = out
         for src in inputs:
-            if out != "-" and src != "-" and os.path.exists(out) and os.path.samefile(src, out):
+            if out != "-" and src != "-" and os.path.exists(out) and os.path.exists(src) and os.path.samefile(src, out):
                 raise UsageError(f"{out}: refusing to overwrite the input")
         self._tmp: str | None = None
         self._file: BinaryIO | None = None
@@ -218,6 +224,7 @@ class AtomicOutput:
             os.unlink(self._tmp)
             raise
         if exc_type is None:
+            os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp makes it private; the output is an ordinary file
             os.replace(self._tmp, self.out)
         else:
             os.unlink(self._tmp)
