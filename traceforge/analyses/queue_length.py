@@ -42,14 +42,17 @@ def _queue_steps(
     gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
     # One int key per (device, stream), and no names kept here: net_steps can free each
     # input as it reorders it (this is the memory peak of annotate on big traces).
-    pairs, code = np.unique(np.stack([cols.gpu.device[gpu_rows], cols.gpu.stream[gpu_rows]]), axis=1,
-                            return_inverse=True)
+    devices, device_code = np.unique(cols.gpu.device[gpu_rows], return_inverse=True)
+    streams, stream_code = np.unique(cols.gpu.stream[gpu_rows], return_inverse=True)
+    pairs, code = np.unique(device_code.ravel() * len(streams) + stream_code.ravel(), return_inverse=True)
+    del device_code, stream_code
     (code,), ts, value = net_steps(
-        [np.tile(code.ravel(), 2)],
+        [np.tile(code.ravel().astype(np.int32), 2)],
         np.concatenate([cols.launches.ts[launch_rows], cols.gpu.ts[gpu_rows]]),
         np.repeat(np.array([1, -1], np.int32), len(gpu_rows)),
     )
-    return [pairs[0][code], pairs[1][code]], ts, value
+    pair = pairs[code]
+    return [devices[pair // len(streams)], streams[pair % len(streams)]], ts, value
 
 
 def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
