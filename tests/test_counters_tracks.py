@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 
 import numpy as np
 import orjson

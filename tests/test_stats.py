@@ -245,3 +245,14 @@ def test_cli_formats_ranks_and_errors(capsys):
     with pytest.raises(SystemExit):
         main(["stats", str(TRACES["amd"]), "--kernel-wait-us", "soon"])
     assert "not a number" in capsys.readouterr().err
+
+
+def test_stats_takes_the_rank_from_the_file_name_like_the_other_commands(tmp_path):
+    """Without distributedInfo, ``rank3`` in the name is the rank (as annotate & co. read it)."""
+    from traceforge.analyses.stats import stats as compute
+
+    data = raw_json(TRACES["triton"])  # its distributedInfo is absent
+    assert b"distributedInfo" not in data
+    path = tmp_path / "job_rank3.json"
+    path.write_bytes(data)
+    assert set(compute(str(path)).tables()["summary"]["rank"]) == {3}

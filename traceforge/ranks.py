@@ -15,7 +15,6 @@ import argparse
 import csv
 import io
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -29,7 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from . import progress
-from .analyses.stats import metadata_rank, trace_paths
+from .rank_files import metadata_rank, name_rank, trace_paths
 from .annotate import default_output
 from .errors import TraceforgeError, TraceFormatError, UsageError
 from .io.reader import TraceReader
@@ -38,7 +37,6 @@ from .rank_summary import Figures, Summary, summarize
 T = TypeVar("T")
 R = TypeVar("R")
 
-RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)", re.IGNORECASE)
 HEAD_BATCH_BYTES = 1 << 16
 CONNECT_TIMEOUT_S = 30
 
@@ -68,12 +66,6 @@ def head_rank(path: str) -> int | None:
     except orjson.JSONDecodeError:
         return None
     return metadata_rank(keys)
-
-
-def name_rank(path: str) -> int | None:
-    """The number after ``rank`` in the file name (``rank3``, ``rank-3``, ``rank_3``)."""
-    m = RANK_IN_NAME.search(Path(path).name)
-    return int(m.group(1)) if m else None
 
 
 def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
+from ..rank_files import metadata_rank, name_rank, trace_paths
 from ..scan import KERNEL, TraceColumns, scan
 from .activity import GPU_ACTIVITY, activities, cat_kinds
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
@@ -38,7 +38,6 @@ from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
 
 TAIL_PERCENTS = (1, 5, 10)
-TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 
 
 @dataclass
@@ -64,11 +63,6 @@ def rank_of(cols: TraceColumns) -> int | None:
     return metadata_rank(cols.metadata)
 
 
-def metadata_rank(metadata: dict) -> int | None:
-    """``distributedInfo.rank`` of a trace's top-level keys, if it is an int."""
-    info = metadata.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    return rank if type(rank) is int else None
 
 
 def wall_span(cols: TraceColumns) -> tuple[int, int]:
@@ -192,25 +186,13 @@ def launch_apis(cols: TraceColumns) -> tuple[pd.DataFrame, pd.DataFrame]:
     return apis, per_kernel
 
 
-def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
-    """Files as given; a directory stands for its trace files (one per rank), sorted."""
-    paths = []
-    for item in inputs:
-        p = Path(item)
-        if p.is_dir():
-            found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-            if not found:
-                raise UsageError(f"{item}: no trace files (*.json, *.json.gz, *.json.zst) in this directory")
-            paths.extend(found)
-        else:
-            paths.append(str(item))
-    return paths
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories).
 
-    Each trace's rank is its ``distributedInfo.rank``, else its position among the inputs.
+    Each trace's rank is its ``distributedInfo.rank``, else the number in its file name
+    (``rank3``), else its position among the inputs.
     """
     paths = trace_paths([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
     parts: list[TraceStats] = []
@@ -218,7 +200,10 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     for i, path in enumerate(paths):
         cols = scan(path)
         rank = rank_of(cols)
-        rank = i if rank is None else rank
+        if rank is None:
+            rank = name_rank(path)
+        if rank is None:
+            rank = i
         if rank in seen:
             raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
         seen[rank] = path
