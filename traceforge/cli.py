@@ -14,8 +14,9 @@ from .errors import TraceforgeError
 
 QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
 
-COMMANDS = (annotate, info, launch_stats, stats_cmd, export_cmd, diff_cmd, classify, check, counters, patterns_cmd,
-            repair_cmd, trim_cmd, open_cmd)
+# In --help order: writing tracks, Perfetto fidelity, then the tables.
+COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
+            stats_cmd, export_cmd, diff_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
