@@ -64,17 +64,10 @@ def ns_to_us_text(ns: int) -> str:
 
 
 def json_time_ns(value: object) -> int | None:
-    """Exact ns of a ts/dur as the reader hands it over (an int, or a fractional number's
-    text); None if it is not a number. Kineto's 3-decimal text takes a fast path."""
-    if type(value) is int:
-        return value * NS_PER_US
-    if type(value) is not str:
+    """``to_ns`` of a ts/dur as the reader hands it over (an int, or a fractional number's
+    text); None if it is not a number."""
+    if type(value) is not int and type(value) is not str:
         return None
-    if value[-4:-3] == ".":
-        try:
-            return int(value.replace(".", "", 1))
-        except ValueError:
-            pass
     try:
         return to_ns(value)
     except ValueError:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
 from .analyses.gpu_busy import merge_intervals
+from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
 from .scan import TraceColumns
@@ -26,7 +27,6 @@ Figures = dict[str, int | float | str]
 STRAGGLER_SHARE = 0.10
 MIN_RANKS_FOR_STRAGGLERS = 3
 STRAGGLER_FIGURES = {"gpu_busy_ns": "GPU busy", "step_ns": "step time"}
-STEP_PREFIX = "ProfilerStep#"
 
 
 def gpu_figures(cols: TraceColumns) -> Figures:
@@ -43,8 +43,7 @@ def gpu_figures(cols: TraceColumns) -> Figures:
             busy += int((ends - starts).sum())
         figures["gpu_busy_ns"] = busy
         figures["gpu_span_ns"] = int(end.max() - gpu.ts.min())
-    is_step = np.array([n.startswith(STEP_PREFIX) for n in cols.names] or [False], dtype=bool)
-    steps = np.flatnonzero(is_step[cols.cpu_ops.name]) if len(cols.cpu_ops) else np.zeros(0, np.int64)
+    steps = step_rows(cols)
     if len(steps):
         figures["step_ns"] = _lower_median(cols.cpu_ops.dur[steps])
     return figures

@@ -45,12 +45,17 @@ def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_
     return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))
 
 
+def step_rows(cols: TraceColumns) -> np.ndarray:
+    """Rows of ``cols.cpu_ops`` that are ``ProfilerStep#N`` ranges."""
+    if not len(cols.cpu_ops):
+        return np.zeros(0, np.int64)
+    is_step = np.array([n.startswith("ProfilerStep#") for n in cols.names], dtype=bool)
+    return np.flatnonzero(is_step[cols.cpu_ops.name])
+
+
 def last_step_start(cols: TraceColumns) -> int | None:
     """Start (ns) of the last ``ProfilerStep#N`` range, which HTA leaves out of everything."""
-    is_step = np.array([n.startswith("ProfilerStep#") for n in cols.names], dtype=bool)
-    if not len(cols.cpu_ops):
-        return None
-    steps = np.flatnonzero(is_step[cols.cpu_ops.name])
+    steps = step_rows(cols)
     return int(cols.cpu_ops.ts[steps].max()) if len(steps) else None
 
 

@@ -108,7 +108,6 @@ class TraceReader:
     head: bytes = b""
     tail: bytes = b""
     layout: str = ""  # "object" or "array"
-    trailing_comma: bool = False
     event_count: int = 0
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
     _quote: bool = field(default=False, repr=False)
@@ -304,8 +303,7 @@ class TraceReader:
             sep = buf.data[pos:pos + 1]
             if sep == b",":
                 pos = self._skip_ws(buf, pos + 1)
-                if buf.data[pos:pos + 1] == b"]":
-                    self.trailing_comma = True
+                if buf.data[pos:pos + 1] == b"]":  # a trailing comma (Perfetto accepts it): kept in raw
                     return self._take(buf, ordinal, events, spans, pos), True
             elif sep == b"]":
                 return self._take(buf, ordinal, events, spans, end), True
