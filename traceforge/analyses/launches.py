@@ -65,14 +65,33 @@ def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.
     A graph launch pairs with each of its N GPU ops. GPU ops whose launch is not among
     ``launch_rows`` (outside the window, or another API) are left out.
     """
+    launch_of = launch_of_gpu(cols, launch_rows)
+    gpu_rows = np.flatnonzero(launch_of >= 0)
+    return gpu_rows, launch_of[gpu_rows]
+
+
+def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray) -> np.ndarray:
+    """For every row of ``cols.gpu``: the row of ``cols.launches`` (among ``launch_rows``, the
+    first on equal correlations) that launched it, or -1.
+
+    One int64 per GPU op and no pair arrays: the join of the largest traces stays small.
+    """
     corr = cols.launches.correlation[launch_rows]
     order = np.argsort(corr, kind="stable")
     sorted_corr = corr[order]
+    del corr
+    sorted_rows = launch_rows[order]
+    del order
     gpu_corr = cols.gpu.correlation
-    pos = np.searchsorted(sorted_corr, gpu_corr)
-    pos_clipped = np.minimum(pos, max(len(sorted_corr) - 1, 0))
-    found = (pos < len(sorted_corr)) & (gpu_corr >= 0)
-    if len(sorted_corr):
-        found &= sorted_corr[pos_clipped] == gpu_corr
-    gpu_rows = np.flatnonzero(found)
-    return gpu_rows, launch_rows[order[pos_clipped[gpu_rows]]]
+    out = np.searchsorted(sorted_corr, gpu_corr)
+    if not len(sorted_corr):
+        out[:] = -1
+        return out
+    missing = out == len(sorted_corr)
+    np.minimum(out, len(sorted_corr) - 1, out=out)
+    missing |= sorted_corr[out] != gpu_corr
+    missing |= gpu_corr < 0
+    del sorted_corr
+    np.take(sorted_rows, out, out=out)
+    out[missing] = -1
+    return out

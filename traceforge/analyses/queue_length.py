@@ -8,13 +8,15 @@ timestamp is netted into one point, at the exact ns.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
 from ..inject import CounterTrack
 from ..scan import TraceColumns
-from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
-from .series import net_steps
+from .launches import STREAM_LAUNCH_APIS, launch_of_gpu, stream_launch_rows
+from .series import running_count, stream_groups
 
 
 def queue_length(
@@ -29,42 +31,43 @@ def queue_length(
     profiler step this way; see ``launches.last_step_start``); ``apis=HTA_QUEUE_APIS``
     leaves graph launches out as HTA does.
     """
-    (device, stream), ts, value = _queue_steps(cols, launched_before_ns, apis)
-    return pd.DataFrame({"device": device, "stream": stream, "ts": ts, "queue_length": value})
+    groups = list(_queue_steps(cols, launched_before_ns, apis))
+    sizes = [len(ts) for _, _, ts, _ in groups]
+    return pd.DataFrame({
+        "device": np.repeat(np.array([d for d, _, _, _ in groups], cols.gpu.device.dtype), sizes),
+        "stream": np.repeat(np.array([s for _, s, _, _ in groups], np.int64), sizes),
+        "ts": np.concatenate([ts for _, _, ts, _ in groups] or [np.zeros(0, np.int64)]),
+        "queue_length": np.concatenate([v for _, _, _, v in groups] or [np.zeros(0, np.int32)]),
+    })
 
 
 def _queue_steps(
     cols: TraceColumns, launched_before_ns: int | None = None, apis: frozenset[str] = STREAM_LAUNCH_APIS,
-) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(device, stream, ts, queue length) per stream, sorted by device then stream.
+
+    One stream at a time, its launch and GPU op starts in one buffer (the memory peak
+    of annotate on big traces).
+    """
     rows = stream_launch_rows(cols, apis)
     if launched_before_ns is not None:
         rows = rows[cols.launches.ts[rows] < launched_before_ns]
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
-    # One int key per (device, stream), and no names kept here: net_steps can free each
-    # input as it reorders it (this is the memory peak of annotate on big traces).
-    devices, device_code = np.unique(cols.gpu.device[gpu_rows], return_inverse=True)
-    streams, stream_code = np.unique(cols.gpu.stream[gpu_rows], return_inverse=True)
-    pairs, code = np.unique(device_code.ravel() * len(streams) + stream_code.ravel(), return_inverse=True)
-    del device_code, stream_code
-    (code,), ts, value = net_steps(
-        [np.tile(code.ravel().astype(np.int32), 2)],
-        np.concatenate([cols.launches.ts[launch_rows], cols.gpu.ts[gpu_rows]]),
-        np.repeat(np.array([1, -1], np.int32), len(gpu_rows)),
-    )
-    pair = pairs[code]
-    return [devices[pair // len(streams)], streams[pair % len(streams)]], ts, value
+    launch_of = launch_of_gpu(cols, rows)
+    del rows
+    gpu = cols.gpu
+    for device, stream, mine in stream_groups(gpu.device, gpu.stream, launch_of >= 0):
+        n = int(np.count_nonzero(mine))
+        times = np.empty(2 * n, np.int64)
+        np.take(cols.launches.ts, launch_of[mine], out=times[:n])
+        times[n:] = gpu.ts[mine]
+        del mine
+        ts, value = running_count(times, n)
+        yield device, stream, ts, value
 
 
 def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
     """One counter track per (device, stream): ``Queue length stream 7`` in the GPU's process."""
-    (device, stream), ts, value = _queue_steps(cols)
-    if not len(ts):
-        return []
-    bounds = np.flatnonzero(np.diff(device) | np.diff(stream)) + 1
-    tracks = []
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(ts)]):
-        tracks.append(CounterTrack(
-            pid=cols.gpu_pid(int(device[lo])), name="Queue length", key=f"stream {stream[lo]}",
-            ts=ts[lo:hi], values=value[lo:hi],
-        ))
-    return tracks
+    return [
+        CounterTrack(pid=cols.gpu_pid(device), name="Queue length", key=f"stream {stream}", ts=ts, values=value)
+        for device, stream, ts, value in _queue_steps(cols)
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 
@@ -32,3 +34,50 @@ def net_steps(keys: list[np.ndarray], ts: np.ndarray, delta: np.ndarray) -> tupl
     first = np.flatnonzero(group_start)
     carried = np.concatenate([[0], total[first[1:] - 1]]).astype(total.dtype)
     return [k[starts] for k in keys], ts[starts], total - carried[group_of_point]
+
+
+def running_count(times: np.ndarray, ups: int) -> tuple[np.ndarray, np.ndarray]:
+    """One group's +1 at each of ``times[:ups]`` and -1 at each of ``times[ups:]``, netted per
+    distinct ts: (ts, running total), sorted by ts. Same points as ``net_steps``.
+
+    ``times`` (int64) is used as the sort buffer and overwritten: with the sign packed in
+    its lowest bit, one in-place sort replaces an argsort and the reordered copies.
+    """
+    if not len(times):
+        return times[:0], np.zeros(0, np.int64)
+    lo, hi = int(times.min()), int(times.max())
+    if hi - lo >= 2**62:  # no room for the sign bit (absurd spans only)
+        delta = np.repeat(np.array([1, -1], np.int32), [ups, len(times) - ups])
+        _, ts, total = net_steps([], times.copy(), delta)
+        return ts, total
+    times -= lo
+    times <<= 1
+    times[:ups] |= 1
+    times.sort()
+    step = np.empty(len(times), np.int8)
+    np.bitwise_and(times, 1, out=step, casting="unsafe")
+    step <<= 1
+    step -= 1
+    total = np.cumsum(step, dtype=np.int32 if len(times) < 2**31 else np.int64)
+    del step
+    times >>= 1
+    last = np.empty(len(times), bool)
+    last[-1] = True
+    np.not_equal(times[1:], times[:-1], out=last[:-1])
+    ts = times[last]
+    ts += lo
+    return ts, total[last].astype(np.int64)
+
+
+def stream_groups(device: np.ndarray, stream: np.ndarray, where: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(device, stream, mask) for each distinct pair among the rows in ``where``, sorted.
+
+    Masks, not a sort by group: one group's working set at a time, a byte per row.
+    """
+    for d in np.unique(device[where]).tolist():
+        on_device = device == d
+        on_device &= where
+        for s in np.unique(stream[on_device]).tolist():
+            mask = stream == s
+            mask &= on_device
+            yield d, s, mask
