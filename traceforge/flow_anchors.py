@@ -9,17 +9,18 @@ slice on that thread begins (a child, or a zero-duration op, would take the bind
 
 from __future__ import annotations
 
-from itertools import chain
+from collections.abc import Iterator
 
 import numpy as np
 
 from .exacttime import NS_PER_US
-from .perfetto_time import perfetto_ns, perfetto_ns_of
-from .scan import TraceColumns
+from .perfetto_time import perfetto_ns
+from .scan import Table, TraceColumns
 
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128
 _SLACK_NS = 512  # how far Perfetto's reading of a fractional µs can move, with margin
+_CHUNK = 1 << 20  # rows per table visited at a time
 
 
 def perfetto_thread(pid: object, tid: object) -> tuple:
@@ -31,59 +32,93 @@ def perfetto_thread(pid: object, tid: object) -> tuple:
     return (pid, pid if tid == 0 else tid)
 
 
-class ThreadSlices:
-    """Every slice the scan knows of (CPU ops, launch calls, GPU ops, profiler ranges) in
-    Perfetto's order per thread: by start, longer first, then file order."""
+def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) -> list[np.ndarray]:
+    """For each ``(table, rows)`` of ``cols`` and each of its rows: a ts in ns at which a flow
+    end binds to that slice, or -1 (also for an event Perfetto does not draw, e.g. one with
+    a negative duration).
 
-    def __init__(self, cols: TraceColumns):
-        # Millions of slices on big traces: each temporary is dropped as soon as it is used.
-        tables = [t for t in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges) if len(t)]
+    Perfetto orders a thread's slices by start, longer first, then file order, so a slice's
+    binding window ends at its end or where the next slice on its thread starts. Only the
+    threads of the queried slices are visited, one at a time, holding their slices' starts.
+    """
+    thread_of_track = _thread_of_track(cols)
+    sizes = [len(rows) for _, rows in queries]
+    start = np.concatenate([perfetto_ns(t.ts[rows]) for t, rows in queries] or [np.zeros(0, np.int64)])
+    limit = start + np.concatenate([perfetto_ns(t.dur[rows]) for t, rows in queries] or [np.zeros(0, np.int64)])
+    drawn = np.concatenate([t.dur[rows] >= 0 for t, rows in queries] or [np.zeros(0, bool)])
+    thread = np.concatenate([thread_of_track[t.track[rows]] for t, rows in queries] or [np.zeros(0, np.int32)])
+    ordinal = np.concatenate([t.ordinal[rows] for t, rows in queries] or [np.zeros(0, np.int64)])
+    for t in np.unique(thread[drawn]).tolist():
+        mine = np.flatnonzero(drawn & (thread == t))
+        _clip_to_next(cols, thread_of_track == t, start, limit, ordinal, mine)
+    out = np.full(len(start), -1, np.int64)
+    # First choice: the first whole µs after the start, which Perfetto reads exactly.
+    whole = (start // NS_PER_US + 1) * NS_PER_US
+    easy = drawn & (whole < limit)
+    out[easy] = whole[easy]
+    for i in np.flatnonzero(drawn & ~easy & (limit - start > 1)).tolist():
+        out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
+    return np.split(out, np.cumsum(sizes)[:-1])
 
-        def column(name: str) -> np.ndarray:
-            return np.concatenate([getattr(t, name) for t in tables] or [np.zeros(0, np.int64)])
 
-        dur = column("dur")
-        keep = dur >= 0  # Perfetto drops slices with a negative duration
-        length = perfetto_ns(dur[keep])
-        del dur
-        start = perfetto_ns(column("ts")[keep])
-        thread_ids: dict[tuple, int] = {}
-        thread_of_track = np.array([thread_ids.setdefault(perfetto_thread(*t), len(thread_ids)) for t in cols.tracks]
-                                   or [0], dtype=np.int32)
-        thread = thread_of_track[column("track")[keep]]
-        ordinal = column("ordinal")[keep]
-        del keep
-        order = np.lexsort((ordinal, -length, start, thread))
-        self._start = start[order]
-        del start
-        self._end = self._start + length[order]
-        del length
-        self._thread = thread[order]
-        del thread
-        ordinal = ordinal[order]
-        del order
-        self._by_ordinal = np.argsort(ordinal, kind="stable")
-        self._ordinals = ordinal[self._by_ordinal]
+def _thread_of_track(cols: TraceColumns) -> np.ndarray:
+    """Perfetto's thread (a dense id) of each track: several tracks can share one."""
+    thread_ids: dict[tuple, int] = {}
+    return np.array([thread_ids.setdefault(perfetto_thread(*t), len(thread_ids)) for t in cols.tracks] or [0],
+                    dtype=np.int32)
 
-    def anchors(self, ordinals: np.ndarray) -> np.ndarray:
-        """For each slice (by event ordinal): a ts in ns at which a flow end binds to it, or -1
-        (also for an event Perfetto does not draw, e.g. one with a negative duration)."""
-        out = np.full(len(ordinals), -1, np.int64)
-        if not len(self._ordinals):
-            return out
-        found = np.minimum(np.searchsorted(self._ordinals, ordinals), len(self._ordinals) - 1)
-        known = self._ordinals[found] == ordinals
-        pos = self._by_ordinal[found]
-        start, limit = self._start[pos], self._end[pos]
-        nxt = np.minimum(pos + 1, len(self._start) - 1)
-        has_next = (pos + 1 < len(self._start)) & (self._thread[nxt] == self._thread[pos])
-        limit = np.where(has_next, np.minimum(limit, self._start[nxt]), limit)
-        # First choice: the first whole µs after the start, which Perfetto reads exactly.
-        whole = (start // NS_PER_US + 1) * NS_PER_US
-        out[known & (whole < limit)] = whole[known & (whole < limit)]
-        for i in np.flatnonzero(known & (out < 0) & (limit - start > 1)).tolist():
-            out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
-        return out
+
+def _clip_to_next(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, limit: np.ndarray,
+                  ordinal: np.ndarray, mine: np.ndarray) -> None:
+    """Lower ``limit[mine]`` (slices of one thread) to the start of the slice that follows each."""
+    starts = _sorted_starts(cols, on_thread)
+    after = np.searchsorted(starts, start[mine], side="right")
+    later = after < len(starts)
+    limit[mine[later]] = np.minimum(limit[mine[later]], starts[after[later]])
+    shared = mine[after - np.searchsorted(starts, start[mine], side="left") > 1]
+    if len(shared):  # another slice starts with it: it comes next unless this one is the last of them
+        shared = shared[_followed_at_start(cols, on_thread, start[shared], ordinal[shared])]
+        limit[shared] = start[shared]
+
+
+def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Table, slice, np.ndarray]]:
+    """(table, rows, mask) by chunks: the slices Perfetto draws on one thread."""
+    for table in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges):
+        for lo in range(0, len(table), _CHUNK):
+            rows = slice(lo, lo + _CHUNK)
+            mask = on_thread[table.track[rows]]
+            mask &= table.dur[rows] >= 0
+            yield table, rows, mask
+
+
+def _sorted_starts(cols: TraceColumns, on_thread: np.ndarray) -> np.ndarray:
+    """Perfetto's start of every slice on the thread, sorted (counted first: no second copy)."""
+    starts = np.empty(sum(int(np.count_nonzero(mask)) for _, _, mask in _slices_on(cols, on_thread)), np.int64)
+    filled = 0
+    for table, rows, mask in _slices_on(cols, on_thread):
+        part = perfetto_ns(table.ts[rows][mask])
+        starts[filled:filled + len(part)] = part
+        filled += len(part)
+    starts.sort()
+    return starts
+
+
+def _followed_at_start(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+    """For slices sharing their start with another: is one of those after it in Perfetto's order?"""
+    keys = np.unique(start)
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for table, rows, mask in _slices_on(cols, on_thread):
+        at = perfetto_ns(table.ts[rows][mask])
+        tied = np.isin(at, keys)
+        found.append((at[tied], perfetto_ns(table.dur[rows][mask][tied]), table.ordinal[rows][mask][tied]))
+    tie_start, tie_length, tie_ordinal = (np.concatenate(c) for c in zip(*found))
+    order = np.lexsort((tie_ordinal, -tie_length, tie_start))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    by_ordinal = np.argsort(tie_ordinal)
+    pos = rank[by_ordinal[np.searchsorted(tie_ordinal, ordinal, sorter=by_ordinal)]]
+    nxt = np.minimum(pos + 1, len(order) - 1)
+    return (pos + 1 < len(order)) & (tie_start[order[nxt]] == start)
 
 
 def _fractional_anchor(start: int, limit: int) -> int:
@@ -94,7 +129,8 @@ def _fractional_anchor(start: int, limit: int) -> int:
     first ns after the start, then a grid around the window.
     """
     step = max(1, (limit - start + 2 * _SLACK_NS) // _FALLBACK_SAMPLES)
-    for t in chain(range(start + 1, min(limit, start + 17)), range(start - _SLACK_NS, limit + _SLACK_NS, step)):
-        if start < perfetto_ns_of(t) < limit:
-            return t
-    return -1
+    candidates = np.concatenate([np.arange(start + 1, min(limit, start + 17), dtype=np.int64),
+                                 np.arange(start - _SLACK_NS, limit + _SLACK_NS, step, dtype=np.int64)])
+    seen = perfetto_ns(candidates)
+    inside = np.flatnonzero((start < seen) & (seen < limit))
+    return int(candidates[inside[0]]) if len(inside) else -1

@@ -7,14 +7,14 @@ event, series separated by name, exact ts text, never NaN/Infinity/null.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import orjson
 
-from .exacttime import ns_to_us_text
+from .exacttime import decimal_texts
 
 
 _CHUNK = 65536
@@ -39,18 +39,11 @@ class CounterTrack:
         head = b'{"ph":"C","cat":' + orjson.dumps(self.cat) + b',"name":' + orjson.dumps(self.name)
         head += b',"pid":' + orjson.dumps(self.pid) + b',"ts":'
         key = b',"args":{' + orjson.dumps(self.key) + b":"
-        for lo in range(0, len(self.ts), _CHUNK):  # Python ints cost ~30 bytes each: a chunk at a time
-            ts_chunk, value_chunk = self.ts[lo:lo + _CHUNK].tolist(), self.values[lo:lo + _CHUNK].tolist()
-            for ts, value in zip(ts_chunk, value_chunk):
-                yield b"".join((head, ns_to_us_text(ts).encode(), key, _scaled_text(value, self.decimals).encode(), b"}}"))
-
-
-def _scaled_text(value: int, decimals: int) -> str:
-    if decimals == 0:
-        return str(value)
-    sign = "-" if value < 0 else ""
-    q, r = divmod(abs(value), 10 ** decimals)
-    return f"{sign}{q}.{r:0{decimals}d}".rstrip("0").rstrip(".")
+        template = head.replace(b"%", b"%%") + b"%s" + key.replace(b"%", b"%%") + b"%s}}"
+        for lo in range(0, len(self.ts), _CHUNK):  # Python objects cost ~30 bytes each: a chunk at a time
+            times = decimal_texts(self.ts[lo:lo + _CHUNK], 3)
+            values = decimal_texts(self.values[lo:lo + _CHUNK], self.decimals)
+            yield from [template % pair for pair in zip(times, values)]
 
 
 class EventSource(Protocol):
@@ -70,9 +63,11 @@ class ArgColumns:
     values: dict[str, np.ndarray]
 
     def __post_init__(self) -> None:
-        order = np.argsort(self.ordinals, kind="stable")
-        self.ordinals = self.ordinals[order]
-        self.values = {k: np.asarray(v)[order] for k, v in self.values.items()}
+        self.values = {k: np.asarray(v) for k, v in self.values.items()}
+        if bool((self.ordinals[1:] < self.ordinals[:-1]).any()):  # sorted already: no copies
+            order = np.argsort(self.ordinals, kind="stable")
+            self.ordinals = self.ordinals[order]
+            self.values = {k: v[order] for k, v in self.values.items()}
 
     def __len__(self) -> int:
         return len(self.ordinals)
@@ -172,12 +167,11 @@ class SliceTrack:
             yield from metadata_events(self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})",
                                        self.sort_index + k)
         head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid)
+        starts, lengths = decimal_texts(self.ts, 3), decimal_texts(self.dur, 3)
         for i, lane in enumerate(lanes.tolist()):
             args = self.args[i]
             yield b"".join((
-                head, b',"tid":', str(tids[lane]).encode(),
-                b',"ts":', ns_to_us_text(int(self.ts[i])).encode(),
-                b',"dur":', ns_to_us_text(int(self.dur[i])).encode(),
+                head, b',"tid":', str(tids[lane]).encode(), b',"ts":', starts[i], b',"dur":', lengths[i],
                 b',"name":', orjson.dumps(self.names[i]),
                 b',"args":' + orjson.dumps(args) if args else b"", b"}",
             ))
@@ -189,20 +183,41 @@ class FlowArrows:
 
     Each end's ts must lie inside the slice it should bind to on its thread (Perfetto
     binds ``s`` to the innermost open slice and ``f``/``bp:e`` to the enclosing one).
+    Held as columns (ends as track ids into ``tracks``, names made from ``values`` by
+    ``label`` as they are written): a tuple and a string per arrow cost far more.
     """
 
     cat: str
     first_id: int  # above every flow id already in the trace
-    starts: list[tuple[object, object, int]]  # (pid, tid, ts ns)
-    ends: list[tuple[object, object, int]]
-    names: list[str]
+    tracks: list[tuple]  # (pid, tid) of each track id
+    start_track: np.ndarray
+    start_ts: np.ndarray  # int64 ns
+    end_track: np.ndarray
+    end_ts: np.ndarray
+    values: np.ndarray
+    label: Callable[[int], str]
+
+    def __len__(self) -> int:
+        return len(self.values)
 
     def events(self) -> Iterator[bytes]:
         cat = orjson.dumps(self.cat)
-        for k, ((sp, st, sts), (ep, et, ets), name) in enumerate(zip(self.starts, self.ends, self.names)):
-            ident = str(self.first_id + k).encode()
-            nm = orjson.dumps(name)
-            yield b"".join((b'{"ph":"s","id":', ident, b',"cat":', cat, b',"name":', nm, b',"pid":', orjson.dumps(sp),
-                            b',"tid":', orjson.dumps(st), b',"ts":', ns_to_us_text(sts).encode(), b"}"))
-            yield b"".join((b'{"ph":"f","bp":"e","id":', ident, b',"cat":', cat, b',"name":', nm, b',"pid":',
-                            orjson.dumps(ep), b',"tid":', orjson.dumps(et), b',"ts":', ns_to_us_text(ets).encode(), b"}"))
+        threads: dict[int, bytes] = {}
+
+        def thread(track: int) -> bytes:
+            if track not in threads:
+                pid, tid = self.tracks[track]
+                threads[track] = b',"pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
+            return threads[track]
+
+        for lo in range(0, len(self), _CHUNK):
+            part = slice(lo, lo + _CHUNK)
+            for k, (st, sts, et, ets, value) in enumerate(zip(
+                    self.start_track[part].tolist(), decimal_texts(self.start_ts[part], 3), self.end_track[part].tolist(),
+                    decimal_texts(self.end_ts[part], 3), self.values[part].tolist()), start=self.first_id + lo):
+                ident = str(k).encode()
+                nm = orjson.dumps(self.label(value))
+                yield b"".join((b'{"ph":"s","id":', ident, b',"cat":', cat, b',"name":', nm, thread(st),
+                                b',"ts":', sts, b"}"))
+                yield b"".join((b'{"ph":"f","bp":"e","id":', ident, b',"cat":', cat, b',"name":', nm, thread(et),
+                                b',"ts":', ets, b"}"))

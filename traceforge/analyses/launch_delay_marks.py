@@ -15,10 +15,11 @@ import numpy as np
 
 from ..durations import duration_arg, duration_ns
 from ..exacttime import NS_PER_US, ns_to_us_text
-from ..flow_anchors import ThreadSlices
+from ..flow_anchors import flow_anchors
 from ..inject import ArgColumns, CounterTrack, FlowArrows, Injections
 from ..scan import TraceColumns
 from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
+from .series import stream_groups
 
 if TYPE_CHECKING:
     from ..annotate import AnnotateContext
@@ -45,7 +46,7 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     outlier = delay > cutoff
     flows, unplaced = outlier_flows(cols, gpu_rows[outlier], launch_rows[outlier], delay[outlier])
     counters = delay_counters(cols, gpu_rows, delay)
-    summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows.names):,} arrows for delays "
+    summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                f"> {ns_to_us_text(cutoff)} us")
     if unplaced:
         summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
@@ -71,33 +72,29 @@ def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndar
                   delay: np.ndarray) -> tuple[FlowArrows, int]:
     """An arrow from each launch call to its GPU op, ids above the trace's; and how many
     could not be placed (no ts binds to both slices, e.g. a zero-duration op)."""
-    slices = ThreadSlices(cols)
-    start_ts = slices.anchors(cols.launches.ordinal[launch_rows])
-    end_ts = slices.anchors(cols.gpu.ordinal[gpu_rows])
+    start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
     ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
-    start_tracks = cols.launches.track[launch_rows[ok]].tolist()
-    end_tracks = cols.gpu.track[gpu_rows[ok]].tolist()
     flows = FlowArrows(
-        cat=FLOW_CATEGORY,
-        first_id=cols.max_flow_id + 1,
-        starts=[(*cols.tracks[t], ts) for t, ts in zip(start_tracks, start_ts[ok].tolist())],
-        ends=[(*cols.tracks[t], ts) for t, ts in zip(end_tracks, end_ts[ok].tolist())],
-        names=[delay_label(d) for d in delay[ok].tolist()],
+        cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
+        start_track=cols.launches.track[launch_rows[ok]], start_ts=start_ts[ok],
+        end_track=cols.gpu.track[gpu_rows[ok]], end_ts=end_ts[ok], values=delay[ok], label=delay_label,
     )
     return flows, len(gpu_rows) - len(ok)
 
 
 def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
     """Per (device, stream): the delay at each GPU op start (the largest where ops start together)."""
-    device, stream, ts = cols.gpu.device[gpu_rows], cols.gpu.stream[gpu_rows], cols.gpu.ts[gpu_rows]
-    order = np.lexsort((-delay, ts, stream, device))
-    device, stream, ts, delay = device[order], stream[order], ts[order], delay[order]
-    first = np.ones(len(ts), bool)
-    first[1:] = (device[1:] != device[:-1]) | (stream[1:] != stream[:-1]) | (ts[1:] != ts[:-1])
-    device, stream, ts, delay = device[first], stream[first], ts[first], delay[first]
-    bounds = np.flatnonzero(np.r_[True, (device[1:] != device[:-1]) | (stream[1:] != stream[:-1]), True])
-    return [
-        CounterTrack(pid=cols.gpu_pid(int(device[a])), name=COUNTER_NAME, key=f"stream {int(stream[a])}",
-                     ts=ts[a:b], values=delay[a:b], decimals=3)
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())
-    ]
+    gpu = cols.gpu
+    launched = np.zeros(len(gpu), bool)
+    launched[gpu_rows] = True
+    tracks = []
+    for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
+        pick = mine[gpu_rows]
+        ts, value = gpu.ts[gpu_rows[pick]], delay[pick]
+        order = np.lexsort((-value, ts))
+        ts, value = ts[order], value[order]
+        first = np.ones(len(ts), bool)
+        first[1:] = ts[1:] != ts[:-1]
+        tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
+                                   ts=ts[first], values=value[first], decimals=3))
+    return tracks

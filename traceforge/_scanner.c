@@ -1,0 +1,635 @@
+/* Event scanner: validates a run of trace events and pulls out the fields the scan needs.
+ *
+ * The events of a trace are mostly copied, not used: building a Python dict for each costs
+ * several times what reading the bytes does. This scanner walks a run of events
+ * (`{...}, {...}, ...`) once, checks that each is well-formed JSON (the grammar of RFC 8259;
+ * bytes >= 0x80 are passed through as the stdlib decoder with surrogateescape does), and
+ * writes one row of int64 fields per event (see FIELD_* below). Strings the scan keys on
+ * (ph, cat, name, args.kernel, and the (pid, tid) pair as raw JSON text) are interned to
+ * dense ids in an Interner that outlives the call, so per-event work creates no objects.
+ *
+ * Anything it cannot represent exactly is flagged, never guessed: a time that is not a
+ * plain decimal with at most 3 fraction digits, an int beyond 64 bits, an args field that
+ * is not an int, an escaped key (F_ODD: the caller reads that event with a JSON parser).
+ * At invalid JSON the run stops (ST_STOPPED) and the caller's exact decoder takes over.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    FIELD_START, FIELD_END, FIELD_PH, FIELD_CAT, FIELD_NAME, FIELD_TRACK, FIELD_TS, FIELD_DUR,
+    FIELD_FLAGS, FIELD_ID, FIELD_ARGS_START, FIELD_ARGS_END, FIELD_CORRELATION, FIELD_DEVICE,
+    FIELD_STREAM, FIELD_BYTES, FIELD_KERNEL, FIELD_GRID, FIELD_BLOCK = FIELD_GRID + 3,
+    NFIELDS = FIELD_BLOCK + 3
+};
+
+enum {
+    F_TS = 1, F_DUR = 2, F_ODD = 4, F_ID = 8, F_ARGS = 16, F_CORRELATION = 32, F_DEVICE = 64,
+    F_STREAM = 128, F_BYTES = 256, F_DIMS = 512, F_ARGS_LAST = 1024,
+    F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21  /* valid grid / block, while parsing */
+};
+
+enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
+
+#define MAX_DEPTH 512
+
+/* ---- interner: byte strings -> dense ids, values kept in a Python list ---- */
+
+typedef struct {
+    Py_ssize_t cap;       /* slots, a power of two */
+    Py_ssize_t count;
+    int64_t *ids;         /* -1: empty slot */
+    uint64_t *hashes;
+    PyObject *values;     /* list of bytes, index = id */
+} Interner;
+
+static const char *INTERNER = "traceforge._scanner.Interner";
+
+static void interner_free(PyObject *capsule) {
+    Interner *in = PyCapsule_GetPointer(capsule, INTERNER);
+    if (!in) return;
+    PyMem_Free(in->ids);
+    PyMem_Free(in->hashes);
+    Py_XDECREF(in->values);
+    PyMem_Free(in);
+}
+
+static int interner_alloc(Interner *in, Py_ssize_t cap) {
+    in->ids = PyMem_Malloc(cap * sizeof(int64_t));
+    in->hashes = PyMem_Malloc(cap * sizeof(uint64_t));
+    if (!in->ids || !in->hashes) return -1;
+    memset(in->ids, 0xff, cap * sizeof(int64_t));
+    in->cap = cap;
+    return 0;
+}
+
+static PyObject *new_interner(PyObject *self, PyObject *values) {
+    if (!PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "Interner(values): values must be a list");
+        return NULL;
+    }
+    Interner *in = PyMem_Calloc(1, sizeof(Interner));
+    if (!in || interner_alloc(in, 1024) < 0) {
+        if (in) { PyMem_Free(in->ids); PyMem_Free(in->hashes); PyMem_Free(in); }
+        return PyErr_NoMemory();
+    }
+    Py_INCREF(values);
+    in->values = values;
+    PyObject *capsule = PyCapsule_New(in, INTERNER, interner_free);
+    if (!capsule) { interner_free(NULL); return NULL; }
+    return capsule;
+}
+
+static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) { h ^= (unsigned char)p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static int interner_grow(Interner *in) {
+    Py_ssize_t old_cap = in->cap;
+    int64_t *old_ids = in->ids;
+    uint64_t *old_hashes = in->hashes;
+    if (interner_alloc(in, old_cap * 2) < 0) { in->ids = old_ids; in->hashes = old_hashes; return -1; }
+    for (Py_ssize_t i = 0; i < old_cap; i++) {
+        if (old_ids[i] < 0) continue;
+        Py_ssize_t j = old_hashes[i] & (in->cap - 1);
+        while (in->ids[j] >= 0) j = (j + 1) & (in->cap - 1);
+        in->ids[j] = old_ids[i];
+        in->hashes[j] = old_hashes[i];
+    }
+    PyMem_Free(old_ids);
+    PyMem_Free(old_hashes);
+    return 0;
+}
+
+/* The id of bytes p[0:n], added if new; -3 on memory error (a Python error is set). */
+static int64_t intern(Interner *in, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t j = h & (in->cap - 1);
+    for (;; j = (j + 1) & (in->cap - 1)) {
+        int64_t id = in->ids[j];
+        if (id < 0) break;
+        if (in->hashes[j] == h) {
+            PyObject *v = PyList_GET_ITEM(in->values, id);
+            if (PyBytes_GET_SIZE(v) == n && memcmp(PyBytes_AS_STRING(v), p, n) == 0) return id;
+        }
+    }
+    PyObject *v = PyBytes_FromStringAndSize(p, n);
+    if (!v) return -3;
+    int64_t id = PyList_GET_SIZE(in->values);
+    int rc = PyList_Append(in->values, v);
+    Py_DECREF(v);
+    if (rc < 0) return -3;
+    in->ids[j] = id;
+    in->hashes[j] = h;
+    if (++in->count * 2 > in->cap && interner_grow(in) < 0) { PyErr_NoMemory(); return -3; }
+    return id;
+}
+
+/* ---- parser ---- */
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t n, pos;
+    int status;            /* 0 fine, ST_INCOMPLETE: ran out of input, ST_STOPPED: see msg */
+    Py_ssize_t err_pos;
+    const char *msg;
+    int depth;
+} Parser;
+
+static int fail(Parser *p, const char *msg) {
+    if (!p->status) { p->status = ST_STOPPED; p->err_pos = p->pos; p->msg = msg; }
+    return -1;
+}
+
+static int incomplete(Parser *p) {
+    if (!p->status) { p->status = ST_INCOMPLETE; p->err_pos = p->pos; p->msg = "input ends inside an event"; }
+    return -1;
+}
+
+static inline void skip_ws(Parser *p) {
+    while (p->pos < p->n) {
+        unsigned char c = p->b[p->pos];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
+        p->pos++;
+    }
+}
+
+static inline int is_hex(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* A string at pos (which holds '"'): its content is b[*start:*end]; *escaped if it has a '\'. */
+static int parse_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *escaped) {
+    const unsigned char *b = p->b;
+    Py_ssize_t i = p->pos + 1, n = p->n;
+    int esc = 0;
+    *start = i;
+    for (;;) {
+        const unsigned char *q = memchr(b + i, '"', n - i);
+        Py_ssize_t stop = q ? q - b : n;
+        /* Control characters and escapes before the quote. */
+        for (Py_ssize_t k = i; k < stop; k++) {
+            unsigned char c = b[k];
+            if (c < 0x20) { p->pos = k; return fail(p, "invalid control character in a string"); }
+            if (c == '\\') {
+                esc = 1;
+                if (k + 1 >= n) { p->pos = n; return incomplete(p); }
+                unsigned char e = b[k + 1];
+                if (e == 'u') {
+                    for (int h = 2; h < 6; h++) {
+                        if (k + h >= n) { p->pos = n; return incomplete(p); }
+                        if (!is_hex(b[k + h])) { p->pos = k; return fail(p, "invalid \\u escape"); }
+                    }
+                    k += 5;
+                } else if (strchr("\"\\/bfnrt", e) && e) {
+                    k += 1;
+                } else {
+                    p->pos = k; return fail(p, "invalid escape in a string");
+                }
+                if (k >= stop) { /* the escape swallowed the quote we found: look further */
+                    i = k + 1;
+                    goto next;
+                }
+            }
+        }
+        if (!q) { p->pos = n; return incomplete(p); }
+        *end = stop;
+        *escaped = esc;
+        p->pos = stop + 1;
+        return 0;
+    next:;
+    }
+}
+
+typedef struct {
+    int is_int;       /* no fraction or exponent, and fits int64 */
+    int64_t ival;
+    int ns_ok;        /* exactly value * 1000 as int64 (at most 3 fraction digits, no exponent) */
+    int64_t ns;
+} Number;
+
+static int parse_number(Parser *p, Number *num) {
+    const unsigned char *b = p->b;
+    Py_ssize_t i = p->pos, n = p->n;
+    int neg = 0, overflow = 0, frac_digits = 0, has_exp = 0;
+    uint64_t whole = 0, frac = 0;
+    if (i < n && b[i] == '-') { neg = 1; i++; }
+    if (i >= n) { p->pos = i; return incomplete(p); }
+    if (b[i] == '0') {
+        i++;
+    } else if (b[i] >= '1' && b[i] <= '9') {
+        while (i < n && b[i] >= '0' && b[i] <= '9') {
+            if (whole > (UINT64_MAX - 9) / 10) overflow = 1;
+            else whole = whole * 10 + (b[i] - '0');
+            i++;
+        }
+    } else {
+        p->pos = i; return fail(p, "invalid number");
+    }
+    if (i < n && b[i] == '.') {
+        i++;
+        if (i >= n) { p->pos = i; return incomplete(p); }
+        if (!(b[i] >= '0' && b[i] <= '9')) { p->pos = i; return fail(p, "invalid number"); }
+        while (i < n && b[i] >= '0' && b[i] <= '9') {
+            if (frac_digits < 3) frac = frac * 10 + (b[i] - '0');
+            frac_digits++;
+            i++;
+        }
+    }
+    if (i < n && (b[i] == 'e' || b[i] == 'E')) {
+        has_exp = 1;
+        i++;
+        if (i < n && (b[i] == '+' || b[i] == '-')) i++;
+        if (i >= n) { p->pos = i; return incomplete(p); }
+        if (!(b[i] >= '0' && b[i] <= '9')) { p->pos = i; return fail(p, "invalid number"); }
+        while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+    }
+    if (i >= n) { p->pos = i; return incomplete(p); }  /* a number cannot end an event */
+    p->pos = i;
+    num->is_int = !overflow && !frac_digits && !has_exp && whole <= (uint64_t)INT64_MAX + neg;
+    if (num->is_int) num->ival = neg ? (int64_t)(0 - whole) : (int64_t)whole;
+    num->ns_ok = 0;
+    if (!overflow && !has_exp && frac_digits <= 3 && whole <= (uint64_t)(INT64_MAX / 1000 - 1)) {
+        for (int d = frac_digits; d < 3; d++) frac *= 10;
+        int64_t ns = (int64_t)(whole * 1000 + frac);
+        num->ns = neg ? -ns : ns;
+        num->ns_ok = 1;
+    }
+    return 0;
+}
+
+static int expect_literal(Parser *p, const char *word, Py_ssize_t len) {
+    Py_ssize_t have = p->n - p->pos;
+    if (memcmp(p->b + p->pos, word, have < len ? have : len) != 0) return fail(p, "invalid JSON value");
+    if (have < len) { p->pos = p->n; return incomplete(p); }
+    p->pos += len;
+    return 0;
+}
+
+static int skip_value(Parser *p);
+
+/* Calls on_member(ctx, key, value) for each member; the callback parses the value. */
+typedef int (*MemberFn)(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped);
+
+static int parse_object(Parser *p, MemberFn on_member, void *ctx, Py_ssize_t *last_key_pos) {
+    if (++p->depth > MAX_DEPTH) return fail(p, "nesting too deep");
+    p->pos++;  /* '{' */
+    skip_ws(p);
+    if (p->pos >= p->n) return incomplete(p);
+    if (p->b[p->pos] == '}') { p->pos++; p->depth--; return 0; }
+    for (;;) {
+        if (p->pos >= p->n) return incomplete(p);
+        if (p->b[p->pos] != '"') return fail(p, "expected a key (a string)");
+        Py_ssize_t ks, ke;
+        int kesc;
+        if (last_key_pos) *last_key_pos = p->pos;
+        if (parse_string(p, &ks, &ke, &kesc) < 0) return -1;
+        skip_ws(p);
+        if (p->pos >= p->n) return incomplete(p);
+        if (p->b[p->pos] != ':') return fail(p, "expected ':' after a key");
+        p->pos++;
+        skip_ws(p);
+        if (p->pos >= p->n) return incomplete(p);
+        int rc = on_member ? on_member(p, ctx, p->b + ks, ke - ks, kesc) : skip_value(p);
+        if (rc < 0) return -1;
+        skip_ws(p);
+        if (p->pos >= p->n) return incomplete(p);
+        unsigned char c = p->b[p->pos];
+        if (c == ',') {
+            p->pos++;
+            skip_ws(p);
+            continue;
+        }
+        if (c == '}') { p->pos++; p->depth--; return 0; }
+        return fail(p, "expected ',' or '}' in an object");
+    }
+}
+
+static int skip_value(Parser *p) {
+    Py_ssize_t s, e;
+    int esc;
+    Number num;
+    if (p->pos >= p->n) return incomplete(p);
+    switch (p->b[p->pos]) {
+    case '"': return parse_string(p, &s, &e, &esc);
+    case '{': return parse_object(p, NULL, NULL, NULL);
+    case '[':
+        if (++p->depth > MAX_DEPTH) return fail(p, "nesting too deep");
+        p->pos++;
+        skip_ws(p);
+        if (p->pos >= p->n) return incomplete(p);
+        if (p->b[p->pos] == ']') { p->pos++; p->depth--; return 0; }
+        for (;;) {
+            if (skip_value(p) < 0) return -1;
+            skip_ws(p);
+            if (p->pos >= p->n) return incomplete(p);
+            if (p->b[p->pos] == ',') { p->pos++; skip_ws(p); continue; }
+            if (p->b[p->pos] == ']') { p->pos++; p->depth--; return 0; }
+            return fail(p, "expected ',' or ']' in an array");
+        }
+    case 't': return expect_literal(p, "true", 4);
+    case 'f': return expect_literal(p, "false", 5);
+    case 'n': return expect_literal(p, "null", 4);
+    default: return parse_number(p, &num);
+    }
+}
+
+/* ---- one event ---- */
+
+typedef struct {
+    int64_t *row;
+    Interner *strings;
+    Py_ssize_t pid_start, pid_end, tid_start, tid_end;
+    int last_is_args;
+} Event;
+
+static inline int key_is(const unsigned char *key, Py_ssize_t len, const char *name, Py_ssize_t name_len) {
+    return len == name_len && memcmp(key, name, len) == 0;
+}
+#define KEY(name) key_is(key, key_len, name, sizeof(name) - 1)
+
+/* A string value's id in `strings`; -2 for a value that is not a string. */
+static int parse_interned(Parser *p, Interner *strings, int64_t *out) {
+    if (p->b[p->pos] != '"') { *out = -2; return skip_value(p); }
+    Py_ssize_t s, e;
+    int esc;
+    if (parse_string(p, &s, &e, &esc) < 0) return -1;
+    int64_t id = intern(strings, (const char *)p->b + s, e - s);
+    if (id == -3) return fail(p, "out of memory");
+    *out = id;
+    return 0;
+}
+
+/* An int field: its value and `flag`, or F_ODD when it is there but not a 64-bit int. */
+static int parse_int_field(Parser *p, int64_t *row, int field, int flag) {
+    unsigned char c = p->b[p->pos];
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Number num;
+        if (parse_number(p, &num) < 0) return -1;
+        if (num.is_int) { row[field] = num.ival; row[FIELD_FLAGS] |= flag; return 0; }
+    } else if (skip_value(p) < 0) {
+        return -1;
+    }
+    row[FIELD_FLAGS] = (row[FIELD_FLAGS] & ~flag) | F_ODD;
+    return 0;
+}
+
+/* A time in µs as exact ns and `flag`; F_ODD for text a JSON parser must decide on. */
+static int parse_time(Parser *p, int64_t *row, int field, int flag) {
+    unsigned char c = p->b[p->pos];
+    row[FIELD_FLAGS] &= ~flag;
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Number num;
+        if (parse_number(p, &num) < 0) return -1;
+        if (num.ns_ok) { row[field] = num.ns; row[FIELD_FLAGS] |= flag; }
+        else row[FIELD_FLAGS] |= F_ODD;
+        return 0;
+    }
+    if (c == '"') row[FIELD_FLAGS] |= F_ODD;  /* a time as text: to_ns decides */
+    return skip_value(p);                     /* anything else is not a time */
+}
+
+/* grid/block: three ints, else not valid. 1 valid, 0 not. */
+static int parse_dims(Parser *p, int64_t *out, int *valid) {
+    *valid = 0;
+    if (p->b[p->pos] != '[') return skip_value(p);
+    int count = 0, ints = 1;
+    p->pos++;
+    skip_ws(p);
+    if (p->pos >= p->n) return incomplete(p);
+    if (p->b[p->pos] == ']') { p->pos++; return 0; }
+    for (;;) {
+        unsigned char c = p->b[p->pos];
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            Number num;
+            if (parse_number(p, &num) < 0) return -1;
+            if (num.is_int && count < 3) out[count] = num.ival;
+            else if (!num.is_int) ints = 0;
+        } else {
+            ints = 0;
+            if (skip_value(p) < 0) return -1;
+        }
+        count++;
+        skip_ws(p);
+        if (p->pos >= p->n) return incomplete(p);
+        if (p->b[p->pos] == ',') { p->pos++; skip_ws(p); if (p->pos >= p->n) return incomplete(p); continue; }
+        if (p->b[p->pos] == ']') { p->pos++; break; }
+        return fail(p, "expected ',' or ']' in an array");
+    }
+    *valid = ints && count == 3;
+    return 0;
+}
+
+static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
+    Event *ev = ctx;
+    int64_t *row = ev->row;
+    if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
+    if (KEY("correlation")) return parse_int_field(p, row, FIELD_CORRELATION, F_CORRELATION);
+    if (KEY("device")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE);
+    if (KEY("stream")) return parse_int_field(p, row, FIELD_STREAM, F_STREAM);
+    if (KEY("bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES);
+    if (KEY("kernel")) {
+        int64_t id;
+        if (parse_interned(p, ev->strings, &id) < 0) return -1;
+        row[FIELD_KERNEL] = id < 0 ? -1 : id;
+        return 0;
+    }
+    if (KEY("grid") || KEY("block")) {
+        int field = KEY("grid") ? FIELD_GRID : FIELD_BLOCK, valid;
+        int64_t dims[3];
+        if (parse_dims(p, dims, &valid) < 0) return -1;
+        int64_t mark = field == FIELD_GRID ? F_GRID_SEEN : F_BLOCK_SEEN;
+        if (valid) memcpy(row + field, dims, sizeof dims);
+        row[FIELD_FLAGS] = valid ? (row[FIELD_FLAGS] | mark) : (row[FIELD_FLAGS] & ~mark);
+        return 0;
+    }
+    return skip_value(p);
+}
+
+static const int64_t ARGS_FLAGS = F_ARGS | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN | F_BLOCK_SEEN;
+
+static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
+    Event *ev = ctx;
+    int64_t *row = ev->row;
+    ev->last_is_args = 0;
+    if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
+    switch (key_len) {
+    case 2:
+        if (KEY("ph")) return parse_interned(p, ev->strings, &row[FIELD_PH]);
+        if (KEY("ts")) return parse_time(p, row, FIELD_TS, F_TS);
+        if (KEY("id")) {
+            row[FIELD_FLAGS] &= ~F_ID;
+            unsigned char c = p->b[p->pos];
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                Number num;
+                if (parse_number(p, &num) < 0) return -1;
+                if (num.is_int) { row[FIELD_ID] = num.ival; row[FIELD_FLAGS] |= F_ID; }
+                else row[FIELD_FLAGS] |= F_ODD;
+                return 0;
+            }
+            return skip_value(p);
+        }
+        break;
+    case 3:
+        if (KEY("cat")) return parse_interned(p, ev->strings, &row[FIELD_CAT]);
+        if (KEY("dur")) return parse_time(p, row, FIELD_DUR, F_DUR);
+        if (KEY("pid") || KEY("tid")) {
+            int is_pid = KEY("pid");
+            Py_ssize_t s = p->pos;
+            if (skip_value(p) < 0) return -1;
+            if (is_pid) { ev->pid_start = s; ev->pid_end = p->pos; }
+            else { ev->tid_start = s; ev->tid_end = p->pos; }
+            return 0;
+        }
+        break;
+    case 4:
+        if (KEY("name")) return parse_interned(p, ev->strings, &row[FIELD_NAME]);
+        if (KEY("args")) {
+            ev->last_is_args = 1;
+            row[FIELD_FLAGS] &= ~ARGS_FLAGS;
+            row[FIELD_CORRELATION] = row[FIELD_DEVICE] = row[FIELD_STREAM] = row[FIELD_BYTES] = 0;
+            row[FIELD_KERNEL] = -1;
+            if (p->b[p->pos] != '{') return skip_value(p);
+            row[FIELD_ARGS_START] = p->pos;
+            if (parse_object(p, on_args_member, ev, NULL) < 0) return -1;
+            row[FIELD_ARGS_END] = p->pos - 1;
+            row[FIELD_FLAGS] |= F_ARGS;
+            ev->last_is_args = 1;
+            return 0;
+        }
+        break;
+    }
+    return skip_value(p);
+}
+
+static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tracks, char **keybuf, Py_ssize_t *keycap) {
+    Event ev = {row, strings, -1, -1, -1, -1, 0};
+    memset(row, 0, NFIELDS * sizeof(int64_t));
+    row[FIELD_PH] = row[FIELD_CAT] = row[FIELD_NAME] = row[FIELD_KERNEL] = -1;
+    row[FIELD_START] = p->pos;
+    if (parse_object(p, on_event_member, &ev, NULL) < 0) return -1;
+    row[FIELD_END] = p->pos;
+    int64_t flags = row[FIELD_FLAGS];
+    if ((flags & F_GRID_SEEN) && (flags & F_BLOCK_SEEN)) flags |= F_DIMS;
+    flags &= ~(int64_t)(F_GRID_SEEN | F_BLOCK_SEEN);
+    if (ev.last_is_args) flags |= F_ARGS_LAST;
+    row[FIELD_FLAGS] = flags;
+    /* The track: raw JSON text of pid, a NUL, raw text of tid ("" where missing). */
+    Py_ssize_t pl = ev.pid_start < 0 ? 0 : ev.pid_end - ev.pid_start;
+    Py_ssize_t tl = ev.tid_start < 0 ? 0 : ev.tid_end - ev.tid_start;
+    if (pl + tl + 1 > *keycap) {
+        char *grown = PyMem_Realloc(*keybuf, pl + tl + 1);
+        if (!grown) return fail(p, "out of memory");
+        *keybuf = grown;
+        *keycap = pl + tl + 1;
+    }
+    if (pl) memcpy(*keybuf, p->b + ev.pid_start, pl);
+    (*keybuf)[pl] = 0;
+    if (tl) memcpy(*keybuf + pl + 1, p->b + ev.tid_start, tl);
+    int64_t track = intern(tracks, *keybuf, pl + tl + 1);
+    if (track == -3) return fail(p, "out of memory");
+    row[FIELD_TRACK] = track;
+    return 0;
+}
+
+/* scan(data, limit, strings, tracks) -> (status, count, stop, err_pos, message, rows)
+ *
+ * Events start at data[0]. Stops after the separator that reaches `limit` (ST_OK, stop =
+ * start of the next event), at the array's ']' (ST_END, stop = end of the last event),
+ * when data ends inside an event (ST_INCOMPLETE, stop = that event's start) or at what it
+ * does not take (ST_STOPPED, stop = start of that event, err_pos/message say why).
+ */
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t limit;
+    PyObject *strings_cap, *tracks_cap;
+    if (!PyArg_ParseTuple(args, "y*nOO", &view, &limit, &strings_cap, &tracks_cap)) return NULL;
+    Interner *strings = PyCapsule_GetPointer(strings_cap, INTERNER);
+    Interner *tracks = strings ? PyCapsule_GetPointer(tracks_cap, INTERNER) : NULL;
+    if (!tracks) { PyBuffer_Release(&view); return NULL; }
+
+    Parser p = {view.buf, view.len, 0, 0, -1, NULL, 0};
+    Py_ssize_t cap = 4096, count = 0, stop = 0, keycap = 256;
+    int64_t *rows = PyMem_Malloc(cap * NFIELDS * sizeof(int64_t));
+    char *keybuf = PyMem_Malloc(keycap);
+    int status = ST_OK;
+    if (!rows || !keybuf) { PyMem_Free(rows); PyMem_Free(keybuf); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+
+    skip_ws(&p);
+    for (;;) {
+        Py_ssize_t start = p.pos;
+        if (start >= p.n) { status = ST_INCOMPLETE; break; }
+        if (p.b[start] != '{') { fail(&p, "expected an event (an object)"); status = ST_STOPPED; break; }
+        if (count == cap) {
+            int64_t *grown = PyMem_Realloc(rows, cap * 2 * NFIELDS * sizeof(int64_t));
+            if (!grown) { PyErr_NoMemory(); break; }
+            rows = grown;
+            cap *= 2;
+        }
+        p.depth = 0;
+        if (parse_event(&p, rows + count * NFIELDS, strings, tracks, &keybuf, &keycap) < 0) {
+            status = p.status;
+            break;
+        }
+        Py_ssize_t end = p.pos;
+        skip_ws(&p);
+        if (p.pos >= p.n) { status = ST_INCOMPLETE; break; }  /* the separator is still to come */
+        if (p.b[p.pos] == ']') { count++; stop = end; status = ST_END; p.err_pos = p.pos; break; }
+        if (p.b[p.pos] != ',') { fail(&p, "expected ',' or ']' after an event"); status = ST_STOPPED; break; }
+        p.pos++;
+        skip_ws(&p);
+        count++;
+        stop = p.pos;
+        if (p.pos >= limit) { status = ST_OK; break; }
+    }
+    PyMem_Free(keybuf);
+    PyBuffer_Release(&view);
+    if (PyErr_Occurred()) { PyMem_Free(rows); return NULL; }
+    PyObject *out = PyBytes_FromStringAndSize((const char *)rows, count * NFIELDS * sizeof(int64_t));
+    PyMem_Free(rows);
+    if (!out) return NULL;
+    return Py_BuildValue("innnzN", status, count, stop, p.err_pos, p.msg, out);
+}
+
+static PyObject *intern_one(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    const char *p;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "Oy#", &capsule, &p, &n)) return NULL;
+    Interner *in = PyCapsule_GetPointer(capsule, INTERNER);
+    if (!in) return NULL;
+    int64_t id = intern(in, p, n);
+    return id == -3 ? NULL : PyLong_FromLongLong(id);
+}
+
+static PyMethodDef methods[] = {
+    {"intern", intern_one, METH_VARARGS, "The id of a byte string in an Interner (added if new)."},
+    {"scan", scan, METH_VARARGS, "Scan a run of events: (status, count, stop, err_pos, message, rows)."},
+    {"Interner", new_interner, METH_O, "An interner that appends new byte strings to the given list."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scanner", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__scanner(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    static const struct { const char *name; long value; } constants[] = {
+        {"NFIELDS", NFIELDS}, {"START", FIELD_START}, {"END", FIELD_END}, {"PH", FIELD_PH},
+        {"CAT", FIELD_CAT}, {"NAME", FIELD_NAME}, {"TRACK", FIELD_TRACK}, {"TS", FIELD_TS},
+        {"DUR", FIELD_DUR}, {"FLAGS", FIELD_FLAGS}, {"ID", FIELD_ID}, {"ARGS_START", FIELD_ARGS_START},
+        {"ARGS_END", FIELD_ARGS_END}, {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
+        {"STREAM", FIELD_STREAM}, {"BYTES", FIELD_BYTES}, {"KERNEL", FIELD_KERNEL}, {"GRID", FIELD_GRID},
+        {"BLOCK", FIELD_BLOCK}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
+        {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
+        {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_LAST", F_ARGS_LAST},
+        {"OK", ST_OK}, {"END_OF_ARRAY", ST_END}, {"INCOMPLETE", ST_INCOMPLETE}, {"STOPPED", ST_STOPPED},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return NULL;
+    return m;
+}

@@ -1,0 +1,92 @@
+"""Event rows from the C scanner (``traceforge/_scanner.c``): one int64 row per event.
+
+A row holds the event's byte span and the fields the scan keys on (see the column
+constants below); strings are ids into ``RowScanner.strings`` (the raw JSON text between
+the quotes) and a (pid, tid) pair is an id into ``RowScanner.tracks`` (both values' raw
+JSON text, joined by a NUL). ``F_ODD`` marks a row whose fields the scanner could not
+represent exactly: read that event with a JSON parser (``resolve_odd`` in the scan).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+import orjson
+
+from .. import _scanner
+from .._scanner import (  # noqa: F401  (re-exported column and flag names)
+    ARGS_END, ARGS_START, BLOCK, BYTES, CAT, CORRELATION, DEVICE, DUR, END, F_ARGS, F_ARGS_LAST,
+    F_BYTES, F_CORRELATION, F_DEVICE, F_DIMS, F_DUR, F_ID, F_ODD, F_STREAM, F_TS, FLAGS, GRID, ID,
+    KERNEL, NAME, NFIELDS, PH, START, STREAM, TRACK, TS,
+)
+
+OK, END_OF_ARRAY, INCOMPLETE, STOPPED = _scanner.OK, _scanner.END_OF_ARRAY, _scanner.INCOMPLETE, _scanner.STOPPED
+
+
+class ScanResult(NamedTuple):
+    status: int  # OK, END_OF_ARRAY, INCOMPLETE or STOPPED
+    rows: np.ndarray  # (count, NFIELDS) int64
+    stop: int  # where the next run starts (see _scanner.scan)
+    error_at: int  # offset of what stopped the run
+    message: str | None
+
+
+class RowScanner:
+    """The scanner and its interners; one per trace, so ids stay valid across batches."""
+
+    def __init__(self) -> None:
+        self.strings: list[bytes] = []
+        self.tracks: list[bytes] = []
+        self._strings = _scanner.Interner(self.strings)
+        self._tracks = _scanner.Interner(self.tracks)
+
+    def scan(self, data: bytes, limit: int) -> ScanResult:
+        status, count, stop, error_at, message, rows = _scanner.scan(data, limit, self._strings, self._tracks)
+        return ScanResult(status, np.frombuffer(rows, np.int64).reshape(count, NFIELDS), stop, error_at, message)
+
+    def rows_of(self, events: list) -> np.ndarray:
+        """Rows for parsed events (spans then refer to their re-serialised text, not the input)."""
+        text = b",".join(map(_dumps, events)) + b"]"
+        result = self.scan(text, len(text))
+        if len(result.rows) != len(events):
+            raise ValueError(f"re-serialised events do not scan: {result.message}")
+        return result.rows
+
+    def intern_string(self, value: object) -> int:
+        """A string's id (-2 for a value that is not a string, as the scanner does)."""
+        if type(value) is not str:
+            return -2
+        return _scanner.intern(self._strings, _dumps(value)[1:-1])
+
+    def intern_track(self, pid: object, tid: object, has_pid: bool, has_tid: bool) -> int:
+        key = (_dumps(pid) if has_pid else b"") + b"\0" + (_dumps(tid) if has_tid else b"")
+        return _scanner.intern(self._tracks, key)
+
+
+def decode_string(raw: bytes) -> str:
+    """The str of a string's raw JSON text (between the quotes)."""
+    if b"\\" not in raw:
+        return raw.decode("utf-8", "surrogateescape")
+    return json.loads(b'"' + raw + b'"' if raw.isascii() else ('"' + raw.decode("utf-8", "surrogateescape") + '"'))
+
+
+def decode_track(raw: bytes) -> tuple:
+    """(pid, tid) of a track key; None for a missing value."""
+    pid, _, tid = raw.partition(b"\0")
+    return (decode_value(pid) if pid else None, decode_value(tid) if tid else None)
+
+
+def decode_value(raw: bytes) -> object:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:  # ints beyond 64 bits, invalid UTF-8
+        return json.loads(raw.decode("utf-8", "surrogateescape"))
+
+
+def _dumps(value: object) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogateescape")
