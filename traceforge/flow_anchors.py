@@ -20,7 +20,7 @@ from .scan import Table, TraceColumns
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128
 _SLACK_NS = 512  # how far Perfetto's reading of a fractional µs can move, with margin
-_CHUNK = 1 << 20  # rows per table visited at a time
+_CHUNK = 1 << 16  # rows per table visited at a time
 
 
 def perfetto_thread(pid: object, tid: object) -> tuple:
@@ -71,7 +71,7 @@ def _thread_of_track(cols: TraceColumns) -> np.ndarray:
 def _clip_to_next(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, limit: np.ndarray,
                   ordinal: np.ndarray, mine: np.ndarray) -> None:
     """Lower ``limit[mine]`` (slices of one thread) to the start of the slice that follows each."""
-    starts = _sorted_starts(cols, on_thread)
+    starts = _starts_within(cols, on_thread, start[mine], limit[mine])
     after = np.searchsorted(starts, start[mine], side="right")
     later = after < len(starts)
     limit[mine[later]] = np.minimum(limit[mine[later]], starts[after[later]])
@@ -91,14 +91,19 @@ def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Tabl
             yield table, rows, mask
 
 
-def _sorted_starts(cols: TraceColumns, on_thread: np.ndarray) -> np.ndarray:
-    """Perfetto's start of every slice on the thread, sorted (counted first: no second copy)."""
-    starts = np.empty(sum(int(np.count_nonzero(mask)) for _, _, mask in _slices_on(cols, on_thread)), np.int64)
-    filled = 0
+def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Perfetto's starts, sorted, of the thread's slices that start inside one of the windows
+    ``[start, end)``: only those can end a window early, and there are few of them."""
+    order = np.argsort(start, kind="stable")
+    first, reach = start[order], np.maximum.accumulate(end[order])
+    kept = []
     for table, rows, mask in _slices_on(cols, on_thread):
-        part = perfetto_ns(table.ts[rows][mask])
-        starts[filled:filled + len(part)] = part
-        filled += len(part)
+        at = perfetto_ns(table.ts[rows][mask])
+        window = np.searchsorted(first, at, side="right") - 1
+        inside = window >= 0
+        inside &= at < reach[np.maximum(window, 0)]
+        kept.append(at[inside])
+    starts = np.concatenate(kept or [np.zeros(0, np.int64)])
     starts.sort()
     return starts
 
