@@ -11,16 +11,17 @@ everywhere when the device is idle. One counter track per (device, category), e.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..inject import ArgColumns, CounterTrack, Injections
-from ..scan import TraceColumns
+from ..scan import Table, TraceColumns
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules
-from .series import net_steps
+from .series import running_count
 
 if TYPE_CHECKING:
     from ..annotate import AnnotateContext
@@ -30,55 +31,61 @@ PERMILLE = 1000  # shares as integer tenths of a percent, written with one decim
 
 def utilisation(cols: TraceColumns, labels: Labels) -> pd.DataFrame:
     """Change points per (device, category): device, category, ts (ns), permille (int, 0..1000)."""
-    gpu = cols.gpu
-    end = gpu.ts + np.maximum(gpu.dur, 0)
-    ts = np.concatenate([gpu.ts, end])
-    delta = np.concatenate([np.ones(len(gpu), np.int64), -np.ones(len(gpu), np.int64)])
-    device = np.concatenate([gpu.device] * 2)
-    category = np.concatenate([labels.category] * 2)
-    (dev_pts,), dev_ts, running = net_steps([device], ts, delta)
-    (cat_dev, cat_cat), cat_ts, cat_running = net_steps([device, category], ts, delta)
-    # net_steps sorts by its keys: each device's, and each (device, category)'s, points are one slice
-    dev_bounds = {int(dev_pts[a]): (a, b) for a, b in _runs(dev_pts)}
-    frames = []
-    for a, b in _runs(cat_dev, cat_cat):
-        d, c = int(cat_dev[a]), int(cat_cat[a])
-        lo, hi = dev_bounds[d]
-        times, total = dev_ts[lo:hi], running[lo:hi]
-        # every change of the category is also a change point of its device
-        idx = np.searchsorted(cat_ts[a:b], times, side="right") - 1
-        count = np.where(idx >= 0, cat_running[a:b][np.maximum(idx, 0)], 0)
-        permille = np.where(total > 0, (2 * PERMILLE * count + total) // np.maximum(2 * total, 1), 0)
-        keep = np.ones(len(times), bool)
-        keep[1:] = permille[1:] != permille[:-1]
-        frames.append(pd.DataFrame({"device": d, "category": labels.categories[c],
-                                    "ts": times[keep], "permille": permille[keep]}))
+    frames = [pd.DataFrame({"device": d, "category": labels.categories[c], "ts": ts, "permille": permille})
+              for d, c, ts, permille in _utilisation_steps(cols, labels)]
     if not frames:
         return pd.DataFrame({"device": np.zeros(0, np.int64), "category": np.zeros(0, object),
                              "ts": np.zeros(0, np.int64), "permille": np.zeros(0, np.int64)})
     return pd.concat(frames, ignore_index=True)
 
 
-def _runs(*keys: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) of each run of equal keys."""
-    n = len(keys[0])
-    change = np.zeros(n, bool)
-    if n:
-        change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    starts = np.flatnonzero(change)
-    stops = np.append(starts[1:], n)
-    return list(zip(starts.tolist(), stops.tolist()))
+def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(device, category id, ts, permille) per (device, category), sorted by device then id.
+
+    One device, then one of its categories, at a time: the working set is that group's.
+    """
+    gpu = cols.gpu
+    for d in np.unique(gpu.device).tolist():
+        on_device = gpu.device == d
+        times, total = running_count(_starts_and_ends(gpu, on_device), int(np.count_nonzero(on_device)))
+        total = total.astype(np.int32)  # at most the device's ops
+        denominator = 2 * total
+        np.maximum(denominator, 1, out=denominator)
+        # every change of the category is also a change point of its device
+        for c in np.unique(labels.category[on_device]).tolist():
+            mine = labels.category == c
+            mine &= on_device
+            cat_ts, cat_running = running_count(_starts_and_ends(gpu, mine), int(np.count_nonzero(mine)))
+            del mine
+            permille = np.searchsorted(cat_ts, times, side="right")
+            np.take(np.r_[0, cat_running], permille, out=permille)  # the category's count at each point
+            del cat_ts, cat_running
+            permille *= 2 * PERMILLE
+            permille += total  # the count is never above the device's, so 0 when it is idle
+            permille //= denominator
+            keep = np.ones(len(times), bool)
+            keep[1:] = permille[1:] != permille[:-1]
+            yield d, c, times[keep], permille[keep]
+
+
+def _starts_and_ends(gpu: Table, rows: np.ndarray) -> np.ndarray:
+    """Starts then ends (start + duration, at least the start) of the GPU ops in ``rows``."""
+    n = int(np.count_nonzero(rows))
+    times = np.empty(2 * n, np.int64)
+    times[:n] = gpu.ts[rows]
+    ends = times[n:]
+    ends[:] = gpu.dur[rows]
+    np.maximum(ends, 0, out=ends)
+    ends += times[:n]
+    return times
 
 
 def utilisation_tracks(cols: TraceColumns, labels: Labels) -> list[CounterTrack]:
     """One counter track per (device, category): ``GPU 0 gemm busy`` in %, in the GPU's process."""
-    df = utilisation(cols, labels)
     return [
-        CounterTrack(pid=cols.gpu_pid(int(device)), name=f"GPU {device} {category} busy", key="%",
-                     ts=g["ts"].to_numpy(np.int64), values=g["permille"].to_numpy(np.int64), decimals=1)
-        for (device, category), g in df.groupby(["device", "category"], sort=False)
+        CounterTrack(pid=cols.gpu_pid(d), name=f"GPU {d} {labels.categories[c]} busy", key="%",
+                     ts=ts, values=permille, decimals=1)
+        for d, c, ts, permille in _utilisation_steps(cols, labels)
     ]
 
 
