@@ -38,10 +38,9 @@ class _Sequence:
     def __init__(self, cols: TraceColumns):
         gpu = cols.gpu
         self.order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
-        device, stream = gpu.device[self.order], gpu.stream[self.order]
         self.size = n = len(self.order)
-        self.seg = np.cumsum(np.r_[True, (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])]) if n else device
-        self.codes = pd.factorize(gpu.name[self.order])[0]
+        self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
+        self.codes = pd.factorize(gpu.name[self.order])[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
@@ -54,14 +53,32 @@ class _Sequence:
         Slices, not gathers: this runs once per length and once per scored candidate.
         """
         m = max(self.size - n + 1, 0)
-        return (self.prefix[n:n + m] - self.prefix[:m]) * self.inverse[:m]
+        out = self.prefix[n:n + m] - self.prefix[:m]
+        out *= self.inverse[:m]
+        return out
 
     def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
         return self.seg[starts] == self.seg[starts + n - 1]
 
+    def one_stream_starts(self, n: int) -> np.ndarray:
+        """Starts of all the windows of ``n`` ops that stay inside one stream."""
+        m = max(self.size - n + 1, 0)
+        return np.flatnonzero(self.seg[:m] == self.seg[n - 1:n - 1 + m])
+
     def window_time(self, n: int, starts: np.ndarray) -> np.ndarray:
         return self.time[starts + n] - self.time[starts]
+
+
+def _segments(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """1, 2, ... per (device, stream) run of the sorted ops (int32: a fraction of the columns)."""
+    if not len(device):
+        return device
+    change = np.empty(len(device), bool)
+    change[0] = True
+    np.not_equal(device[1:], device[:-1], out=change[1:])
+    change[1:] |= stream[1:] != stream[:-1]
+    return np.cumsum(change, dtype=np.int32)
 
 
 def _powers(base: int, n: int) -> np.ndarray:
@@ -107,9 +124,8 @@ def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[
     hashes: list[int] = []
     bounds: list[int] = []
     for n in range(min_len, max_len + 1):
-        hashes_n = seq.hashes(n)
-        starts = np.flatnonzero(seq.in_one_stream(n, np.arange(len(hashes_n))))
-        codes, uniques = pd.factorize(hashes_n[starts])
+        starts = seq.one_stream_starts(n)
+        codes, uniques = pd.factorize(seq.hashes(n)[starts])
         count = np.bincount(codes, minlength=len(uniques))
         time = np.zeros(len(uniques), np.int64)
         np.add.at(time, codes, seq.window_time(n, starts))
