@@ -34,7 +34,7 @@ def _events(path) -> list[dict]:
 
 def _event_bytes(path) -> list[bytes]:
     reader = TraceReader(str(path))
-    return [batch.raw[a:b] for batch in reader.batches(spans=True) for a, b in batch.spans]
+    return [batch.raw[a:b] for batch in reader.batches() for a, b in batch.spans]
 
 
 def _launch_order(events: list[dict]) -> list[int]:

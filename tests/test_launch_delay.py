@@ -151,7 +151,7 @@ def test_cupti_trace_gives_an_empty_table_and_says_why(tmp_path):
 def _events(path) -> list[tuple[bytes, dict]]:
     """(raw bytes, parsed event) of every event, in file order (index = ordinal)."""
     out = []
-    for batch in TraceReader(str(path)).batches(spans=True):
+    for batch in TraceReader(str(path)).batches():
         out.extend((batch.raw[a:b], e) for (a, b), e in zip(batch.spans, batch.events))
     return out
 

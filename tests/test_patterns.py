@@ -228,8 +228,8 @@ def test_patterns_command_mined_overlay_with_tags(tmp_path):
 
     before = TraceReader(str(src))
     after = TraceReader(str(out))
-    raw_in = [b.raw[s:e] for b in before.batches(spans=True) for s, e in b.spans]
-    out_batches = list(after.batches(spans=True))
+    raw_in = [b.raw[s:e] for b in before.batches() for s, e in b.spans]
+    out_batches = list(after.batches())
     raw_out = [b.raw[s:e] for b in out_batches for s, e in b.spans]
     parsed_out = [e for b in out_batches for e in b.events]
     tagged = {}

@@ -18,7 +18,7 @@ def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:
     """(head, [event bytes], tail) of a trace, by traceforge's own precise walker."""
     reader = TraceReader(str(path))
     events = []
-    for batch in reader.batches(spans=True):
+    for batch in reader.batches():
         events.extend(batch.raw[a:b] for a, b in batch.spans)
     return reader.head, events, reader.tail
 

@@ -17,6 +17,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 enum {
     FIELD_START, FIELD_END, FIELD_PH, FIELD_CAT, FIELD_NAME, FIELD_TRACK, FIELD_TS, FIELD_DUR,
@@ -105,9 +108,9 @@ static int interner_grow(Interner *in) {
     return 0;
 }
 
-/* The id of bytes p[0:n], added if new; -3 on memory error (a Python error is set). */
-static int64_t intern(Interner *in, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
+/* The slot of bytes p[0:n]: its id, or -1 (and the free slot in *slot). Needs no GIL:
+ * the values list only grows, and only under the GIL, while no lookup runs. */
+static int64_t lookup(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t *slot) {
     Py_ssize_t j = h & (in->cap - 1);
     for (;; j = (j + 1) & (in->cap - 1)) {
         int64_t id = in->ids[j];
@@ -117,6 +120,12 @@ static int64_t intern(Interner *in, const char *p, Py_ssize_t n) {
             if (PyBytes_GET_SIZE(v) == n && memcmp(PyBytes_AS_STRING(v), p, n) == 0) return id;
         }
     }
+    *slot = j;
+    return -1;
+}
+
+/* Add bytes p[0:n] at `slot` (GIL held); its id, or -3 on memory error (a Python error is set). */
+static int64_t insert(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t j) {
     PyObject *v = PyBytes_FromStringAndSize(p, n);
     if (!v) return -3;
     int64_t id = PyList_GET_SIZE(in->values);
@@ -129,6 +138,13 @@ static int64_t intern(Interner *in, const char *p, Py_ssize_t n) {
     return id;
 }
 
+static int64_t intern_held(Interner *in, const char *p, Py_ssize_t n) {
+    Py_ssize_t slot;
+    uint64_t h = hash_bytes(p, n);
+    int64_t id = lookup(in, p, n, h, &slot);
+    return id >= 0 ? id : insert(in, p, n, h, slot);
+}
+
 /* ---- parser ---- */
 
 typedef struct {
@@ -138,7 +154,20 @@ typedef struct {
     Py_ssize_t err_pos;
     const char *msg;
     int depth;
+    PyThreadState *released;  /* the GIL is released while scanning; NULL when held */
 } Parser;
+
+/* intern() while scanning: the GIL is taken back only to add a new string. */
+static int64_t intern(Parser *p, Interner *in, const char *s, Py_ssize_t n) {
+    Py_ssize_t slot;
+    uint64_t h = hash_bytes(s, n);
+    int64_t id = lookup(in, s, n, h, &slot);
+    if (id >= 0) return id;
+    PyEval_RestoreThread(p->released);
+    id = insert(in, s, n, h, slot);
+    p->released = PyEval_SaveThread();
+    return id;
+}
 
 static int fail(Parser *p, const char *msg) {
     if (!p->status) { p->status = ST_STOPPED; p->err_pos = p->pos; p->msg = msg; }
@@ -162,47 +191,59 @@ static inline int is_hex(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* A string at pos (which holds '"'): its content is b[*start:*end]; *escaped if it has a '\'. */
+/* Offset of the first '"', '\\' or control character in b[i:n], or n. */
+static inline Py_ssize_t string_stop(const unsigned char *b, Py_ssize_t i, Py_ssize_t n) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(b + i));
+        /* unsigned v < 0x20, as a signed compare after flipping the top bit */
+        __m128i control = _mm_cmplt_epi8(_mm_xor_si128(v, flip), _mm_xor_si128(space, flip));
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
+        int mask = _mm_movemask_epi8(hit);
+        if (mask) return i + __builtin_ctz(mask);
+    }
+#endif
+    for (; i < n; i++) {
+        unsigned char c = b[i];
+        if (c == '"' || c == '\\' || c < 0x20) return i;
+    }
+    return n;
+}
+
+/* A string at pos (which holds '"'): its content is b[*start:*end]; *escaped if it has a '\\'. */
 static int parse_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *escaped) {
     const unsigned char *b = p->b;
     Py_ssize_t i = p->pos + 1, n = p->n;
     int esc = 0;
     *start = i;
     for (;;) {
-        const unsigned char *q = memchr(b + i, '"', n - i);
-        Py_ssize_t stop = q ? q - b : n;
-        /* Control characters and escapes before the quote. */
-        for (Py_ssize_t k = i; k < stop; k++) {
-            unsigned char c = b[k];
-            if (c < 0x20) { p->pos = k; return fail(p, "invalid control character in a string"); }
-            if (c == '\\') {
-                esc = 1;
-                if (k + 1 >= n) { p->pos = n; return incomplete(p); }
-                unsigned char e = b[k + 1];
-                if (e == 'u') {
-                    for (int h = 2; h < 6; h++) {
-                        if (k + h >= n) { p->pos = n; return incomplete(p); }
-                        if (!is_hex(b[k + h])) { p->pos = k; return fail(p, "invalid \\u escape"); }
-                    }
-                    k += 5;
-                } else if (strchr("\"\\/bfnrt", e) && e) {
-                    k += 1;
-                } else {
-                    p->pos = k; return fail(p, "invalid escape in a string");
-                }
-                if (k >= stop) { /* the escape swallowed the quote we found: look further */
-                    i = k + 1;
-                    goto next;
-                }
+        i = string_stop(b, i, n);
+        if (i >= n) { p->pos = n; return incomplete(p); }
+        unsigned char c = b[i];
+        if (c == '"') break;
+        if (c < 0x20) { p->pos = i; return fail(p, "invalid control character in a string"); }
+        esc = 1;  /* a backslash */
+        if (i + 1 >= n) { p->pos = n; return incomplete(p); }
+        unsigned char e = b[i + 1];
+        if (e == 'u') {
+            for (int h = 2; h < 6; h++) {
+                if (i + h >= n) { p->pos = n; return incomplete(p); }
+                if (!is_hex(b[i + h])) { p->pos = i; return fail(p, "invalid \\u escape"); }
             }
+            i += 6;
+        } else if (e && strchr("\"\\/bfnrt", e)) {
+            i += 2;
+        } else {
+            p->pos = i;
+            return fail(p, "invalid escape in a string");
         }
-        if (!q) { p->pos = n; return incomplete(p); }
-        *end = stop;
-        *escaped = esc;
-        p->pos = stop + 1;
-        return 0;
-    next:;
     }
+    *end = i;
+    *escaped = esc;
+    p->pos = i + 1;
+    return 0;
 }
 
 typedef struct {
@@ -358,7 +399,7 @@ static int parse_interned(Parser *p, Interner *strings, int64_t *out) {
     Py_ssize_t s, e;
     int esc;
     if (parse_string(p, &s, &e, &esc) < 0) return -1;
-    int64_t id = intern(strings, (const char *)p->b + s, e - s);
+    int64_t id = intern(p, strings, (const char *)p->b + s, e - s);
     if (id == -3) return fail(p, "out of memory");
     *out = id;
     return 0;
@@ -522,15 +563,15 @@ static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tra
     Py_ssize_t pl = ev.pid_start < 0 ? 0 : ev.pid_end - ev.pid_start;
     Py_ssize_t tl = ev.tid_start < 0 ? 0 : ev.tid_end - ev.tid_start;
     if (pl + tl + 1 > *keycap) {
-        char *grown = PyMem_Realloc(*keybuf, pl + tl + 1);
-        if (!grown) return fail(p, "out of memory");
+        char *grown = PyMem_RawRealloc(*keybuf, pl + tl + 1);
+        if (!grown) return fail(p, "out of memory");  /* reported as a stop; the exact decoder takes over */
         *keybuf = grown;
         *keycap = pl + tl + 1;
     }
     if (pl) memcpy(*keybuf, p->b + ev.pid_start, pl);
     (*keybuf)[pl] = 0;
     if (tl) memcpy(*keybuf + pl + 1, p->b + ev.tid_start, tl);
-    int64_t track = intern(tracks, *keybuf, pl + tl + 1);
+    int64_t track = intern(p, tracks, *keybuf, pl + tl + 1);
     if (track == -3) return fail(p, "out of memory");
     row[FIELD_TRACK] = track;
     return 0;
@@ -552,12 +593,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Interner *tracks = strings ? PyCapsule_GetPointer(tracks_cap, INTERNER) : NULL;
     if (!tracks) { PyBuffer_Release(&view); return NULL; }
 
-    Parser p = {view.buf, view.len, 0, 0, -1, NULL, 0};
+    Parser p = {view.buf, view.len, 0, 0, -1, NULL, 0, NULL};
     Py_ssize_t cap = 4096, count = 0, stop = 0, keycap = 256;
-    int64_t *rows = PyMem_Malloc(cap * NFIELDS * sizeof(int64_t));
-    char *keybuf = PyMem_Malloc(keycap);
-    int status = ST_OK;
-    if (!rows || !keybuf) { PyMem_Free(rows); PyMem_Free(keybuf); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    int64_t *rows = PyMem_RawMalloc(cap * NFIELDS * sizeof(int64_t));
+    char *keybuf = PyMem_RawMalloc(keycap);
+    int status = ST_OK, no_memory = 0;
+    if (!rows || !keybuf) { PyMem_RawFree(rows); PyMem_RawFree(keybuf); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    p.released = PyEval_SaveThread();  /* (de)compression threads run meanwhile */
 
     skip_ws(&p);
     for (;;) {
@@ -565,8 +607,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (start >= p.n) { status = ST_INCOMPLETE; break; }
         if (p.b[start] != '{') { fail(&p, "expected an event (an object)"); status = ST_STOPPED; break; }
         if (count == cap) {
-            int64_t *grown = PyMem_Realloc(rows, cap * 2 * NFIELDS * sizeof(int64_t));
-            if (!grown) { PyErr_NoMemory(); break; }
+            int64_t *grown = PyMem_RawRealloc(rows, cap * 2 * NFIELDS * sizeof(int64_t));
+            if (!grown) { no_memory = 1; break; }
             rows = grown;
             cap *= 2;
         }
@@ -586,11 +628,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         stop = p.pos;
         if (p.pos >= limit) { status = ST_OK; break; }
     }
-    PyMem_Free(keybuf);
+    PyEval_RestoreThread(p.released);
+    PyMem_RawFree(keybuf);
     PyBuffer_Release(&view);
-    if (PyErr_Occurred()) { PyMem_Free(rows); return NULL; }
+    if (no_memory) PyErr_NoMemory();
+    if (PyErr_Occurred()) { PyMem_RawFree(rows); return NULL; }
     PyObject *out = PyBytes_FromStringAndSize((const char *)rows, count * NFIELDS * sizeof(int64_t));
-    PyMem_Free(rows);
+    PyMem_RawFree(rows);
     if (!out) return NULL;
     return Py_BuildValue("innnzN", status, count, stop, p.err_pos, p.msg, out);
 }
@@ -602,7 +646,7 @@ static PyObject *intern_one(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Oy#", &capsule, &p, &n)) return NULL;
     Interner *in = PyCapsule_GetPointer(capsule, INTERNER);
     if (!in) return NULL;
-    int64_t id = intern(in, p, n);
+    int64_t id = intern_held(in, p, n);
     return id == -3 ? NULL : PyLong_FromLongLong(id);
 }
 

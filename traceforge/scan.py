@@ -4,6 +4,10 @@ Analyses read these columns and never touch JSON. Both Kineto vocabularies are
 understood: new (``kernel``, ``gpu_memcpy``, ``cuda_runtime``, ``cpu_op``, ...) and 2021
 (``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``, string tids like ``"stream 7"``).
 Times are integer ns (see ``exacttime``).
+
+The reader's C scanner gives one int64 row per event (``io.rows``); this module turns
+batches of rows into columns with numpy, decoding each distinct string or (pid, tid)
+once. Rows the scanner flags as odd are recomputed from the parsed event.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .exacttime import to_ns
+from .io import rows as R
 from .io.reader import EventBatch, TraceReader
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -71,30 +76,21 @@ def _int_or(value: object, default: int) -> int:
     return default
 
 
-class _Rows:
-    """Rows of int64 fields: tuples per batch, packed into growing int64 buffers per field.
-
-    The buffers live outside Python's small-object heap: millions of small long-lived
-    objects between the freed event dicts would pin that heap's memory for good.
-    """
+class _Columns:
+    """Growing columns, one buffer per field, filled a batch at a time."""
 
     def __init__(self, fields: str):
         """``fields``: names, ``:i4`` after a name for ids that fit 32 bits (half the memory)."""
         specs = [f.partition(":") for f in fields.split()]
         self.fields = [name for name, _, _ in specs]
         self._dtypes = [np.dtype(np.int32 if kind == "i4" else np.int64) for _, _, kind in specs]
-        self.pending: list[tuple] = []
         self._columns = [array("i" if d == np.int32 else "q") for d in self._dtypes]
 
-    def flush(self) -> None:
-        if self.pending:
-            packed = np.array(self.pending, dtype=np.int64)
-            for i, (column, dtype) in enumerate(zip(self._columns, self._dtypes)):
-                column.frombytes(packed[:, i].astype(dtype).tobytes())
-            self.pending.clear()
+    def extend(self, *values: np.ndarray) -> None:
+        for column, dtype, v in zip(self._columns, self._dtypes, values, strict=True):
+            column.frombytes(np.asarray(v).astype(dtype, copy=False).tobytes())
 
     def table(self) -> Table:
-        self.flush()
         return Table({f: np.frombuffer(c, dtype=d) if len(c) else np.zeros(0, d)
                       for f, c, d in zip(self.fields, self._columns, self._dtypes)})
 
@@ -167,121 +163,236 @@ def scan(
     in the same pass, then uses the reader's head and tail).
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    names, tracks, cats, dims = _Interner(), _Interner(), _Interner(), _Interner()
-    gpu = _Rows("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4")
-    launch = _Rows("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
-    cpu = _Rows("ordinal ts dur track:i4 name:i4 cat:i4")
-    ranges = _Rows("ordinal ts dur track:i4 name:i4")
-    range_args: list[dict] = []
-    counts: Counter = Counter()
-    skipped: Counter = Counter()
-    track_names: dict[tuple, str] = {}
-    process_names: dict[object, str] = {}
-    max_flow_id = -1
-    gpu_add, launch_add, cpu_add, range_add = gpu.pending.append, launch.pending.append, cpu.pending.append, ranges.pending.append
-    name_ids, track_ids, cat_ids = names.ids, tracks.ids, cats.ids  # direct lookups: the call is the slow path
-
+    builder = _ColumnBuilder(reader.scanner, cpu_ops)
     for batch in reader.batches():
         if on_batch is not None:
             on_batch(batch)
-        ordinal = batch.first - 1
-        for e in batch.events:
-            ordinal += 1
-            ph = e.get("ph")
-            cat = e.get("cat")
-            counts[(ph, cat)] += 1
-            if ph != "X":
-                if ph == "M":
-                    _note_metadata(e, track_names, process_names)
-                elif ph == "s" or ph == "f" or ph == "t":
-                    fid = e.get("id")
-                    if type(fid) is int and fid > max_flow_id:
-                        max_flow_id = fid
+        builder.add(batch)
+    return builder.columns(reader)
+
+
+_KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
+_PH_X, _PH_M, _PH_FLOW = 1, 2, 3
+_TIMES = R.F_TS | R.F_DUR
+
+
+def _lookup(table: np.ndarray, ids: np.ndarray, missing: int) -> np.ndarray:
+    """``table[ids]``, with ``missing`` where an id is negative (absent, or not a string)."""
+    if not len(table):
+        return np.full(len(ids), missing, table.dtype)
+    out = table[np.maximum(ids, 0)]
+    out[ids < 0] = missing
+    return out
+
+
+class _ColumnBuilder:
+    """Rows in, columns out; each distinct string and track is decoded once."""
+
+    def __init__(self, scanner: R.RowScanner, cpu_ops: bool):
+        self.scanner = scanner
+        self.cpu_ops = cpu_ops
+        self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
+        # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
+        self._ph_code = np.zeros(0, np.int8)
+        self._kind = np.zeros(0, np.int8)
+        self._gpu_kind = np.zeros(0, np.int8)
+        self._name_id = np.zeros(0, np.int32)
+        self._cat_id = np.zeros(0, np.int32)
+        self._texts: list[str] = []
+        # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
+        self._track_id = np.zeros(0, np.int32)
+        self._pid_int = np.zeros(0, np.int64)
+        self._tid_int = np.zeros(0, np.int64)
+        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4")
+        self.launch = _Columns("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
+        self.cpu = _Columns("ordinal ts dur track:i4 name:i4 cat:i4")
+        self.ranges = _Columns("ordinal ts dur track:i4 name:i4")
+        self.range_args: list[dict] = []
+        self.counts: Counter = Counter()
+        self.skipped: Counter = Counter()
+        self.track_names: dict[tuple, str] = {}
+        self.process_names: dict[object, str] = {}
+        self.max_flow_id = -1
+
+    def add(self, batch: EventBatch) -> None:
+        rows = batch.rows
+        odd = np.flatnonzero(rows[:, R.FLAGS] & R.F_ODD)
+        if len(odd):
+            rows = rows.copy()
+            for i in odd.tolist():
+                _resolve_odd(rows[i], batch.event(i), self.scanner)
+        self._learn()
+        ph_code = _lookup(self._ph_code, rows[:, R.PH], 0)
+        self._count(rows)
+        for i in np.flatnonzero(ph_code == _PH_M).tolist():
+            _note_metadata(batch.event(i), self.track_names, self.process_names)
+        flows = (ph_code == _PH_FLOW) & (rows[:, R.FLAGS] & R.F_ID != 0)
+        if flows.any():
+            self.max_flow_id = max(self.max_flow_id, int(rows[flows, R.ID].max()))
+        kind = _lookup(self._kind, rows[:, R.CAT], -1)
+        kind[ph_code != _PH_X] = -1
+        if not self.cpu_ops:
+            kind[kind == _KIND_CODES[_CPU]] = -1
+        timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
+        for name, code in _KIND_CODES.items():
+            mine = kind == code
+            if not mine.any():
                 continue
-            kind = _KIND_BY_CAT.get(cat) if type(cat) is str else None
-            if kind is None:
-                kind = _kind_of(cat)
-                if kind is None:
-                    continue
-            if kind == _CPU and not cpu_ops:
-                continue
-            ts, dur = e.get("ts"), e.get("dur")
-            try:
-                ts = ts * 1000 if type(ts) is int else to_ns(ts)
-                dur = dur * 1000 if type(dur) is int else to_ns(dur)
-            except (ValueError, TypeError):
-                skipped[f"{kind} event without a numeric ts/dur"] += 1
-                continue
-            pid, tid = e.get("pid"), e.get("tid")
-            track = track_ids.get((pid, tid))
-            if track is None:
-                track = tracks((pid, tid))
-            args = e.get("args")
-            if type(args) is not dict:
-                args = _NO_ARGS
-            name = name_ids.get(e.get("name"))
-            if name is None:
-                name = e.get("name")
-                name = names(name if type(name) is str else "")
-            corr = args.get("correlation", -1)
-            if type(corr) is not int:
-                corr = _int_or(corr, -1)
-            cat_id = cat_ids.get(cat)
-            if cat_id is None:
-                cat_id = cats(cat)
-            if kind == _GPU:
-                device, stream, nbytes = args.get("device", pid), args.get("stream", tid), args.get("bytes", -1)
-                if type(device) is not int or type(stream) is not int or type(nbytes) is not int:
-                    device, stream, nbytes = _int_or(device, -1), _int_or(stream, -1), _int_or(nbytes, -1)
-                grid, block = args.get("grid"), args.get("block")
-                gpu_add((
-                    ordinal, _GPU_CATS[cat.lower()], ts, dur, device, stream, track, corr, name, nbytes,
-                    _launch_dims(grid, block, dims) if grid is not None else -1,
-                ))
-            elif kind == _LAUNCH:
-                kernel = args.get("kernel")
-                launch_add((ordinal, ts, dur, track, corr, name, cat_id, names(kernel) if type(kernel) is str else -1))
-            elif kind == _CPU:
-                cpu_add((ordinal, ts, dur, track, name, cat_id))
-            else:
-                range_add((ordinal, ts, dur, track, name))
-                range_args.append(args)
-        for rows in (gpu, launch, cpu, ranges):
-            rows.flush()
+            bad = int(np.count_nonzero(mine & ~timed))
+            if bad:
+                self.skipped[f"{name} event without a numeric ts/dur"] += bad
+            self._add_kind(code, batch, rows, np.flatnonzero(mine & timed))
 
-    return TraceColumns(
-        path=reader.name,
-        gpu=gpu.table(),
-        launches=launch.table(),
-        cpu_ops=cpu.table(),
-        ranges=ranges.table(),
-        range_args=range_args,
-        names=names.values,
-        tracks=tracks.values,
-        cats=cats.values,
-        metadata=reader.metadata(),
-        phase_cat_counts=counts,
-        track_names=track_names,
-        process_names=process_names,
-        max_flow_id=max_flow_id,
-        event_count=reader.event_count,
-        skipped=skipped,
-        kernel_dims=dims.values,
-    )
+    def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
+        if not len(at):
+            return
+        r = rows[at]
+        flags = r[:, R.FLAGS]
+        ordinal, ts, dur = at + batch.first, r[:, R.TS], r[:, R.DUR]
+        track = self._track_id[r[:, R.TRACK]]
+        name = self._name_ids(r[:, R.NAME])
+        if code == _KIND_CODES[_GPU]:
+            self.gpu.extend(
+                ordinal, self._gpu_kind[r[:, R.CAT]], ts, dur,
+                np.where(flags & R.F_DEVICE, r[:, R.DEVICE], self._pid_int[r[:, R.TRACK]]),
+                np.where(flags & R.F_STREAM, r[:, R.STREAM], self._tid_int[r[:, R.TRACK]]),
+                track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1), name,
+                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r),
+            )
+        elif code == _KIND_CODES[_LAUNCH]:
+            kernel = r[:, R.KERNEL]
+            kernel_id = np.full(len(r), -1, np.int32)
+            kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
+            self.launch.extend(ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
+                               name, self._cat_ids(r[:, R.CAT]), kernel_id)
+        elif code == _KIND_CODES[_CPU]:
+            self.cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
+        else:
+            self.ranges.extend(ordinal, ts, dur, track, name)
+            for i in at.tolist():
+                args = batch.event(i).get("args")
+                self.range_args.append(args if type(args) is dict else {})
+
+    def _count(self, rows: np.ndarray) -> None:
+        key = (rows[:, R.PH] + 2) << 32 | (rows[:, R.CAT] + 2)
+        for k, n in zip(*np.unique(key, return_counts=True)):
+            ph, cat = int(k >> 32) - 2, int(k & 0xFFFFFFFF) - 2
+            self.counts[(self._texts[ph] if ph >= 0 else None, self._texts[cat] if cat >= 0 else None)] += int(n)
+
+    def _learn(self) -> None:
+        """Decode the strings and tracks the scanner met since the last batch."""
+        new = self.scanner.strings[len(self._texts):]
+        if new:
+            texts = [R.decode_string(raw) for raw in new]
+            self._texts += texts
+            kinds = [_kind_of(t) for t in texts]
+            self._ph_code = np.append(self._ph_code, np.array(
+                [_PH_X if t == "X" else _PH_M if t == "M" else _PH_FLOW if t in ("s", "f", "t") else 0 for t in texts],
+                np.int8))
+            self._kind = np.append(self._kind, np.array([_KIND_CODES.get(k, -1) for k in kinds], np.int8))
+            self._gpu_kind = np.append(self._gpu_kind, np.array(
+                [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
+            self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
+            self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
+        new = self.scanner.tracks[len(self._track_id):]
+        if new:
+            decoded = [R.decode_track(raw) for raw in new]
+            self._track_id = np.append(self._track_id, np.array([self.tracks(t) for t in decoded], np.int32))
+            self._pid_int = np.append(self._pid_int, np.array([_int64_or(p, -1) for p, _ in decoded], np.int64))
+            self._tid_int = np.append(self._tid_int, np.array([_int64_or(t, -1) for _, t in decoded], np.int64))
+
+    def _name_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Name ids of string ids; "" for a missing name or one that is not a string."""
+        return self._assign(self._name_id, ids, self.names, "")
+
+    def _cat_ids(self, ids: np.ndarray) -> np.ndarray:
+        return self._assign(self._cat_id, ids, self.cats, None)
+
+    def _assign(self, table: np.ndarray, ids: np.ndarray, interner: _Interner, missing: object) -> np.ndarray:
+        if (ids < 0).any():
+            fill = interner(missing)
+            out = np.full(len(ids), fill, np.int32)
+            known = ids >= 0
+            out[known] = self._assign(table, ids[known], interner, missing)
+            return out
+        out = table[ids]
+        if (out < 0).any():
+            for i in np.unique(ids[out < 0]).tolist():
+                table[i] = interner(self._texts[i])
+            out = table[ids]
+        return out
+
+    def _dim_ids(self, r: np.ndarray) -> np.ndarray:
+        """Ids of (grid, block) pairs; -1 unless both are three ints."""
+        out = np.full(len(r), -1, np.int32)
+        has = np.flatnonzero(r[:, R.FLAGS] & R.F_DIMS)
+        if len(has):
+            pairs, inverse = np.unique(r[has, R.GRID:R.BLOCK + 3], axis=0, return_inverse=True)
+            ids = [self.dims((tuple(p[:3]), tuple(p[3:]))) for p in pairs.tolist()]
+            out[has] = np.array(ids, np.int32)[inverse.ravel()]
+        return out
+
+    def columns(self, reader: TraceReader) -> TraceColumns:
+        return TraceColumns(
+            path=reader.name,
+            gpu=self.gpu.table(),
+            launches=self.launch.table(),
+            cpu_ops=self.cpu.table(),
+            ranges=self.ranges.table(),
+            range_args=self.range_args,
+            names=self.names.values,
+            tracks=self.tracks.values,
+            cats=self.cats.values,
+            metadata=reader.metadata(),
+            phase_cat_counts=self.counts,
+            track_names=self.track_names,
+            process_names=self.process_names,
+            max_flow_id=self.max_flow_id,
+            event_count=reader.event_count,
+            skipped=self.skipped,
+            kernel_dims=self.dims.values,
+        )
 
 
-_NO_ARGS: dict = {}
+_INT64 = (-(2**63), 2**63 - 1)
 
 
-def _launch_dims(grid: object, block: object, dims: _Interner) -> int:
-    """Id of a kernel's ``(grid, block)`` (each an (x, y, z) tuple of ints); -1 unless both are there."""
-    if type(grid) is not list or type(block) is not list or len(grid) != 3 or len(block) != 3:
-        return -1
-    if not all(type(v) is int for v in grid) or not all(type(v) is int for v in block):
-        return -1
-    key = (tuple(grid), tuple(block))
-    found = dims.ids.get(key)
-    return dims(key) if found is None else found
+def _int64_or(value: object, default: int) -> int:
+    v = _int_or(value, default)
+    return v if _INT64[0] <= v <= _INT64[1] else default
+
+
+def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
+    """Recompute a row the scanner flagged, from the parsed event, by the scan's rules."""
+    row[R.PH], row[R.CAT], row[R.NAME] = (scanner.intern_string(e[k]) if k in e else -1 for k in ("ph", "cat", "name"))
+    row[R.TRACK] = scanner.intern_track(e.get("pid"), e.get("tid"), "pid" in e, "tid" in e)
+    flags = 0
+    for key, column, flag in (("ts", R.TS, R.F_TS), ("dur", R.DUR, R.F_DUR)):
+        try:
+            ns = to_ns(e.get(key))
+        except (ValueError, TypeError):
+            continue
+        if _INT64[0] <= ns <= _INT64[1]:
+            row[column], flags = ns, flags | flag
+    fid = e.get("id")
+    if type(fid) is int and _INT64[0] <= fid <= _INT64[1]:
+        row[R.ID], flags = fid, flags | R.F_ID
+    args = e.get("args")
+    row[R.KERNEL] = -1
+    if type(args) is dict:
+        flags |= R.F_ARGS
+        for key, column, flag in (("correlation", R.CORRELATION, R.F_CORRELATION), ("device", R.DEVICE, R.F_DEVICE),
+                                  ("stream", R.STREAM, R.F_STREAM), ("bytes", R.BYTES, R.F_BYTES)):
+            if key in args:
+                row[column], flags = _int64_or(args[key], -1), flags | flag
+        kernel = args.get("kernel")
+        if type(kernel) is str:
+            row[R.KERNEL] = scanner.intern_string(kernel)
+        grid, block = args.get("grid"), args.get("block")
+        if all(type(d) is list and len(d) == 3 and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in d)
+               for d in (grid, block)):
+            row[R.GRID:R.GRID + 3], row[R.BLOCK:R.BLOCK + 3], flags = grid, block, flags | R.F_DIMS
+    row[R.FLAGS] = flags
 
 
 def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .fields import Replacement, replace_fields, splice
-from .reader import WS, EventBatch, event_spans
+from .reader import WS, EventBatch
 
 _TS = re.compile(rb'"ts"[ \t\r\n]*:[ \t\r\n]*(-?[0-9][0-9.eE+-]*)')
 
@@ -45,7 +45,7 @@ class EventEdits:
         return data[:-1] if data.endswith(b",") else data
 
     def _edit(self, batch: EventBatch) -> bytes:
-        first, n = batch.first, len(batch.events)
+        first, n = batch.first, batch.count
         keep = self.keep[first:first + n] if self.keep is not None else None
         lo, hi = np.searchsorted(self.ordinals, [first, first + n]) if len(self.ordinals) else (0, 0)
         if self.ts is None and lo == hi and (keep is None or keep.all()):
@@ -57,7 +57,7 @@ class EventEdits:
         dropped = np.flatnonzero(~keep).tolist() if keep is not None else []
         if lo == hi and not dropped and None not in ts_at.values():
             return self._shift_all(raw, ts_at)
-        spans = event_spans(batch)
+        spans = batch.spans
         edits: list[tuple[int, int, bytes]] = []  # (start, end, new bytes) in raw, in order
         changed = {int(o) - first: k for k, o in enumerate(self.ordinals[lo:hi].tolist(), start=int(lo))}
         drop = set(dropped)
@@ -98,7 +98,7 @@ class EventEdits:
         found_texts = [m.group(1) for m in matches]
         if len(matches) == len(texts) and b"\0".join(found_texts) == "\0".join(texts).encode():
             return {i: m.span(1) for i, m in zip(owners, matches)}
-        starts = np.fromiter((a for a, _ in event_spans(batch)), np.int64)
+        starts = batch.spans[:, 0]
         hits: dict[int, list] = {}
         for owner, m in zip((np.searchsorted(starts, [m.start() for m in matches], side="right") - 1).tolist(),
                             matches):

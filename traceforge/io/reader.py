@@ -4,11 +4,12 @@ Every byte of the input lands in exactly one of ``head`` (up to the first event)
 a batch's ``raw`` (events and the separators after them) or ``tail`` (after the last
 event), so concatenating them gives the input back byte for byte.
 
-Fast path: a multi-MB run of events cut at a ``},`` and parsed by orjson in one call.
-JSON decides where a value ends, so if ``[run]`` parses, the cut was an event boundary.
-Otherwise (a ``},`` inside a string, integers beyond 64 bits, invalid UTF-8, a real
-syntax error) the run is walked one event at a time, ending with the stdlib decoder,
-which either finds the event's end or names the byte where the JSON breaks.
+Fast path: the C scanner (``rows.RowScanner``) validates a multi-MB run of events and
+gives each a row (byte span and the fields the scan keys on) without building Python
+objects; events are parsed into dicts only when a caller asks for them. Where the
+scanner stops (invalid JSON, an event that is not an object, a trailing comma) the run
+is walked one event at a time, ending with the stdlib decoder, which either reads the
+event or names the byte where the JSON breaks.
 
 Exact time: fractional ``ts``/``dur`` values are handed over as their text (str), never
 as float; integers stay int.
@@ -21,19 +22,19 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice, repeat
 
+import numpy as np
 import orjson
 
 from .. import progress
 from ..errors import TraceFormatError
+from . import rows as R
 from .codec import iter_decompressed
 
 BATCH_BYTES = 2 << 20
 MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
-_CUT = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(?=\{[ \t\r\n]*")')
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
 _FRACTIONAL_TIME = re.compile(
     rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:\d+\.\d*|\d+(?=[eE]))(?:[eE][-+]?\d+)?)'
@@ -47,32 +48,62 @@ def quote_times(text: bytes) -> bytes:
     return _FRACTIONAL_TIME.sub(rb'\1"\2"', text)
 
 
-def _cuts_backwards(data: bytes, start: int, limit: int) -> Iterator[re.Match]:
-    """``_CUT`` matches in ``data[start:limit]``, last first (found with rfind: no full scan)."""
-    pos = limit
-    while True:
-        pos = data.rfind(b"}", start, pos)
-        if pos < 0:
-            return
-        m = _CUT.match(data, pos, limit)
-        if m is not None:
-            yield m
+def parse_event(raw: bytes) -> dict:
+    """One event's dict from its (valid) bytes, fractional times as text."""
+    return orjson.loads(quote_times(raw))
 
 
-def _value_types(events: list, key: str) -> set[type]:
-    """Types of ``e[key]`` over dict events, at C speed (TypeError if one is not a dict)."""
-    return set(map(type, map(dict.get, events, repeat(key))))
-
-
-@dataclass
 class EventBatch:
-    """Consecutive events: ordinals ``first .. first+len(events)-1``."""
+    """Consecutive events, ordinals ``first .. first+count-1``, with their bytes ``raw``.
 
-    first: int
-    events: list
-    raw: bytes
-    offset: int  # decompressed byte offset of raw[0]
-    spans: list[tuple[int, int]] | None = None  # per event (start, end) in raw, if computed
+    ``rows`` (the scanner's) and ``spans`` are there from the start for scanned runs;
+    ``events`` (dicts) is parsed on first use. A batch walked by the exact decoder has
+    ``events`` and ``spans``, and computes ``rows`` on demand.
+    """
+
+    def __init__(self, first: int, raw: bytes, offset: int, *, rows: np.ndarray | None = None,
+                 events: list | None = None, spans: np.ndarray | None = None,
+                 scanner: R.RowScanner | None = None):
+        self.first = first
+        self.raw = raw
+        self.offset = offset  # decompressed byte offset of raw[0]
+        self._rows = rows
+        self._raw_rows = rows is not None
+        self._events = events
+        self._spans = spans
+        self._scanner = scanner
+        self.count = len(rows) if rows is not None else len(events or ())
+
+    @property
+    def events(self) -> list:
+        if self._events is None:
+            self._events = orjson.loads(b"[" + quote_times(self.raw.rstrip(WS).rstrip(b",")) + b"]")
+        return self._events
+
+    def event(self, i: int) -> dict:
+        """The ``i``-th event of the batch as a dict (without parsing the others)."""
+        if self._events is not None:
+            return self._events[i]
+        a, b = self.spans[i]
+        return parse_event(self.raw[a:b])
+
+    @property
+    def rows(self) -> np.ndarray:
+        if self._rows is None:
+            self._rows = self._scanner.rows_of(self._events)
+        return self._rows
+
+    @property
+    def raw_rows(self) -> np.ndarray | None:
+        """The scanner's rows when their offsets refer to ``raw`` (not re-serialised events)."""
+        return self._rows if self._rows is not None and self._raw_rows else None
+
+    @property
+    def spans(self) -> np.ndarray:
+        """(count, 2): each event's [start, end) in ``raw``."""
+        if self._spans is None:
+            self._spans = self._rows[:, R.START:R.END + 1]
+        return self._spans
 
 
 @dataclass
@@ -110,7 +141,7 @@ class TraceReader:
     layout: str = ""  # "object" or "array"
     event_count: int = 0
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
-    _quote: bool = field(default=False, repr=False)
+    scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
 
     @property
     def name(self) -> str:
@@ -121,8 +152,8 @@ class TraceReader:
 
     # -- top level ----------------------------------------------------------------------
 
-    def batches(self, spans: bool = False) -> Iterator[EventBatch]:
-        """Yield event batches; with ``spans`` each batch knows every event's byte range."""
+    def batches(self) -> Iterator[EventBatch]:
+        """Yield event batches (each knows its events' byte spans)."""
         on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path)
         buf = _Buffer(iter_decompressed(self.path, on_read=on_read))
         pos = self._read_head(buf)
@@ -130,7 +161,7 @@ class TraceReader:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of small dicts: the cyclic collector would dominate
         try:
-            yield from self._read_events(buf, spans)
+            yield from self._read_events(buf)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -244,57 +275,41 @@ class TraceReader:
 
     # -- events -----------------------------------------------------------------------
 
-    def _read_events(self, buf: _Buffer, spans: bool) -> Iterator[EventBatch]:
+    def _read_events(self, buf: _Buffer) -> Iterator[EventBatch]:
         ordinal = 0
         if buf.data[:1] == b"]":
             return
         while True:
             while len(buf.data) < self.batch_bytes and buf.fill():
                 pass
-            batch = None if spans else self._fast_batch(buf, ordinal)
+            batch, ended = self._scanned_batch(buf, ordinal)
             if batch is None:
                 batch, ended = self._precise_batch(buf, ordinal)
-            else:
-                ended = False
-            if batch.events:
-                ordinal += len(batch.events)
+            if batch.count:
+                ordinal += batch.count
                 self.event_count = ordinal
                 yield batch
             if ended:
                 return
 
-    def _fast_batch(self, buf: _Buffer, ordinal: int) -> EventBatch | None:
-        data = buf.data
-        limit = min(len(data), self.batch_bytes)  # parsed events take ~5-10x their JSON size
-        start = max(0, limit - (1 << 20))
-        for cut in islice(_cuts_backwards(data, start, limit), 3):  # a "}, {" inside a string fails: try earlier
-            events = self._parse_run(data[:cut.start() + 1])
-            if events is not None:
-                break
-        else:
-            return None
-        end = cut.end()  # the separator and its whitespace stay with this batch
-        batch = EventBatch(ordinal, events, data[:end], buf.base)
-        buf.drop(end)
-        return batch
-
-    def _parse_run(self, piece: bytes) -> list | None:
-        text = b"[" + (quote_times(piece) if self._quote else piece) + b"]"
-        try:
-            events = orjson.loads(text)
-            times = _value_types(events, "ts") | _value_types(events, "dur")
-        except (orjson.JSONDecodeError, TypeError):  # TypeError: an event is not an object
-            return None
-        if float in times and not self._quote:
-            self._quote = True
-            return self._parse_run(piece)
-        return events
+    def _scanned_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch | None, bool]:
+        """The events the C scanner takes from the buffer; None where it takes none."""
+        while True:
+            result = self.scanner.scan(buf.data, self.batch_bytes)
+            if result.status == R.INCOMPLETE and not len(result.rows) and buf.fill():
+                continue  # an event longer than the buffer
+            break
+        if not len(result.rows):
+            return None, False
+        batch = EventBatch(ordinal, buf.data[:result.stop], buf.base, rows=result.rows, scanner=self.scanner)
+        buf.drop(result.stop)
+        return batch, result.status == R.END_OF_ARRAY
 
     def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
         """Walk events one by one up to about ``batch_bytes``; True when the array ended."""
         events: list = []
         spans: list[tuple[int, int]] = []
-        pos = 0
+        pos = self._skip_ws(buf, 0)
         while True:
             event, end = self._one_event(buf, pos, ordinal + len(events))
             events.append(event)
@@ -317,7 +332,8 @@ class TraceReader:
                 return self._take(buf, ordinal, events, spans, pos), False
 
     def _take(self, buf: _Buffer, ordinal: int, events: list, spans: list, end: int) -> EventBatch:
-        batch = EventBatch(ordinal, events, buf.data[:end], buf.base, spans)
+        batch = EventBatch(ordinal, buf.data[:end], buf.base, events=events,
+                           spans=np.array(spans, np.int64).reshape(-1, 2), scanner=self.scanner)
         buf.drop(end)
         return batch
 
@@ -389,30 +405,3 @@ _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
-
-
-_BETWEEN = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*(?=\{)")
-
-
-def _quick_spans(batch: EventBatch) -> list[tuple[int, int]] | None:
-    """Spans from the ``},{`` between events; None when one may sit inside a string.
-
-    Every real boundary matches, so exactly ``len(events) - 1`` matches are all real.
-    """
-    raw = batch.raw
-    cuts = [m.span() for m in _BETWEEN.finditer(raw)]
-    end = len(raw.rstrip(WS).rstrip(b",").rstrip(WS))
-    if len(cuts) != len(batch.events) - 1 or raw[:1] != b"{" or raw[end - 1:end] != b"}":
-        return None
-    return list(zip([0] + [b for _, b in cuts], [a + 1 for a, _ in cuts] + [end]))
-
-
-def event_spans(batch: EventBatch) -> list[tuple[int, int]]:
-    """Each event's (start, end) in ``batch.raw``, walking the batch precisely if needed."""
-    if batch.spans is None:
-        batch.spans = _quick_spans(batch)
-    if batch.spans is None:
-        walker = TraceReader(path="<batch>", batch_bytes=len(batch.raw) + 2)
-        buf = _Buffer(iter(()), data=batch.raw.rstrip(WS).rstrip(b",") + b"]", eof=True)
-        batch.spans = walker._precise_batch(buf, batch.first)[0].spans
-    return batch.spans

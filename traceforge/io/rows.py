@@ -15,7 +15,11 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
-from .. import _scanner
+try:
+    from .. import _scanner
+except ImportError as e:  # a source tree used without building it
+    raise ImportError(f"traceforge's C event scanner is not built ({e}): run `pip install -e .` in the "
+                      "source tree, or `pip install .` and run outside it") from None
 from .._scanner import (  # noqa: F401  (re-exported column and flag names)
     ARGS_END, ARGS_START, BLOCK, BYTES, CAT, CORRELATION, DEVICE, DUR, END, F_ARGS, F_ARGS_LAST,
     F_BYTES, F_CORRELATION, F_DEVICE, F_DIMS, F_DUR, F_ID, F_ODD, F_STREAM, F_TS, FLAGS, GRID, ID,
