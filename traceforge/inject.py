@@ -56,11 +56,13 @@ class ArgColumns:
 
     A dict per event costs hundreds of bytes; on a trace with a million kernels the
     columns cost a few bytes per value. ``values[key][i]`` goes on event ``ordinals[i]``
-    (no arg where it is None).
+    (no arg where it is None); for a key in ``lookup``, ``values[key]`` holds small codes
+    and ``lookup[key][code]`` is the value (a label per op costs a byte, not a pointer).
     """
 
     ordinals: np.ndarray
     values: dict[str, np.ndarray]
+    lookup: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.values = {k: np.asarray(v) for k, v in self.values.items()}
@@ -77,7 +79,8 @@ class ArgColumns:
         lo, hi = np.searchsorted(self.ordinals, [first, stop])
         if lo == hi:
             return
-        columns = {k: v[lo:hi].tolist() for k, v in self.values.items()}
+        columns = {k: (self.lookup[k][v[lo:hi]] if k in self.lookup else v[lo:hi]).tolist()
+                   for k, v in self.values.items()}
         for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
             yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}
 

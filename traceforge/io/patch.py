@@ -11,7 +11,8 @@ import orjson
 
 from ..inject import ArgColumns
 from .fields import splice
-from .reader import EventBatch, event_spans
+from . import rows as R
+from .reader import EventBatch
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
 _WS = b" \t\r\n"
@@ -80,7 +81,7 @@ def patch_editor(patches: dict[int, dict], columns: Sequence[ArgColumns] = ()) -
     ordinals = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
 
     def edit(batch: EventBatch) -> bytes:
-        first, stop = batch.first, batch.first + len(batch.events)
+        first, stop = batch.first, batch.first + batch.count
         extras: dict[int, dict] = {}
         for column in columns:
             for ordinal, extra in column.rows(first, stop):
@@ -90,11 +91,39 @@ def patch_editor(patches: dict[int, dict], columns: Sequence[ArgColumns] = ()) -
             extras.setdefault(ordinal, {}).update(patches[ordinal])
         if not extras:
             return batch.raw
-        spans = event_spans(batch)
+        raw, spans = batch.raw, batch.spans
+        args_at = _args_objects(batch)
         edits = []
         for ordinal in sorted(extras):
-            a, b = spans[ordinal - first]
-            edits.append((a, b, add_args(batch.raw[a:b], batch.events[ordinal - first], extras[ordinal])))
-        return splice(batch.raw, edits)
+            i = ordinal - first
+            extra = extras[ordinal]
+            found = args_at.get(i)
+            if found is not None and not any(_dumps(k) in raw[found[0]:found[1]] for k in extra):
+                edits.append(_append_to_args(raw, found, extra))
+            else:  # no args object, or one that may have these keys already: the parsed event decides
+                a, b = spans[i]
+                edits.append((a, b, add_args(raw[a:b], batch.event(i), extra)))
+        return splice(raw, edits)
 
     return edit
+
+
+def _args_objects(batch: EventBatch) -> dict[int, tuple[int, int]]:
+    """Event index -> (offset of ``{``, offset of ``}``) of its args object in ``raw``, where known."""
+    rows = batch.raw_rows
+    if rows is None:
+        return {}
+    plain = (rows[:, R.FLAGS] & (R.F_ARGS | R.F_ODD)) == R.F_ARGS
+    at = np.flatnonzero(plain)
+    return dict(zip(at.tolist(), zip(rows[at, R.ARGS_START].tolist(), rows[at, R.ARGS_END].tolist())))
+
+
+def _append_to_args(raw: bytes, args: tuple[int, int], extra: dict) -> tuple[int, int, bytes]:
+    """The edit that adds ``extra``'s keys (none of them already there) at the end of an args object."""
+    start, close = args
+    body = _dumps(extra)[1:-1]
+    inside = raw[start + 1:close].rstrip(_WS)
+    if not inside.lstrip(_WS):
+        return close, close, body
+    at = start + 1 + len(inside)
+    return at, at, b", " + body

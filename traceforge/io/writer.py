@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from .codec import AtomicOutput, Compressor
 from .reader import WS, EventBatch, TraceReader
 
 
-_WRITE_BYTES = 1 << 20
+_APPEND_CHUNK = 8192  # events per write
 
 
 class EventSink:
@@ -38,18 +39,11 @@ class EventSink:
     def finish(self, appended: Iterable[bytes], tail: bytes) -> int:
         """Append new events, then the input's tail; return how many were appended."""
         count = 0
-        pending: list[bytes] = []
-        size = 0
-        for event in appended:
+        events = iter(appended)
+        while chunk := list(islice(events, _APPEND_CHUNK)):  # one compressor call per chunk, not per event
             first = count == 0 and (self._ends_with_comma or not self._wrote_event)
-            pending.append(b"\n" if first else b",\n")
-            pending.append(event)
-            size += len(event) + 2
-            count += 1
-            if size >= _WRITE_BYTES:  # one compressor call per MB, not per event
-                self._sink.write(b"".join(pending))
-                pending, size = [], 0
-        self._sink.write(b"".join(pending))
+            self._sink.write((b"\n" if first else b",\n") + b",\n".join(chunk))
+            count += len(chunk)
         if count:
             self._wrote_event, self._ends_with_comma = True, False
         self._sink.write(tail)
