@@ -31,7 +31,8 @@ PERMILLE = 1000  # shares as integer tenths of a percent, written with one decim
 
 def utilisation(cols: TraceColumns, labels: Labels) -> pd.DataFrame:
     """Change points per (device, category): device, category, ts (ns), permille (int, 0..1000)."""
-    frames = [pd.DataFrame({"device": d, "category": labels.categories[c], "ts": ts, "permille": permille})
+    frames = [pd.DataFrame({"device": d, "category": labels.categories[c], "ts": ts,
+                            "permille": permille.astype(np.int64)})
               for d, c, ts, permille in _utilisation_steps(cols, labels)]
     if not frames:
         return pd.DataFrame({"device": np.zeros(0, np.int64), "category": np.zeros(0, object),
@@ -48,7 +49,7 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
     for d in np.unique(gpu.device).tolist():
         on_device = gpu.device == d
         times, total = running_count(_starts_and_ends(gpu, on_device), int(np.count_nonzero(on_device)))
-        total = total.astype(np.int32)  # at most the device's ops
+        total = total.astype(np.int32, copy=False)  # at most the device's ops
         denominator = 2 * total
         np.maximum(denominator, 1, out=denominator)
         # every change of the category is also a change point of its device
@@ -58,14 +59,16 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
             cat_ts, cat_running = running_count(_starts_and_ends(gpu, mine), int(np.count_nonzero(mine)))
             del mine
             permille = np.searchsorted(cat_ts, times, side="right")
-            np.take(np.r_[0, cat_running], permille, out=permille)  # the category's count at each point
-            del cat_ts, cat_running
+            count = np.zeros(len(cat_running) + 1, np.int64)
+            count[1:] = cat_running
+            np.take(count, permille, out=permille)  # the category's count at each point
+            del cat_ts, cat_running, count
             permille *= 2 * PERMILLE
             permille += total  # the count is never above the device's, so 0 when it is idle
             permille //= denominator
             keep = np.ones(len(times), bool)
             keep[1:] = permille[1:] != permille[:-1]
-            yield d, c, times[keep], permille[keep]
+            yield d, c, times[keep], permille[keep].astype(np.int16)  # 0..1000
 
 
 def _starts_and_ends(gpu: Table, rows: np.ndarray) -> np.ndarray:
@@ -93,11 +96,12 @@ def category_injections(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """The ``category``/``stage`` args and the utilisation tracks for the rule set of ``--rules``."""
     rules = load_rules(ctx.options.get("rules") or "default")
     labels = label_ops(cols, rules)
-    values = {"category": np.asarray(labels.categories, dtype=object)[labels.category]}
+    values = {"category": labels.category.astype(np.min_scalar_type(len(labels.categories)))}
+    lookup = {"category": np.asarray(labels.categories, dtype=object)}
     if labels.has_stages:
-        stages = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
-        values["stage"] = stages[labels.stage]
-    patches = ArgColumns(cols.gpu.ordinal, values)
+        values["stage"] = labels.stage.astype(np.min_scalar_type(len(labels.stages)))
+        lookup["stage"] = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
+    patches = ArgColumns(cols.gpu.ordinal, values, lookup)
     tracks = utilisation_tracks(cols, labels)
     points = sum(len(t.ts) for t in tracks)
     summary = f"classify ({rules.name}): category arg on {len(patches):,} GPU ops, " \

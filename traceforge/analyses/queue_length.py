@@ -37,7 +37,7 @@ def queue_length(
         "device": np.repeat(np.array([d for d, _, _, _ in groups], cols.gpu.device.dtype), sizes),
         "stream": np.repeat(np.array([s for _, s, _, _ in groups], np.int64), sizes),
         "ts": np.concatenate([ts for _, _, ts, _ in groups] or [np.zeros(0, np.int64)]),
-        "queue_length": np.concatenate([v for _, _, _, v in groups] or [np.zeros(0, np.int32)]),
+        "queue_length": np.concatenate([v for _, _, _, v in groups]).astype(np.int64) if groups else np.zeros(0, np.int32),
     })
 
 
