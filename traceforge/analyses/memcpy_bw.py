@@ -12,6 +12,7 @@ are left out rather than divided by zero.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -46,33 +47,42 @@ def copy_rows(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
 
 def memcpy_bandwidth(cols: TraceColumns) -> pd.DataFrame:
     """One row per change point: device, kind, ts (ns), gbps (float), rate_units (int, 1e-6 GB/s)."""
-    rows, kinds = copy_rows(cols)
-    gpu = cols.gpu
-    dur = gpu.dur[rows]
-    rate = (gpu.bytes[rows] * RATE_SCALE + dur // 2) // dur  # bytes/ns in 1e-6 GB/s, rounded
-    kind_codes, kind_names = pd.factorize(kinds) if len(kinds) else (np.zeros(0, np.int64), [])
-    device = np.concatenate([gpu.device[rows]] * 2)
-    kind = np.concatenate([kind_codes] * 2).astype(np.int64)
-    ts = np.concatenate([gpu.ts[rows], gpu.ts[rows] + dur])
-    delta = np.concatenate([rate, -rate])
-    (device, kind), ts, units = net_steps([device, kind], ts, delta)
+    groups = list(_bandwidth_steps(cols))
+    sizes = [len(ts) for _, _, ts, _ in groups]
+    units = np.concatenate([u for _, _, _, u in groups] or [np.zeros(0, np.int64)])
     return pd.DataFrame({
-        "device": device,
-        "kind": np.asarray(list(kind_names) or [""], dtype=object)[kind],
-        "ts": ts,
+        "device": np.repeat(np.array([d for d, _, _, _ in groups], cols.gpu.device.dtype), sizes),
+        "kind": np.repeat(np.array([k for _, k, _, _ in groups], dtype=object), sizes),
+        "ts": np.concatenate([ts for _, _, ts, _ in groups] or [np.zeros(0, np.int64)]),
         "gbps": units / RATE_SCALE,
         "rate_units": units,
     })
 
 
+def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray, np.ndarray]]:
+    """(device, kind, ts, rate units) per (device, kind), by device then kind in order of appearance.
+
+    One group at a time: its working set, not every copy's, is what the sort holds.
+    """
+    rows, kinds = copy_rows(cols)
+    kind_codes, kind_names = pd.factorize(kinds) if len(kinds) else (np.zeros(0, np.int64), [])
+    del kinds
+    gpu = cols.gpu
+    device = gpu.device[rows]
+    for d in np.unique(device).tolist():
+        on_device = device == d
+        for k in np.unique(kind_codes[on_device]).tolist():
+            mine = rows[on_device & (kind_codes == k)]
+            ts, dur = gpu.ts[mine], gpu.dur[mine]
+            rate = (gpu.bytes[mine] * RATE_SCALE + dur // 2) // dur  # bytes/ns in 1e-6 GB/s, rounded
+            _, at, units = net_steps([], np.concatenate([ts, ts + dur]), np.concatenate([rate, -rate]))
+            yield d, kind_names[k], at, units
+
+
 def memcpy_bw_tracks(cols: TraceColumns) -> list[CounterTrack]:
     """One counter track per (device, kind): ``Memcpy HtoD GB/s``, ``Memset GB/s``."""
-    df = memcpy_bandwidth(cols)
-    tracks = []
-    for (device, kind), g in df.groupby(["device", "kind"], sort=True):
-        name = "Memset" if kind == "Memset" else f"Memcpy {kind}"
-        tracks.append(CounterTrack(
-            pid=cols.gpu_pid(int(device)), name=name, key="GB/s",
-            ts=g["ts"].to_numpy(), values=g["rate_units"].to_numpy(), decimals=6,
-        ))
-    return tracks
+    return [
+        CounterTrack(pid=cols.gpu_pid(device), name="Memset" if kind == "Memset" else f"Memcpy {kind}", key="GB/s",
+                     ts=ts, values=units, decimals=6)
+        for device, kind, ts, units in sorted(_bandwidth_steps(cols), key=lambda g: (g[0], g[1]))
+    ]
