@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,10 +97,12 @@ def category_injections(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """The ``category``/``stage`` args and the utilisation tracks for the rule set of ``--rules``."""
     rules = load_rules(ctx.options.get("rules") or "default")
     labels = label_ops(cols, rules)
-    values = {"category": labels.category.astype(np.min_scalar_type(len(labels.categories)))}
+    labels = replace(labels, category=labels.category.astype(np.min_scalar_type(len(labels.categories))),
+                     stage=labels.stage.astype(np.min_scalar_type(len(labels.stages))))  # a byte per op, not 8
+    values = {"category": labels.category}
     lookup = {"category": np.asarray(labels.categories, dtype=object)}
     if labels.has_stages:
-        values["stage"] = labels.stage.astype(np.min_scalar_type(len(labels.stages)))
+        values["stage"] = labels.stage
         lookup["stage"] = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
     patches = ArgColumns(cols.gpu.ordinal, values, lookup)
     tracks = utilisation_tracks(cols, labels)

@@ -40,7 +40,9 @@ def launch_pairs(
     if launched_before_ns is not None:
         rows = rows[cols.launches.ts[rows] < launched_before_ns]
     gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
-    delay = cols.gpu.ts[gpu_rows] - (cols.launches.ts[launch_rows] + cols.launches.dur[launch_rows])
+    delay = cols.gpu.ts[gpu_rows]
+    delay -= cols.launches.ts[launch_rows]  # in place: one temporary per op at a time
+    delay -= cols.launches.dur[launch_rows]
     return gpu_rows, launch_rows, delay
 
 

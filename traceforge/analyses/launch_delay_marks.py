@@ -39,13 +39,13 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     gpu_rows, launch_rows, delay = launch_pairs(cols)
     if not len(gpu_rows):
         return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
-    cpu = cols.launches.dur[launch_rows]
     patches = ArgColumns(cols.gpu.ordinal[gpu_rows], {
-        "launch_delay_us": _us_numbers(delay), "launch_cpu_us": _us_numbers(cpu),
+        "launch_delay_us": _us_numbers(delay), "launch_cpu_us": _us_numbers(cols.launches.dur[launch_rows]),
     })
-    outlier = delay > cutoff
-    flows, unplaced = outlier_flows(cols, gpu_rows[outlier], launch_rows[outlier], delay[outlier])
     counters = delay_counters(cols, gpu_rows, delay)
+    outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed first
+    gpu_rows, launch_rows, delay = gpu_rows[outlier], launch_rows[outlier], delay[outlier]
+    flows, unplaced = outlier_flows(cols, gpu_rows, launch_rows, delay)
     summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                f"> {ns_to_us_text(cutoff)} us")
     if unplaced:
