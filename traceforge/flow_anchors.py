@@ -9,7 +9,7 @@ slice on that thread begins (a child, or a zero-duration op, would take the bind
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -42,23 +42,38 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) ->
     threads of the queried slices are visited, one at a time, holding their slices' starts.
     """
     thread_of_track = _thread_of_track(cols)
-    sizes = [len(rows) for _, rows in queries]
-    start = np.concatenate([perfetto_ns(t.ts[rows]) for t, rows in queries] or [np.zeros(0, np.int64)])
-    limit = start + np.concatenate([perfetto_ns(t.dur[rows]) for t, rows in queries] or [np.zeros(0, np.int64)])
-    drawn = np.concatenate([t.dur[rows] >= 0 for t, rows in queries] or [np.zeros(0, bool)])
-    thread = np.concatenate([thread_of_track[t.track[rows]] for t, rows in queries] or [np.zeros(0, np.int32)])
-    ordinal = np.concatenate([t.ordinal[rows] for t, rows in queries] or [np.zeros(0, np.int64)])
+    start = _gathered(queries, "ts", np.int64, perfetto_ns)
+    limit = _gathered(queries, "dur", np.int64, perfetto_ns)
+    limit += start
+    drawn = _gathered(queries, "dur", bool, lambda dur: dur >= 0)
+    thread = _gathered(queries, "track", np.int32, lambda track: thread_of_track[track])
+    ordinal = _gathered(queries, "ordinal", np.int64)
     for t in np.unique(thread[drawn]).tolist():
         mine = np.flatnonzero(drawn & (thread == t))
         _clip_to_next(cols, thread_of_track == t, start, limit, ordinal, mine)
-    out = np.full(len(start), -1, np.int64)
+    del thread, ordinal
     # First choice: the first whole µs after the start, which Perfetto reads exactly.
-    whole = (start // NS_PER_US + 1) * NS_PER_US
-    easy = drawn & (whole < limit)
-    out[easy] = whole[easy]
+    out = start // NS_PER_US
+    out += 1
+    out *= NS_PER_US
+    easy = out < limit
+    easy &= drawn
+    out[~easy] = -1
     for i in np.flatnonzero(drawn & ~easy & (limit - start > 1)).tolist():
         out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
-    return np.split(out, np.cumsum(sizes)[:-1])
+    return np.split(out, np.cumsum([len(rows) for _, rows in queries])[:-1])
+
+
+def _gathered(queries: list[tuple[Table, np.ndarray]], column: str, dtype: type,
+              convert: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """One column of every queried row, converted, filled into one array (no list to concatenate)."""
+    out = np.empty(sum(len(rows) for _, rows in queries), dtype)
+    at = 0
+    for table, rows in queries:
+        part = getattr(table, column)[rows]
+        out[at:at + len(rows)] = part if convert is None else convert(part)
+        at += len(rows)
+    return out
 
 
 def _thread_of_track(cols: TraceColumns) -> np.ndarray:
