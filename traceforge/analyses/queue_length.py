@@ -33,11 +33,12 @@ def queue_length(
     """
     groups = list(_queue_steps(cols, launched_before_ns, apis))
     sizes = [len(ts) for _, _, ts, _ in groups]
+    values = np.concatenate([v for _, _, _, v in groups]).astype(np.int64) if groups else np.zeros(0, np.int32)
     return pd.DataFrame({
         "device": np.repeat(np.array([d for d, _, _, _ in groups], cols.gpu.device.dtype), sizes),
         "stream": np.repeat(np.array([s for _, s, _, _ in groups], np.int64), sizes),
         "ts": np.concatenate([ts for _, _, ts, _ in groups] or [np.zeros(0, np.int64)]),
-        "queue_length": np.concatenate([v for _, _, _, v in groups]).astype(np.int64) if groups else np.zeros(0, np.int32),
+        "queue_length": values,
     })
 
 
@@ -46,8 +47,8 @@ def _queue_steps(
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """(device, stream, ts, queue length) per stream, sorted by device then stream.
 
-    One stream at a time, its launch and GPU op starts in one buffer (the memory peak
-    of annotate on big traces).
+    One stream at a time, its launch and GPU op starts in one sort buffer: the working
+    set is that stream's, not every launch's.
     """
     rows = stream_launch_rows(cols, apis)
     if launched_before_ns is not None:

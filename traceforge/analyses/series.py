@@ -39,7 +39,7 @@ def net_steps(keys: list[np.ndarray], ts: np.ndarray, delta: np.ndarray) -> tupl
 def running_count(times: np.ndarray, ups: int) -> tuple[np.ndarray, np.ndarray]:
     """One group's +1 at each of ``times[:ups]`` and -1 at each of ``times[ups:]``, netted per
     distinct ts: (ts, running total), sorted by ts. Same points as ``net_steps``; the
-    totals are int32 (half the memory of what the tracks hold) below 2**31 changes.
+    totals are int32 below 2**31 changes (tracks keep them: half the bytes).
 
     ``times`` (int64) is used as the sort buffer and overwritten: with the sign packed in
     its lowest bit, one in-place sort replaces an argsort and the reordered copies.
@@ -49,7 +49,7 @@ def running_count(times: np.ndarray, ups: int) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = int(times.min()), int(times.max())
     if hi - lo >= 2**62:  # no room for the sign bit (absurd spans only)
         delta = np.repeat(np.array([1, -1], np.int32), [ups, len(times) - ups])
-        _, ts, total = net_steps([], times.copy(), delta)
+        _, ts, total = net_steps([], times, delta)
         return ts, total
     times -= lo
     times <<= 1
