@@ -25,7 +25,8 @@ from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
 from .inject import Injections, TidAllocator
 from .io.codec import AtomicOutput, spool_stdin
-from .io.patch import patch_editor
+from .io.patch import ExtraArgs, patch_editor
+from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
 from .io.writer import EventSink, write_trace
 from .scan import TraceColumns, scan
@@ -174,11 +175,15 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
     """Scan, analyse, then copy the trace again patching the args analyses asked for."""
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
-        cols = scan(source, cpu_ops=needs_cpu, display_name=path)
-        injections = _run_analyses(cols, chosen, options)
         reader = TraceReader(source, display_name=path)
-        edit = patch_editor(injections.arg_patches, injections.arg_columns) if injections.patches_args() else None
-        return write_trace(reader, out, injections.events(), edit=edit), injections.summary
+        cols = scan(source, cpu_ops=needs_cpu, reader=reader)
+        injections = _run_analyses(cols, chosen, options)
+        extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
+        places = cols.gpu_places()
+        if injections.patches_args() and places.covers(extra_args.ordinals()):
+            return copy_placed(reader, out, places, extra_args, injections.events()), injections.summary
+        edit = patch_editor(extra_args) if injections.patches_args() else None
+        return write_trace(TraceReader(source, display_name=path), out, injections.events(), edit=edit), injections.summary
     finally:
         if spooled:
             os.unlink(source)

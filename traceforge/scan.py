@@ -21,6 +21,7 @@ import numpy as np
 
 from .exacttime import to_ns
 from .io import rows as R
+from .io.placed_patch import EventPlaces
 from .io.reader import EventBatch, TraceReader
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -116,7 +117,7 @@ class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
 
     path: str
-    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims offset length args_close
     launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
@@ -137,6 +138,11 @@ class TraceColumns:
     def base_time_ns(self) -> int | None:
         value = self.metadata.get("baseTimeNanoseconds")
         return value if type(value) is int else None
+
+    def gpu_places(self) -> EventPlaces:
+        """Where the GPU ops are in the decompressed input (for patching without parsing)."""
+        g = self.gpu
+        return EventPlaces(g.ordinal, g.offset, g.length, g.args_close)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -203,7 +209,8 @@ class _ColumnBuilder:
         self._track_id = np.zeros(0, np.int32)
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
-        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4")
+        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4 "
+                            "offset length:i4 args_close:i4")
         self.launch = _Columns("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
         self.cpu = _Columns("ordinal ts dur track:i4 name:i4 cat:i4")
         self.ranges = _Columns("ordinal ts dur track:i4 name:i4")
@@ -257,7 +264,7 @@ class _ColumnBuilder:
                 np.where(flags & R.F_DEVICE, r[:, R.DEVICE], self._pid_int[r[:, R.TRACK]]),
                 np.where(flags & R.F_STREAM, r[:, R.STREAM], self._tid_int[r[:, R.TRACK]]),
                 track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1), name,
-                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r),
+                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r), *_places(batch, r),
             )
         elif code == _KIND_CODES[_LAUNCH]:
             kernel = r[:, R.KERNEL]
@@ -354,6 +361,15 @@ class _ColumnBuilder:
         )
 
 
+def _places(batch: EventBatch, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Absolute offset, length and args ``}`` (relative; -1 unknown) of rows (-1/0/-1 off the input)."""
+    if batch.raw_rows is None:
+        return np.full(len(r), -1), np.zeros(len(r)), np.full(len(r), -1)
+    start, flags = r[:, R.START], r[:, R.FLAGS]
+    close = np.where(flags & R.F_ARGS, r[:, R.ARGS_END] - start, -1)
+    return start + batch.offset, r[:, R.END] - start, close
+
+
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -379,8 +395,7 @@ def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
         row[R.ID], flags = fid, flags | R.F_ID
     args = e.get("args")
     row[R.KERNEL] = -1
-    if type(args) is dict:
-        flags |= R.F_ARGS
+    if type(args) is dict:  # F_ARGS stays off: where its object is in the bytes is not known here
         for key, column, flag in (("correlation", R.CORRELATION, R.F_CORRELATION), ("device", R.DEVICE, R.F_DEVICE),
                                   ("stream", R.STREAM, R.F_STREAM), ("bytes", R.BYTES, R.F_BYTES)):
             if key in args:

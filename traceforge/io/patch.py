@@ -76,54 +76,69 @@ def _dumps(obj: dict) -> bytes:
         return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
 
 
-def patch_editor(patches: dict[int, dict], columns: Sequence[ArgColumns] = ()) -> Callable[[EventBatch], bytes]:
-    """A writer ``edit`` that merges ``patches[ordinal]`` and ``columns`` into those events' args."""
-    ordinals = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
+class ExtraArgs:
+    """The args to add, by event ordinal: a few per-event ``patches`` plus ``columns``."""
 
-    def edit(batch: EventBatch) -> bytes:
-        first, stop = batch.first, batch.first + batch.count
+    def __init__(self, patches: dict[int, dict], columns: Sequence[ArgColumns] = ()):
+        self.patches = patches
+        self.columns = columns
+        self._patched = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
+
+    def ordinals(self) -> np.ndarray:
+        """Every ordinal that gets args, sorted."""
+        return np.unique(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]))
+
+    def between(self, first: int, stop: int) -> dict[int, dict]:
+        """Ordinal -> args to add, for ordinals in ``[first, stop)``."""
         extras: dict[int, dict] = {}
-        for column in columns:
+        for column in self.columns:
             for ordinal, extra in column.rows(first, stop):
                 extras.setdefault(ordinal, {}).update(extra)
-        lo, hi = np.searchsorted(ordinals, [first, stop])
-        for ordinal in ordinals[lo:hi].tolist():
-            extras.setdefault(ordinal, {}).update(patches[ordinal])
+        lo, hi = np.searchsorted(self._patched, [first, stop])
+        for ordinal in self._patched[lo:hi].tolist():
+            extras.setdefault(ordinal, {}).update(self.patches[ordinal])
+        return extras
+
+
+def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
+    """A writer ``edit`` that merges ``extra_args`` into those events' args."""
+
+    def edit(batch: EventBatch) -> bytes:
+        extras = extra_args.between(batch.first, batch.first + batch.count)
         if not extras:
             return batch.raw
         raw, spans = batch.raw, batch.spans
-        args_at = _args_objects(batch)
+        closes = _args_closes(batch)
         edits = []
         for ordinal in sorted(extras):
-            i = ordinal - first
-            extra = extras[ordinal]
-            found = args_at.get(i)
-            if found is not None and not any(_dumps(k) in raw[found[0]:found[1]] for k in extra):
-                edits.append(_append_to_args(raw, found, extra))
-            else:  # no args object, or one that may have these keys already: the parsed event decides
-                a, b = spans[i]
-                edits.append((a, b, add_args(raw[a:b], batch.event(i), extra)))
+            i = ordinal - batch.first
+            a, b = spans[i]
+            edits.append(patched_event(raw, a, b, closes.get(i, -1), extras[ordinal], lambda: batch.event(i)))
         return splice(raw, edits)
 
     return edit
 
 
-def _args_objects(batch: EventBatch) -> dict[int, tuple[int, int]]:
-    """Event index -> (offset of ``{``, offset of ``}``) of its args object in ``raw``, where known."""
+def patched_event(raw: bytes, start: int, end: int, close: int, extra: dict,
+                  parsed: Callable[[], dict]) -> tuple[int, int, bytes]:
+    """The edit adding ``extra`` to the event at ``raw[start:end]``.
+
+    ``close``: the offset of its args object's ``}`` (-1 if unknown). When that object has
+    none of the keys yet, the keys go in before the brace; otherwise the parsed event decides.
+    """
+    if close >= 0 and not any(_dumps(k) in raw[start:close] for k in extra):
+        at = close
+        while raw[at - 1] in _WS:
+            at -= 1
+        body = _dumps(extra)[1:-1]
+        return (close, close, body) if raw[at - 1] == 0x7B else (at, at, b", " + body)  # 0x7B: "{", no args yet
+    return start, end, add_args(raw[start:end], parsed(), extra)
+
+
+def _args_closes(batch: EventBatch) -> dict[int, int]:
+    """Event index -> offset in ``raw`` of its args object's ``}``, where the scanner placed one."""
     rows = batch.raw_rows
     if rows is None:
         return {}
-    plain = (rows[:, R.FLAGS] & (R.F_ARGS | R.F_ODD)) == R.F_ARGS
-    at = np.flatnonzero(plain)
-    return dict(zip(at.tolist(), zip(rows[at, R.ARGS_START].tolist(), rows[at, R.ARGS_END].tolist())))
-
-
-def _append_to_args(raw: bytes, args: tuple[int, int], extra: dict) -> tuple[int, int, bytes]:
-    """The edit that adds ``extra``'s keys (none of them already there) at the end of an args object."""
-    start, close = args
-    body = _dumps(extra)[1:-1]
-    inside = raw[start + 1:close].rstrip(_WS)
-    if not inside.lstrip(_WS):
-        return close, close, body
-    at = start + 1 + len(inside)
-    return at, at, b", " + body
+    at = np.flatnonzero((rows[:, R.FLAGS] & (R.F_ARGS | R.F_ODD)) == R.F_ARGS)
+    return dict(zip(at.tolist(), rows[at, R.ARGS_END].tolist()))

@@ -140,6 +140,8 @@ class TraceReader:
     tail: bytes = b""
     layout: str = ""  # "object" or "array"
     event_count: int = 0
+    events_end: int = 0  # decompressed offset where the tail starts
+    trailing_comma: bool = False  # the last event is followed by a comma (before "]")
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
     scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
 
@@ -230,6 +232,7 @@ class TraceReader:
             pos += 1
 
     def _read_tail(self, buf: _Buffer) -> None:
+        self.events_end = buf.base
         while buf.fill():
             pass
         self.tail = buf.data
@@ -288,6 +291,7 @@ class TraceReader:
             if batch.count:
                 ordinal += batch.count
                 self.event_count = ordinal
+                self.trailing_comma = batch.raw.rstrip(WS).endswith(b",")
                 yield batch
             if ended:
                 return

@@ -36,6 +36,11 @@ class EventSink:
         self._wrote_event = True
         self._ends_with_comma = data.rstrip(WS).endswith(b",")
 
+    def ended_events(self, wrote: bool, ends_with_comma: bool) -> None:
+        """The events were written directly to the sink: note how they ended."""
+        self._started = True
+        self._wrote_event, self._ends_with_comma = wrote, ends_with_comma
+
     def finish(self, appended: Iterable[bytes], tail: bytes) -> int:
         """Append new events, then the input's tail; return how many were appended."""
         count = 0

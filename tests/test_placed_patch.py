@@ -1,0 +1,80 @@
+"""The second read without parsing (args inserted at scanned offsets) writes exactly what
+the parsing writer writes, whatever the layout and wherever the read chunks break."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from traceforge.annotate import ANALYSES, _run_analyses
+from traceforge.io import placed_patch
+from traceforge.io.patch import ExtraArgs, patch_editor
+from traceforge.io.reader import TraceReader
+from traceforge.io.writer import write_trace
+from traceforge.scan import scan
+
+from .conftest import TRACES, raw_json
+
+
+def _variants(data: bytes) -> dict[str, bytes]:
+    """The trace as written, with a trailing comma after the last event, and with an
+    args object that already holds a key we add (the parsed event must decide there)."""
+    end = data.rindex(b"}", 0, data.rindex(b"]")) + 1
+    first_kernel = data.index(b'"cat": "kernel"')
+    args = data.index(b'"args": {', first_kernel) + len(b'"args": {')
+    return {
+        "as_written": data,
+        "trailing_comma": data[:end] + b"," + data[end:],
+        "key_present": data[:args] + b'"category": "mine", ' + data[args:],
+        "empty_args": data[:args] + b" }, \"was\": {" + data[args:],
+    }
+
+
+def _rechunked(size: int):
+    real = placed_patch.iter_decompressed
+
+    def chunks(path, **kwargs):
+        data = b"".join(real(path, **kwargs))
+        for i in range(0, len(data), size):
+            yield data[i:i + size]
+    return chunks
+
+
+@pytest.mark.parametrize("chunk", [97, 1 << 16])
+@pytest.mark.parametrize("variant", ["as_written", "trailing_comma", "key_present", "empty_args"])
+def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
+    src = tmp_path / "in.json"
+    src.write_bytes(_variants(raw_json(TRACES["trace_diff"]))[variant])
+    reader = TraceReader(str(src))
+    cols = scan(str(src), reader=reader)
+    chosen = [ANALYSES["classify"], ANALYSES["launch_delay"]]
+    injections = _run_analyses(cols, chosen, {})
+    extra = ExtraArgs(injections.arg_patches, injections.arg_columns)
+    places = cols.gpu_places()
+    assert places.covers(extra.ordinals()) and len(extra.ordinals()) > 1000
+
+    parsed_out, placed_out = tmp_path / "parsed.json", tmp_path / "placed.json"
+    write_trace(TraceReader(str(src)), str(parsed_out), injections.events(), edit=patch_editor(extra))
+    monkeypatch.setattr(placed_patch, "iter_decompressed", _rechunked(chunk))
+    placed_patch.copy_placed(reader, str(placed_out), places, extra, injections.events())
+    assert placed_out.read_bytes() == parsed_out.read_bytes()
+    if variant == "key_present":
+        assert b'"category": "mine"' not in placed_out.read_bytes()  # replaced by the merged args
+
+
+def test_trailing_comma_copies_byte_for_byte(tmp_path):
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    data = _variants(raw_json(TRACES["trace_diff"]))["trailing_comma"]
+    src.write_bytes(data)
+    write_trace(TraceReader(str(src)), str(out))
+    assert out.read_bytes() == data
+
+
+def test_annotate_takes_the_placed_copy(tmp_path, monkeypatch):
+    module = importlib.import_module("traceforge.annotate")
+    used = []
+    real = placed_patch.copy_placed
+    monkeypatch.setattr(module, "copy_placed", lambda *a: used.append(1) or real(*a))
+    module.annotate(str(TRACES["trace_diff"]), str(tmp_path / "out.json.gz"), classify=True)
+    assert used

@@ -1,0 +1,102 @@
+"""The second read of a two-pass annotate, without parsing: args go in at known byte offsets.
+
+The scan records where each GPU op is in the decompressed input (``EventPlaces``); when
+every event to patch is one of those, the copy is a plain byte stream with insertions
+(an args object's closing brace) or, for an event whose args the scanner could not
+place, a replacement of the event's bytes. No JSON is read, so this runs at the speed
+of (de)compression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import progress
+from .codec import AtomicOutput, iter_decompressed
+from .fields import splice
+from .patch import ExtraArgs, patched_event
+from .reader import TraceReader, parse_event
+from .writer import EventSink
+
+
+@dataclass
+class EventPlaces:
+    """Events by ordinal (sorted): absolute start offset, byte length, and the offset of
+    their args object's ``}`` relative to the start (-1 where not known)."""
+
+    ordinals: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    args_close: np.ndarray
+
+    def covers(self, ordinals: np.ndarray) -> bool:
+        """Whether every ordinal has a known place."""
+        if not len(ordinals):
+            return True
+        at = np.minimum(np.searchsorted(self.ordinals, ordinals), max(len(self.ordinals) - 1, 0))
+        return bool(len(self.ordinals)) and bool(np.all(self.ordinals[at] == ordinals) and np.all(self.offsets[at] >= 0))
+
+
+def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: ExtraArgs,
+                appended: Iterable[bytes]) -> int:
+    """Copy the trace ``reader`` has read (its head and tail are known) to ``out``, with
+    ``extra_args`` merged into args and ``appended`` after the last event."""
+    targets = np.searchsorted(places.ordinals, extra_args.ordinals())
+    with AtomicOutput(out, inputs=(reader.path,)) as sink:
+        events = EventSink(sink)
+        events.head(reader.head)
+        chunks = iter_decompressed(reader.path, on_read=progress.reader_hook(reader.path))
+        body = _events_region(chunks, len(reader.head), reader.events_end)
+        for data in _patched(body, len(reader.head), places, targets, extra_args):
+            sink.write(data)
+        events.ended_events(reader.event_count > 0, reader.trailing_comma)
+        return events.finish(appended, reader.tail)
+
+
+def _events_region(chunks: Iterator[bytes], start: int, stop: int) -> Iterator[bytes]:
+    """The bytes in ``[start, stop)`` of the stream, in chunks."""
+    pos = 0
+    for chunk in chunks:
+        lo, hi = max(start - pos, 0), min(stop - pos, len(chunk))
+        if lo < hi:
+            yield chunk[lo:hi] if (lo, hi) != (0, len(chunk)) else chunk
+        pos += len(chunk)
+        if pos >= stop:
+            return
+
+
+def _patched(body: Iterator[bytes], base: int, places: EventPlaces, targets: np.ndarray,
+             extra_args: ExtraArgs) -> Iterator[bytes]:
+    """``body`` (starting at absolute offset ``base``) with the targets' args added.
+
+    Output stops short of a target event that is not wholly in hand; it waits for the next chunk.
+    """
+    starts = places.offsets[targets]
+    ends = starts + places.lengths[targets]
+    done = 0  # targets handled
+    held = b""
+    for chunk in body:
+        data = held + chunk if held else chunk
+        complete = int(np.searchsorted(ends, base + len(data), side="right"))
+        cut = len(data) if complete == len(targets) else min(len(data), int(starts[complete]) - base)
+        yield _apply(data[:cut], base, places, targets[done:complete], extra_args) if complete > done else data[:cut]
+        done = complete
+        held = data[cut:]
+        base += cut
+    if held:
+        yield held
+
+
+def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_args: ExtraArgs) -> bytes:
+    ordinals = places.ordinals[at]
+    extras = extra_args.between(int(ordinals[0]), int(ordinals[-1]) + 1)
+    edits = []
+    for ordinal, start, length, close in zip(ordinals.tolist(), (places.offsets[at] - base).tolist(),
+                                             places.lengths[at].tolist(), places.args_close[at].tolist()):
+        event = slice(start, start + length)
+        edits.append(patched_event(data, start, start + length, start + close if close >= 0 else -1,
+                                   extras[ordinal], lambda: parse_event(data[event])))
+    return splice(data, edits)
