@@ -46,6 +46,14 @@ class CounterTrack:
             yield from [template % pair for pair in zip(times, values)]
 
 
+def compact_ints(values: np.ndarray) -> np.ndarray:
+    """``values`` as int32 when every one and its negation fit (what injections hold until the
+    trace is written)."""
+    if len(values) and (values.min() <= -2**31 or values.max() >= 2**31):
+        return values
+    return values.astype(np.int32)
+
+
 class EventSource(Protocol):
     def events(self) -> Iterator[bytes]: ...
 
@@ -56,13 +64,14 @@ class ArgColumns:
 
     A dict per event costs hundreds of bytes; on a trace with a million kernels the
     columns cost a few bytes per value. ``values[key][i]`` goes on event ``ordinals[i]``
-    (no arg where it is None); for a key in ``lookup``, ``values[key]`` holds small codes
-    and ``lookup[key][code]`` is the value (a label per op costs a byte, not a pointer).
+    (no arg where it is None). A key in ``decode`` holds a compact form (label codes,
+    int32 ns) that ``decode[key]`` turns into the values a batch at a time as it is
+    written: a byte or four per op rather than a pointer or a float.
     """
 
     ordinals: np.ndarray
     values: dict[str, np.ndarray]
-    lookup: dict[str, np.ndarray] = field(default_factory=dict)
+    decode: dict[str, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.values = {k: np.asarray(v) for k, v in self.values.items()}
@@ -79,7 +88,7 @@ class ArgColumns:
         lo, hi = np.searchsorted(self.ordinals, [first, stop])
         if lo == hi:
             return
-        columns = {k: (self.lookup[k][v[lo:hi]] if k in self.lookup else v[lo:hi]).tolist()
+        columns = {k: (self.decode[k](v[lo:hi]) if k in self.decode else v[lo:hi]).tolist()
                    for k, v in self.values.items()}
         for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
             yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}

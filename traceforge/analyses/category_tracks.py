@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -100,11 +101,12 @@ def category_injections(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     labels = replace(labels, category=labels.category.astype(np.min_scalar_type(len(labels.categories))),
                      stage=labels.stage.astype(np.min_scalar_type(len(labels.stages))))  # a byte per op, not 8
     values = {"category": labels.category}
-    lookup = {"category": np.asarray(labels.categories, dtype=object)}
+    decode = {"category": partial(np.take, np.asarray(labels.categories, dtype=object))}
     if labels.has_stages:
         values["stage"] = labels.stage
-        lookup["stage"] = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
-    patches = ArgColumns(cols.gpu.ordinal, values, lookup)
+        stages = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
+        decode["stage"] = partial(np.take, stages)
+    patches = ArgColumns(cols.gpu.ordinal, values, decode)
     tracks = utilisation_tracks(cols, labels)
     points = sum(len(t.ts) for t in tracks)
     summary = f"classify ({rules.name}): category arg on {len(patches):,} GPU ops, " \

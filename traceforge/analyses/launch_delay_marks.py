@@ -16,7 +16,7 @@ import numpy as np
 from ..durations import duration_arg, duration_ns
 from ..exacttime import NS_PER_US, ns_to_us_text
 from ..flow_anchors import flow_anchors
-from ..inject import ArgColumns, CounterTrack, FlowArrows, Injections
+from ..inject import ArgColumns, CounterTrack, FlowArrows, Injections, compact_ints
 from ..scan import TraceColumns
 from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from .series import stream_groups
@@ -39,9 +39,9 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     gpu_rows, launch_rows, delay = launch_pairs(cols)
     if not len(gpu_rows):
         return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
-    patches = ArgColumns(cols.gpu.ordinal[gpu_rows], {
-        "launch_delay_us": _us_numbers(delay), "launch_cpu_us": _us_numbers(cols.launches.dur[launch_rows]),
-    })
+    patches = ArgColumns(compact_ints(cols.gpu.ordinal[gpu_rows]), {
+        "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
+    }, {"launch_delay_us": _us_numbers, "launch_cpu_us": _us_numbers})
     counters = delay_counters(cols, gpu_rows, delay)
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed first
     gpu_rows, launch_rows, delay = gpu_rows[outlier], launch_rows[outlier], delay[outlier]
@@ -96,5 +96,5 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
         tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
-                                   ts=ts[first], values=value[first], decimals=3))
+                                   ts=ts[first], values=compact_ints(value[first]), decimals=3))
     return tracks
