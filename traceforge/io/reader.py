@@ -48,6 +48,14 @@ def quote_times(text: bytes) -> bytes:
     return _FRACTIONAL_TIME.sub(rb'\1"\2"', text)
 
 
+def ends_with_comma(data: bytes) -> bool:
+    """Whether ``data``'s last non-blank byte is a comma (without copying ``data``)."""
+    i = len(data)
+    while i and data[i - 1] in WS:
+        i -= 1
+    return data[i - 1:i] == b","
+
+
 def parse_event(raw: bytes) -> dict:
     """One event's dict from its (valid) bytes, fractional times as text."""
     return orjson.loads(quote_times(raw))
@@ -291,7 +299,7 @@ class TraceReader:
             if batch.count:
                 ordinal += batch.count
                 self.event_count = ordinal
-                self.trailing_comma = batch.raw.rstrip(WS).endswith(b",")
+                self.trailing_comma = ends_with_comma(batch.raw)
                 yield batch
             if ended:
                 return

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 
 from .codec import AtomicOutput, Compressor
-from .reader import WS, EventBatch, TraceReader
+from .reader import EventBatch, TraceReader, ends_with_comma
 
 
 _APPEND_CHUNK = 8192  # events per write
@@ -34,7 +34,7 @@ class EventSink:
             self._sink.write(b",")
         self._sink.write(data)
         self._wrote_event = True
-        self._ends_with_comma = data.rstrip(WS).endswith(b",")
+        self._ends_with_comma = ends_with_comma(data)
 
     def ended_events(self, wrote: bool, ends_with_comma: bool) -> None:
         """The events were written directly to the sink: note how they ended."""
