@@ -83,6 +83,12 @@ class ExtraArgs:
         self.patches = patches
         self.columns = columns
         self._patched = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
+        keys = {k for c in columns for k in c.values} | {k for extra in patches.values() for k in extra}
+        self.key_texts = [_dumps(k) for k in sorted(keys)]  # as they would appear in the trace
+
+    def may_be_in(self, data: bytes) -> bool:
+        """Whether one of the keys we add might already be in ``data``'s args."""
+        return any(k in data for k in self.key_texts)
 
     def ordinals(self) -> np.ndarray:
         """Every ordinal that gets args, sorted."""
@@ -109,24 +115,26 @@ def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
             return batch.raw
         raw, spans = batch.raw, batch.spans
         closes = _args_closes(batch)
+        check = extra_args.may_be_in(raw)
         edits = []
         for ordinal in sorted(extras):
             i = ordinal - batch.first
             a, b = spans[i]
-            edits.append(patched_event(raw, a, b, closes.get(i, -1), extras[ordinal], lambda: batch.event(i)))
+            edits.append(patched_event(raw, a, b, closes.get(i, -1), extras[ordinal], lambda: batch.event(i), check))
         return splice(raw, edits)
 
     return edit
 
 
 def patched_event(raw: bytes, start: int, end: int, close: int, extra: dict,
-                  parsed: Callable[[], dict]) -> tuple[int, int, bytes]:
+                  parsed: Callable[[], dict], check_keys: bool = True) -> tuple[int, int, bytes]:
     """The edit adding ``extra`` to the event at ``raw[start:end]``.
 
     ``close``: the offset of its args object's ``}`` (-1 if unknown). When that object has
     none of the keys yet, the keys go in before the brace; otherwise the parsed event decides.
+    ``check_keys=False``: the caller knows none of the keys is in ``raw``.
     """
-    if close >= 0 and not any(_dumps(k) in raw[start:close] for k in extra):
+    if close >= 0 and not (check_keys and any(raw.find(_dumps(k), start, close) >= 0 for k in extra)):
         at = close
         while raw[at - 1] in _WS:
             at -= 1

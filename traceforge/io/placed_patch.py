@@ -93,10 +93,11 @@ def _patched(body: Iterator[bytes], base: int, places: EventPlaces, targets: np.
 def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_args: ExtraArgs) -> bytes:
     ordinals = places.ordinals[at]
     extras = extra_args.between(int(ordinals[0]), int(ordinals[-1]) + 1)
+    check = extra_args.may_be_in(data)
     edits = []
     for ordinal, start, length, close in zip(ordinals.tolist(), (places.offsets[at] - base).tolist(),
                                              places.lengths[at].tolist(), places.args_close[at].tolist()):
         event = slice(start, start + length)
         edits.append(patched_event(data, start, start + length, start + close if close >= 0 else -1,
-                                   extras[ordinal], lambda: parse_event(data[event])))
+                                   extras[ordinal], lambda: parse_event(data[event]), check))
     return splice(data, edits)
