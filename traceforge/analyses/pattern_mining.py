@@ -1,9 +1,10 @@
 """Mined patterns: the runs of consecutive GPU ops on a stream that repeat and cover the most time.
 
 Each stream's GPU ops in start order form a sequence of names. Every window of n ops
-(``min_len <= n <= max_len``) gets a polynomial hash from prefix sums (mod 2**64, numpy's
-wrapping uint64), so one length costs a few vector passes and grouping is ``pd.factorize``
-(a hash table): time and memory stay linear in the number of GPU ops per length.
+(``min_len <= n <= max_len``) gets a polynomial hash, the window of n - 1 ops' plus one
+term (mod 2**64, numpy's wrapping uint64), so one length costs a few vector passes and
+grouping is ``pd.factorize`` (a hash table): time and memory stay linear in the number
+of GPU ops per length.
 
 Patterns are picked greedily by count x the GPU time their occurrences cover, which
 favours frequent runs over long ones seen once per step. An occurrence counts only if it
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -30,32 +32,23 @@ from .patterns import Patterns, concat_runs, pattern_table
 DEFAULT_MAX_LEN = 32
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2**64
 _MASK = (1 << 64) - 1
+_CHUNK = 1 << 16  # ops per in-place hash update
+_TABLE_START = 1 << 10  # initial factorize hash table: names and repeated windows are few
 
 
 class _Sequence:
-    """All streams' GPU ops, stream by stream in time order, with window hashes and times."""
+    """All streams' GPU ops, stream by stream in time order, with their name symbols and times."""
 
     def __init__(self, cols: TraceColumns):
         gpu = cols.gpu
         self.order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
         self.size = n = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
-        self.codes = pd.factorize(gpu.name[self.order])[0].astype(np.int32)
+        self.codes = pd.factorize(gpu.name[self.order], size_hint=_TABLE_START)[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
-        self.inverse = _powers(pow(_BASE, -1, 1 << 64), n)
-        self.prefix = np.r_[np.uint64(0), np.cumsum(symbol[self.codes] * _powers(_BASE, n), dtype=np.uint64)]
-
-    def hashes(self, n: int) -> np.ndarray:
-        """Hash of the window of ``n`` ops at each start: sum of symbol * BASE**offset.
-
-        Slices, not gathers: this runs once per length and once per scored candidate.
-        """
-        m = max(self.size - n + 1, 0)
-        out = self.prefix[n:n + m] - self.prefix[:m]
-        out *= self.inverse[:m]
-        return out
+        self.symbols = symbol[self.codes]
 
     def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
@@ -69,6 +62,20 @@ class _Sequence:
     def window_time(self, n: int, starts: np.ndarray) -> np.ndarray:
         return self.time[starts + n] - self.time[starts]
 
+    def window_hashes(self, max_len: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(n, hash of the window of n ops at each start) for n = 1..max_len: the sum of
+        symbol * BASE**offset, one term added per length, in place, a chunk at a time."""
+        hashes = np.zeros(self.size, np.uint64)
+        power = 1
+        for n in range(1, max_len + 1):
+            m = max(self.size - n + 1, 0)
+            hashes = hashes[:m]
+            for lo in range(0, m, _CHUNK):
+                hi = min(lo + _CHUNK, m)
+                hashes[lo:hi] += self.symbols[n - 1 + lo:n - 1 + hi] * np.uint64(power)
+            power = power * _BASE & _MASK
+            yield n, hashes
+
 
 def _segments(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """1, 2, ... per (device, stream) run of the sorted ops (int32: a fraction of the columns)."""
@@ -81,22 +88,14 @@ def _segments(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
     return np.cumsum(change, dtype=np.int32)
 
 
-def _powers(base: int, n: int) -> np.ndarray:
-    """base**i mod 2**64 for i < n (uint64 products wrap, which is the modulus)."""
-    out = np.ones(max(n, 1), np.uint64)
-    if n > 1:
-        out[1:] = np.cumprod(np.full(n - 1, base & _MASK, np.uint64), dtype=np.uint64)
-    return out[:n]
-
-
 def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None = None, top_k: int = 5) -> Patterns:
     """The ``top_k`` disjoint repeated runs of ``min_len..max_len`` GPU ops, by count x GPU time covered."""
     max_len = max_len or max(DEFAULT_MAX_LEN, min_len)  # a --min-len above the default is not an empty range
     seq = _Sequence(cols)
     total = int(seq.time[-1])
     searched = f"runs of {min_len}-{max_len} GPU ops per stream"
-    lengths, hashes, bounds = _candidates(seq, min_len, max_len, keep=32 + 16 * top_k)
-    picked = _pick(seq, lengths, hashes, bounds, top_k)
+    lengths, examples, bounds = _candidates(seq, min_len, max_len, keep=32 + 16 * top_k)
+    picked = _pick(seq, lengths, examples, bounds, top_k)
 
     kernels = [cols.gpu.name[seq.order[chosen[0]:chosen[0] + n]] for n, chosen in picked]
     counts = np.array([len(chosen) for _, chosen in picked], np.int64)
@@ -116,16 +115,19 @@ def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None =
 
 def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[list[int], list[int], list[int]]:
     """For each length, the ``keep`` repeated windows with the best count x GPU time, overlaps
-    counted: an upper bound of the pattern's score (kept as Python ints: it can pass 2**63).
-    A length with no repeated window ends the search: a longer one repeats only if its
-    prefix does.
+    counted: an upper bound of the pattern's score (kept as Python ints: it can pass 2**63);
+    each as its length and its first window's start. A length with no repeated window ends
+    the search: a longer one repeats only if its prefix does.
     """
     lengths: list[int] = []
-    hashes: list[int] = []
+    examples: list[int] = []
     bounds: list[int] = []
-    for n in range(min_len, max_len + 1):
+    for n, hashes in seq.window_hashes(max_len):
+        if n < min_len:
+            continue
         starts = seq.one_stream_starts(n)
-        codes, uniques = pd.factorize(seq.hashes(n)[starts])
+        # One stream: no copy. The hash table grows with the distinct windows, not sized for all.
+        codes, uniques = pd.factorize(hashes if len(starts) == len(hashes) else hashes[starts], size_hint=_TABLE_START)
         count = np.bincount(codes, minlength=len(uniques))
         time = np.zeros(len(uniques), np.int64)
         np.add.at(time, codes, seq.window_time(n, starts))
@@ -139,16 +141,16 @@ def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[
         best = np.array(list(itertools.islice(
             (g for g in ranked if not _is_power(seq.codes[example[g]:example[g] + n])), keep)), np.int64)
         lengths.extend([n] * len(best))
-        hashes.extend(uniques[best].tolist())
+        examples.extend(example[best].tolist())
         bounds.extend(c * t for c, t in zip(count[best].tolist(), time[best].tolist()))
-    return lengths, hashes, bounds
+    return lengths, examples, bounds
 
 
-def _pick(seq: _Sequence, lengths: list[int], hashes: list[int], bounds: list[int],
+def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[int],
           top_k: int) -> list[tuple[int, np.ndarray]]:
     """Greedy by count x covered time with lazy re-scoring; (length, chosen starts) per pick."""
     covered = np.zeros(seq.size, bool)  # ops already in a picked pattern's occurrences
-    taken = np.zeros(seq.size + 1, np.int64)  # its prefix count: a window is free iff it adds 0
+    taken = np.zeros(seq.size + 1, np.int32)  # its prefix count: a window is free iff it adds 0
     positions: dict[int, np.ndarray] = {}
     scored_at: dict[int, int] = {}
     chosen_of: dict[int, np.ndarray] = {}
@@ -161,14 +163,15 @@ def _pick(seq: _Sequence, lengths: list[int], hashes: list[int], bounds: list[in
         if scored_at.get(i) == len(picked):  # its score is current and the best: take it
             chosen = chosen_of.pop(i)
             picked.append((n, chosen))
-            mark = np.zeros(seq.size + 1, np.int64)
+            mark = np.zeros(seq.size + 1, np.int32)
             np.add.at(mark, chosen, 1)
             np.add.at(mark, chosen + n, -1)
-            covered |= np.cumsum(mark)[:-1] > 0
-            taken = np.r_[0, np.cumsum(covered)]
+            covered |= np.cumsum(mark, dtype=np.int32)[:-1] > 0
+            del mark
+            np.cumsum(covered, dtype=np.int32, out=taken[1:])
             continue
         if i not in positions:
-            positions[i] = _occurrences(seq, n, hashes[i])
+            positions[i] = _occurrences(seq, n, examples[i])
         pos = positions[i]
         pos = pos[taken[pos + n] == taken[pos]]
         chosen = _non_overlapping(pos, n)
@@ -186,14 +189,13 @@ def _is_power(window: np.ndarray) -> bool:
     return any(n % p == 0 and bool((window[p:] == window[:-p]).all()) for p in range(1, n // 2 + 1))
 
 
-def _occurrences(seq: _Sequence, n: int, h: int) -> np.ndarray:
-    """Starts of the windows with hash ``h`` whose names equal the first such window's."""
-    pos = np.flatnonzero(seq.hashes(n) == np.uint64(h))
-    pos = pos[seq.in_one_stream(n, pos)]
-    same = np.ones(len(pos), bool)
-    for j in range(n):
-        same &= seq.codes[pos + j] == seq.codes[pos[0] + j]
-    return pos[same]
+def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
+    """Starts of the windows of ``n`` ops inside one stream whose names equal those at ``first``
+    (compared name by name, narrowing as it goes: no hash, so no collision)."""
+    pos = np.flatnonzero(seq.codes[:seq.size - n + 1] == seq.codes[first])
+    for j in range(1, n):
+        pos = pos[seq.codes[pos + j] == seq.codes[first + j]]
+    return pos[seq.in_one_stream(n, pos)]
 
 
 def _non_overlapping(pos: np.ndarray, n: int) -> np.ndarray:
