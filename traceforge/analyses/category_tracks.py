@@ -52,25 +52,37 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
         on_device = gpu.device == d
         times, total = running_count(_starts_and_ends(gpu, on_device), int(np.count_nonzero(on_device)))
         total = total.astype(np.int32, copy=False)  # at most the device's ops
-        denominator = 2 * total
-        np.maximum(denominator, 1, out=denominator)
-        # every change of the category is also a change point of its device
+        wide = int(total.max(initial=0)) * (2 * PERMILLE + 1) >= 2**31  # int32 holds the sums below
         for c in np.unique(labels.category[on_device]).tolist():
             mine = labels.category == c
             mine &= on_device
-            cat_ts, cat_running = running_count(_starts_and_ends(gpu, mine), int(np.count_nonzero(mine)))
+            permille = _running_at(gpu, mine, times)
             del mine
-            permille = np.searchsorted(cat_ts, times, side="right")
-            count = np.zeros(len(cat_running) + 1, np.int64)
-            count[1:] = cat_running
-            np.take(count, permille, out=permille)  # the category's count at each point
-            del cat_ts, cat_running, count
+            if wide:
+                permille = permille.astype(np.int64)
             permille *= 2 * PERMILLE
             permille += total  # the count is never above the device's, so 0 when it is idle
+            denominator = 2 * total
+            np.maximum(denominator, 1, out=denominator)
             permille //= denominator
+            del denominator
             keep = np.ones(len(times), bool)
             keep[1:] = permille[1:] != permille[:-1]
-            yield d, c, times[keep], permille[keep].astype(np.int16)  # 0..1000
+            step_ts, step_permille = times[keep], permille[keep].astype(np.int16)  # 0..1000
+            del permille, keep  # not held while the caller has the group
+            yield d, c, step_ts, step_permille
+
+
+def _running_at(gpu: Table, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How many GPU ops of ``rows`` run at each of ``times`` (sorted, holding every start and
+    end of them): +1/-1 at their positions, summed up; no sort of their own."""
+    count = np.zeros(len(times), np.int32)
+    edge = gpu.ts[rows]
+    np.add.at(count, np.searchsorted(times, edge), 1)
+    edge += np.maximum(gpu.dur[rows], 0)
+    np.add.at(count, np.searchsorted(times, edge), -1)
+    del edge
+    return np.cumsum(count, out=count)
 
 
 def _starts_and_ends(gpu: Table, rows: np.ndarray) -> np.ndarray:
