@@ -97,4 +97,5 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
         first[1:] = ts[1:] != ts[:-1]
         tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
                                    ts=ts[first], values=compact_ints(value[first]), decimals=3))
+        del mine, pick, ts, value, order, first  # not held while the next stream is done
     return tracks

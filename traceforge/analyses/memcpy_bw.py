@@ -76,6 +76,7 @@ def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray,
             ts, dur = gpu.ts[mine], gpu.dur[mine]
             rate = (gpu.bytes[mine] * RATE_SCALE + dur // 2) // dur  # bytes/ns in 1e-6 GB/s, rounded
             _, at, units = net_steps([], np.concatenate([ts, ts + dur]), np.concatenate([rate, -rate]))
+            del mine, ts, dur, rate  # not held while the caller has the group
             yield d, kind_names[k], at, units
 
 

@@ -63,6 +63,7 @@ def _queue_steps(
         times[n:] = gpu.ts[mine]
         del mine
         ts, value = running_count(times, n)
+        del times  # not held while the caller has the group
         yield device, stream, ts, value
 
 
