@@ -7,6 +7,7 @@ event, series separated by name, exact ts text, never NaN/Infinity/null.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -20,6 +21,36 @@ from .exacttime import decimal_texts
 _CHUNK = 65536
 
 
+class PackedTimes:
+    """Strictly increasing ns held as the first and the gaps as uint32: 4 bytes a point,
+    not 8, while the tracks wait for the trace to be written."""
+
+    def __init__(self, first: int, gaps: np.ndarray):
+        self.first, self.gaps = first, gaps
+
+    @classmethod
+    def of(cls, ts: np.ndarray) -> PackedTimes | np.ndarray:
+        """``ts`` packed, or as it is when a gap does not fit (or there is nothing to save)."""
+        if len(ts) < 2:
+            return ts
+        gaps = np.diff(ts)
+        return cls(int(ts[0]), gaps.astype(np.uint32)) if int(gaps.max()) < 2**32 else ts
+
+    def __len__(self) -> int:
+        return len(self.gaps) + 1
+
+    def chunks(self, size: int) -> Iterator[np.ndarray]:
+        """The int64 times, ``size`` at a time."""
+        last = self.first
+        for lo in range(0, len(self), size):
+            out = np.empty(min(size, len(self) - lo), np.int64)
+            out[0] = last + (int(self.gaps[lo - 1]) if lo else 0)
+            np.cumsum(self.gaps[lo:lo + len(out) - 1], dtype=np.int64, out=out[1:])
+            out[1:] += out[0]
+            last = int(out[-1])
+            yield out
+
+
 @dataclass
 class CounterTrack:
     """One Perfetto counter track: ``"<name> <key>"`` in process ``pid``.
@@ -30,18 +61,24 @@ class CounterTrack:
     pid: object
     name: str
     key: str
-    ts: np.ndarray  # int64 ns, strictly increasing
-    values: np.ndarray  # int64, scaled by 10**decimals
+    ts: np.ndarray | PackedTimes  # int64 ns, strictly increasing (packed when given)
+    values: np.ndarray  # integers, scaled by 10**decimals
     decimals: int = 0
     cat: str = "traceforge"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ts, np.ndarray):
+            self.ts = PackedTimes.of(self.ts)
 
     def events(self) -> Iterator[bytes]:
         head = b'{"ph":"C","cat":' + orjson.dumps(self.cat) + b',"name":' + orjson.dumps(self.name)
         head += b',"pid":' + orjson.dumps(self.pid) + b',"ts":'
         key = b',"args":{' + orjson.dumps(self.key) + b":"
         template = head.replace(b"%", b"%%") + b"%s" + key.replace(b"%", b"%%") + b"%s}}"
-        for lo in range(0, len(self.ts), _CHUNK):  # Python objects cost ~30 bytes each: a chunk at a time
-            times = decimal_texts(self.ts[lo:lo + _CHUNK], 3)
+        chunks = self.ts.chunks(_CHUNK) if isinstance(self.ts, PackedTimes) else \
+            (self.ts[lo:lo + _CHUNK] for lo in range(0, len(self.ts), _CHUNK))
+        for lo, ts in zip(range(0, len(self.ts), _CHUNK), chunks):  # Python objects cost ~30 bytes each
+            times = decimal_texts(ts, 3)
             values = decimal_texts(self.values[lo:lo + _CHUNK], self.decimals)
             yield from [template % pair for pair in zip(times, values)]
 
@@ -52,6 +89,15 @@ def compact_ints(values: np.ndarray) -> np.ndarray:
     if len(values) and (values.min() <= -2**31 or values.max() >= 2**31):
         return values
     return values.astype(np.int32)
+
+
+def json_bytes(value: object) -> bytes:
+    """Compact JSON of ``value`` (orjson's text; the stdlib for what orjson refuses)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+            "utf-8", "surrogateescape")
 
 
 class EventSource(Protocol):
@@ -92,6 +138,22 @@ class ArgColumns:
                    for k, v in self.values.items()}
         for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
             yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}
+
+    def texts(self, first: int, stop: int) -> Iterator[tuple[int, bytes]]:
+        """(ordinal, JSON members ``"key":value,...``) for the events in ``[first, stop)`` that
+        get an arg: the text ``rows`` would serialise to, without a dict per event."""
+        lo, hi = np.searchsorted(self.ordinals, [first, stop])
+        if lo == hi:
+            return
+        members = []
+        for k, v in self.values.items():
+            key = json_bytes(k) + b":"
+            values = (self.decode[k](v[lo:hi]) if k in self.decode else v[lo:hi]).tolist()
+            members.append([None if x is None else key + json_bytes(x) for x in values])
+        for ordinal, row in zip(self.ordinals[lo:hi].tolist(), zip(*members)):
+            text = b",".join([m for m in row if m is not None])
+            if text:
+                yield ordinal, text
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import orjson
 
-from ..inject import ArgColumns
+from ..inject import ArgColumns, json_bytes
 from .fields import splice
 from . import rows as R
 from .reader import EventBatch
@@ -69,11 +69,7 @@ def _replace_args(raw: bytes, merged: dict) -> bytes:
     return raw[:start] + json.dumps(merged, ensure_ascii=False).encode("utf-8", "surrogateescape") + raw[close + 1:]
 
 
-def _dumps(obj: dict) -> bytes:
-    try:
-        return orjson.dumps(obj)
-    except TypeError:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
+_dumps = json_bytes
 
 
 class ExtraArgs:
@@ -83,8 +79,11 @@ class ExtraArgs:
         self.patches = patches
         self.columns = columns
         self._patched = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
-        keys = {k for c in columns for k in c.values} | {k for extra in patches.values() for k in extra}
+        sources = [set(c.values) for c in columns] + [{k for extra in patches.values() for k in extra}]
+        keys = set().union(*sources)
         self.key_texts = [_dumps(k) for k in sorted(keys)]  # as they would appear in the trace
+        # No key comes from two sources: each event's args text is its sources' texts joined.
+        self._disjoint = sum(map(len, sources)) == len(keys)
 
     def may_be_in(self, data: bytes) -> bool:
         """Whether one of the keys we add might already be in ``data``'s args."""
@@ -93,6 +92,20 @@ class ExtraArgs:
     def ordinals(self) -> np.ndarray:
         """Every ordinal that gets args, sorted."""
         return np.unique(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]))
+
+    def bodies(self, first: int, stop: int) -> dict[int, bytes]:
+        """Ordinal -> the JSON members to add (``"k":v,...``), for ordinals in ``[first, stop)``."""
+        if not self._disjoint:
+            return {o: _dumps(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
+        parts: dict[int, list[bytes]] = {}
+        for column in self.columns:
+            for ordinal, text in column.texts(first, stop):
+                parts.setdefault(ordinal, []).append(text)
+        lo, hi = np.searchsorted(self._patched, [first, stop])
+        for ordinal in self._patched[lo:hi].tolist():
+            if self.patches[ordinal]:
+                parts.setdefault(ordinal, []).append(_dumps(self.patches[ordinal])[1:-1])
+        return {o: p[0] if len(p) == 1 else b",".join(p) for o, p in parts.items()}
 
     def between(self, first: int, stop: int) -> dict[int, dict]:
         """Ordinal -> args to add, for ordinals in ``[first, stop)``."""
@@ -110,37 +123,36 @@ def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
     """A writer ``edit`` that merges ``extra_args`` into those events' args."""
 
     def edit(batch: EventBatch) -> bytes:
-        extras = extra_args.between(batch.first, batch.first + batch.count)
-        if not extras:
+        bodies = extra_args.bodies(batch.first, batch.first + batch.count)
+        if not bodies:
             return batch.raw
         raw, spans = batch.raw, batch.spans
         closes = _args_closes(batch)
-        check = extra_args.may_be_in(raw)
+        keys = extra_args.key_texts if extra_args.may_be_in(raw) else ()
         edits = []
-        for ordinal in sorted(extras):
+        for ordinal in sorted(bodies):
             i = ordinal - batch.first
             a, b = spans[i]
-            edits.append(patched_event(raw, a, b, closes.get(i, -1), extras[ordinal], lambda: batch.event(i), check))
+            edits.append(patched_event(raw, a, b, closes.get(i, -1), bodies[ordinal], lambda: batch.event(i), keys))
         return splice(raw, edits)
 
     return edit
 
 
-def patched_event(raw: bytes, start: int, end: int, close: int, extra: dict,
-                  parsed: Callable[[], dict], check_keys: bool = True) -> tuple[int, int, bytes]:
-    """The edit adding ``extra`` to the event at ``raw[start:end]``.
+def patched_event(raw: bytes, start: int, end: int, close: int, body: bytes,
+                  parsed: Callable[[], dict], keys: Sequence[bytes] = ()) -> tuple[int, int, bytes]:
+    """The edit adding the JSON members ``body`` to the args of the event at ``raw[start:end]``.
 
-    ``close``: the offset of its args object's ``}`` (-1 if unknown). When that object has
-    none of the keys yet, the keys go in before the brace; otherwise the parsed event decides.
-    ``check_keys=False``: the caller knows none of the keys is in ``raw``.
+    ``close``: the offset of its args object's ``}`` (-1 if unknown). Unless one of ``keys``
+    (JSON texts) may be in that object already, the members go in before the brace;
+    otherwise the parsed event decides.
     """
-    if close >= 0 and not (check_keys and any(raw.find(_dumps(k), start, close) >= 0 for k in extra)):
+    if close >= 0 and not any(raw.find(k, start, close) >= 0 for k in keys):
         at = close
         while raw[at - 1] in _WS:
             at -= 1
-        body = _dumps(extra)[1:-1]
         return (close, close, body) if raw[at - 1] == 0x7B else (at, at, b", " + body)  # 0x7B: "{", no args yet
-    return start, end, add_args(raw[start:end], parsed(), extra)
+    return start, end, add_args(raw[start:end], parsed(), orjson.loads(b"{" + body + b"}"))
 
 
 def _args_closes(batch: EventBatch) -> dict[int, int]:

@@ -92,12 +92,15 @@ def _patched(body: Iterator[bytes], base: int, places: EventPlaces, targets: np.
 
 def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_args: ExtraArgs) -> bytes:
     ordinals = places.ordinals[at]
-    extras = extra_args.between(int(ordinals[0]), int(ordinals[-1]) + 1)
-    check = extra_args.may_be_in(data)
+    bodies = extra_args.bodies(int(ordinals[0]), int(ordinals[-1]) + 1)
+    keys = extra_args.key_texts if extra_args.may_be_in(data) else ()
     edits = []
     for ordinal, start, length, close in zip(ordinals.tolist(), (places.offsets[at] - base).tolist(),
                                              places.lengths[at].tolist(), places.args_close[at].tolist()):
+        body = bodies.get(ordinal)
+        if body is None:
+            continue
         event = slice(start, start + length)
         edits.append(patched_event(data, start, start + length, start + close if close >= 0 else -1,
-                                   extras[ordinal], lambda: parse_event(data[event]), check))
+                                   body, lambda: parse_event(data[event]), keys))
     return splice(data, edits)
