@@ -47,11 +47,10 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) ->
     limit += start
     drawn = _gathered(queries, "dur", bool, lambda dur: dur >= 0)
     thread = _gathered(queries, "track", np.int32, lambda track: thread_of_track[track])
-    ordinal = _gathered(queries, "ordinal", np.int64)
     for t in np.unique(thread[drawn]).tolist():
         mine = np.flatnonzero(drawn & (thread == t))
-        _clip_to_next(cols, thread_of_track == t, start, limit, ordinal, mine)
-    del thread, ordinal
+        _clip_to_next(cols, thread_of_track == t, start, limit, mine, queries)
+    del thread
     # First choice: the first whole µs after the start, which Perfetto reads exactly.
     out = start // NS_PER_US
     out += 1
@@ -84,16 +83,27 @@ def _thread_of_track(cols: TraceColumns) -> np.ndarray:
 
 
 def _clip_to_next(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, limit: np.ndarray,
-                  ordinal: np.ndarray, mine: np.ndarray) -> None:
+                  mine: np.ndarray, queries: list[tuple[Table, np.ndarray]]) -> None:
     """Lower ``limit[mine]`` (slices of one thread) to the start of the slice that follows each."""
-    starts = _starts_within(cols, on_thread, start[mine], limit[mine])
+    starts = _starts_within(cols, on_thread, start, limit, mine)
     after = np.searchsorted(starts, start[mine], side="right")
     later = after < len(starts)
     limit[mine[later]] = np.minimum(limit[mine[later]], starts[after[later]])
     shared = mine[after - np.searchsorted(starts, start[mine], side="left") > 1]
     if len(shared):  # another slice starts with it: it comes next unless this one is the last of them
-        shared = shared[_followed_at_start(cols, on_thread, start[shared], ordinal[shared])]
+        shared = shared[_followed_at_start(cols, on_thread, start[shared], _ordinals(queries, shared))]
         limit[shared] = start[shared]
+
+
+def _ordinals(queries: list[tuple[Table, np.ndarray]], index: np.ndarray) -> np.ndarray:
+    """Event ordinals of the queried slices at ``index`` (into all queries, in order)."""
+    out = np.empty(len(index), np.int64)
+    lo = 0
+    for table, rows in queries:
+        sel = (index >= lo) & (index < lo + len(rows))
+        out[sel] = table.ordinal[rows[index[sel] - lo]]
+        lo += len(rows)
+    return out
 
 
 def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Table, slice, np.ndarray]]:
@@ -106,11 +116,16 @@ def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Tabl
             yield table, rows, mask
 
 
-def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   mine: np.ndarray) -> np.ndarray:
     """Perfetto's starts, sorted, of the thread's slices that start inside one of the windows
-    ``[start, end)``: only those can end a window early, and there are few of them."""
-    order = np.argsort(start, kind="stable")
-    first, reach = start[order], np.maximum.accumulate(end[order])
+    ``[start, end)`` at ``mine``: only those can end a window early, and there are few of them."""
+    first = start[mine]
+    order = np.argsort(first, kind="stable")
+    first = first[order]
+    reach = end[mine][order]
+    del order
+    np.maximum.accumulate(reach, out=reach)
     kept = []
     for table, rows, mask in _slices_on(cols, on_thread):
         at = perfetto_ns(table.ts[rows][mask])

@@ -42,10 +42,12 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     patches = ArgColumns(compact_ints(cols.gpu.ordinal[gpu_rows]), {
         "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
     }, {"launch_delay_us": _us_numbers, "launch_cpu_us": _us_numbers})
+    outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
+    arrows = gpu_rows[outlier], launch_rows[outlier], delay[outlier]
+    del launch_rows, outlier
     counters = delay_counters(cols, gpu_rows, delay)
-    outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed first
-    gpu_rows, launch_rows, delay = gpu_rows[outlier], launch_rows[outlier], delay[outlier]
-    flows, unplaced = outlier_flows(cols, gpu_rows, launch_rows, delay)
+    del gpu_rows, delay
+    flows, unplaced = outlier_flows(cols, *arrows)
     summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                f"> {ns_to_us_text(cutoff)} us")
     if unplaced:
@@ -93,9 +95,10 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
         ts, value = gpu.ts[gpu_rows[pick]], delay[pick]
         order = np.lexsort((-value, ts))
         ts, value = ts[order], value[order]
+        del order
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
         tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
                                    ts=ts[first], values=compact_ints(value[first]), decimals=3))
-        del mine, pick, ts, value, order, first  # not held while the next stream is done
+        del mine, pick, ts, value, first  # not held while the next stream is done
     return tracks
