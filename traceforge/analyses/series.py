@@ -65,9 +65,11 @@ def running_count(times: np.ndarray, ups: int) -> tuple[np.ndarray, np.ndarray]:
     last = np.empty(len(times), bool)
     last[-1] = True
     np.not_equal(times[1:], times[:-1], out=last[:-1])
+    value = total[last]
+    del total  # before the times are copied out
     ts = times[last]
     ts += lo
-    return ts, total[last]
+    return ts, value
 
 
 def stream_groups(device: np.ndarray, stream: np.ndarray, where: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
