@@ -26,6 +26,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from ..inject import compact_ints
 from ..scan import TraceColumns
 from .patterns import Patterns, concat_runs, pattern_table
 
@@ -37,18 +38,18 @@ _TABLE_START = 1 << 10  # initial factorize hash table: names and repeated windo
 
 
 class _Sequence:
-    """All streams' GPU ops, stream by stream in time order, with their name symbols and times."""
+    """All streams' GPU ops, stream by stream in time order, with their names' codes and times."""
 
     def __init__(self, cols: TraceColumns):
         gpu = cols.gpu
-        self.order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
+        self.order = compact_ints(np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device)))
         self.size = n = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
         self.codes = pd.factorize(gpu.name[self.order], size_hint=_TABLE_START)[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
-        self.symbols = symbol[self.codes]
+        self.symbol = symbol  # per name: gathered a chunk at a time, not held per op
 
     def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
@@ -72,7 +73,7 @@ class _Sequence:
             hashes = hashes[:m]
             for lo in range(0, m, _CHUNK):
                 hi = min(lo + _CHUNK, m)
-                hashes[lo:hi] += self.symbols[n - 1 + lo:n - 1 + hi] * np.uint64(power)
+                hashes[lo:hi] += self.symbol[self.codes[n - 1 + lo:n - 1 + hi]] * np.uint64(power)
             power = power * _BASE & _MASK
             yield n, hashes
 
@@ -106,6 +107,7 @@ def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None =
     first_ts = cols.gpu.ts[seq.order[starts]]
     occ = np.lexsort((first_ts, occ_pattern))
     offsets, members = concat_runs(seq.order, starts[occ], ends[occ])
+    members = members.astype(np.int64)  # rows of cols.gpu, as the operator patterns give them
     table = pattern_table(cols, kernels, counts, covered, total)
     n_streams = int(seq.seg[-1]) if seq.size else 0
     note = f"{seq.size:,} GPU ops on {n_streams} stream{'s' * (n_streams != 1)}, {len(lengths):,} candidate runs"
