@@ -23,14 +23,14 @@
 
 enum {
     FIELD_START, FIELD_END, FIELD_PH, FIELD_CAT, FIELD_NAME, FIELD_TRACK, FIELD_TS, FIELD_DUR,
-    FIELD_FLAGS, FIELD_ID, FIELD_ARGS_START, FIELD_ARGS_END, FIELD_CORRELATION, FIELD_DEVICE,
+    FIELD_FLAGS, FIELD_ID, FIELD_ARGS_AT, FIELD_CORRELATION, FIELD_DEVICE,
     FIELD_STREAM, FIELD_BYTES, FIELD_KERNEL, FIELD_GRID, FIELD_BLOCK = FIELD_GRID + 3,
     NFIELDS = FIELD_BLOCK + 3
 };
 
 enum {
     F_TS = 1, F_DUR = 2, F_ODD = 4, F_ID = 8, F_ARGS = 16, F_CORRELATION = 32, F_DEVICE = 64,
-    F_STREAM = 128, F_BYTES = 256, F_DIMS = 512, F_ARGS_LAST = 1024,
+    F_STREAM = 128, F_BYTES = 256, F_DIMS = 512, F_ARGS_EMPTY = 1024,
     F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21  /* valid grid / block, while parsing */
 };
 
@@ -324,18 +324,19 @@ static int skip_value(Parser *p);
 /* Calls on_member(ctx, key, value) for each member; the callback parses the value. */
 typedef int (*MemberFn)(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped);
 
-static int parse_object(Parser *p, MemberFn on_member, void *ctx, Py_ssize_t *last_key_pos) {
+/* ``members_end`` (if not NULL): where the last member's value ends, -1 for an empty object. */
+static int parse_object(Parser *p, MemberFn on_member, void *ctx, Py_ssize_t *members_end) {
     if (++p->depth > MAX_DEPTH) return fail(p, "nesting too deep");
     p->pos++;  /* '{' */
     skip_ws(p);
     if (p->pos >= p->n) return incomplete(p);
+    if (members_end) *members_end = -1;
     if (p->b[p->pos] == '}') { p->pos++; p->depth--; return 0; }
     for (;;) {
         if (p->pos >= p->n) return incomplete(p);
         if (p->b[p->pos] != '"') return fail(p, "expected a key (a string)");
         Py_ssize_t ks, ke;
         int kesc;
-        if (last_key_pos) *last_key_pos = p->pos;
         if (parse_string(p, &ks, &ke, &kesc) < 0) return -1;
         skip_ws(p);
         if (p->pos >= p->n) return incomplete(p);
@@ -345,6 +346,7 @@ static int parse_object(Parser *p, MemberFn on_member, void *ctx, Py_ssize_t *la
         if (p->pos >= p->n) return incomplete(p);
         int rc = on_member ? on_member(p, ctx, p->b + ks, ke - ks, kesc) : skip_value(p);
         if (rc < 0) return -1;
+        if (members_end) *members_end = p->pos;
         skip_ws(p);
         if (p->pos >= p->n) return incomplete(p);
         unsigned char c = p->b[p->pos];
@@ -393,7 +395,6 @@ typedef struct {
     int64_t *row;
     Interner *strings;
     Py_ssize_t pid_start, pid_end, tid_start, tid_end;
-    int last_is_args;
 } Event;
 
 static inline int key_is(const unsigned char *key, Py_ssize_t len, const char *name, Py_ssize_t name_len) {
@@ -499,12 +500,11 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
     return skip_value(p);
 }
 
-static const int64_t ARGS_FLAGS = F_ARGS | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN | F_BLOCK_SEEN;
+static const int64_t ARGS_FLAGS = F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN | F_BLOCK_SEEN;
 
 static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
     Event *ev = ctx;
     int64_t *row = ev->row;
-    ev->last_is_args = 0;
     if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
     switch (key_len) {
     case 2:
@@ -538,16 +538,15 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
     case 4:
         if (KEY("name")) return parse_interned(p, ev->strings, &row[FIELD_NAME]);
         if (KEY("args")) {
-            ev->last_is_args = 1;
             row[FIELD_FLAGS] &= ~ARGS_FLAGS;
             row[FIELD_CORRELATION] = row[FIELD_DEVICE] = row[FIELD_STREAM] = row[FIELD_BYTES] = 0;
             row[FIELD_KERNEL] = -1;
             if (p->b[p->pos] != '{') return skip_value(p);
-            row[FIELD_ARGS_START] = p->pos;
-            if (parse_object(p, on_args_member, ev, NULL) < 0) return -1;
-            row[FIELD_ARGS_END] = p->pos - 1;
-            row[FIELD_FLAGS] |= F_ARGS;
-            ev->last_is_args = 1;
+            Py_ssize_t members_end;
+            if (parse_object(p, on_args_member, ev, &members_end) < 0) return -1;
+            /* where new members go: after the last one, or before the '}' of an empty object */
+            row[FIELD_ARGS_AT] = members_end >= 0 ? members_end : p->pos - 1;
+            row[FIELD_FLAGS] |= F_ARGS | (members_end < 0 ? F_ARGS_EMPTY : 0);
             return 0;
         }
         break;
@@ -556,7 +555,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
 }
 
 static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tracks, char **keybuf, Py_ssize_t *keycap) {
-    Event ev = {row, strings, -1, -1, -1, -1, 0};
+    Event ev = {row, strings, -1, -1, -1, -1};
     memset(row, 0, NFIELDS * sizeof(int64_t));
     row[FIELD_PH] = row[FIELD_CAT] = row[FIELD_NAME] = row[FIELD_KERNEL] = -1;
     row[FIELD_START] = p->pos;
@@ -565,7 +564,6 @@ static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tra
     int64_t flags = row[FIELD_FLAGS];
     if ((flags & F_GRID_SEEN) && (flags & F_BLOCK_SEEN)) flags |= F_DIMS;
     flags &= ~(int64_t)(F_GRID_SEEN | F_BLOCK_SEEN);
-    if (ev.last_is_args) flags |= F_ARGS_LAST;
     row[FIELD_FLAGS] = flags;
     /* The track: raw JSON text of pid, a NUL, raw text of tid ("" where missing). */
     Py_ssize_t pl = ev.pid_start < 0 ? 0 : ev.pid_end - ev.pid_start;
@@ -675,12 +673,12 @@ PyMODINIT_FUNC PyInit__scanner(void) {
     static const struct { const char *name; long value; } constants[] = {
         {"NFIELDS", NFIELDS}, {"START", FIELD_START}, {"END", FIELD_END}, {"PH", FIELD_PH},
         {"CAT", FIELD_CAT}, {"NAME", FIELD_NAME}, {"TRACK", FIELD_TRACK}, {"TS", FIELD_TS},
-        {"DUR", FIELD_DUR}, {"FLAGS", FIELD_FLAGS}, {"ID", FIELD_ID}, {"ARGS_START", FIELD_ARGS_START},
-        {"ARGS_END", FIELD_ARGS_END}, {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
+        {"DUR", FIELD_DUR}, {"FLAGS", FIELD_FLAGS}, {"ID", FIELD_ID}, {"ARGS_AT", FIELD_ARGS_AT},
+        {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
         {"STREAM", FIELD_STREAM}, {"BYTES", FIELD_BYTES}, {"KERNEL", FIELD_KERNEL}, {"GRID", FIELD_GRID},
         {"BLOCK", FIELD_BLOCK}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
         {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
-        {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_LAST", F_ARGS_LAST},
+        {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_EMPTY", F_ARGS_EMPTY},
         {"OK", ST_OK}, {"END_OF_ARRAY", ST_END}, {"INCOMPLETE", ST_INCOMPLETE}, {"STOPPED", ST_STOPPED},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)

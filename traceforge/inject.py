@@ -91,6 +91,11 @@ def compact_ints(values: np.ndarray) -> np.ndarray:
     return values.astype(np.int32)
 
 
+def _bounds(dtype: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
 def json_bytes(value: object) -> bytes:
     """Compact JSON of ``value`` (orjson's text; the stdlib for what orjson refuses)."""
     try:
@@ -131,7 +136,7 @@ class ArgColumns:
 
     def rows(self, first: int, stop: int) -> Iterator[tuple[int, dict]]:
         """(ordinal, args) for the events with ordinals in ``[first, stop)``."""
-        lo, hi = np.searchsorted(self.ordinals, [first, stop])
+        lo, hi = self._range(first, stop)
         if lo == hi:
             return
         columns = {k: (self.decode[k](v[lo:hi]) if k in self.decode else v[lo:hi]).tolist()
@@ -139,21 +144,31 @@ class ArgColumns:
         for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
             yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}
 
-    def texts(self, first: int, stop: int) -> Iterator[tuple[int, bytes]]:
-        """(ordinal, JSON members ``"key":value,...``) for the events in ``[first, stop)`` that
-        get an arg: the text ``rows`` would serialise to, without a dict per event."""
-        lo, hi = np.searchsorted(self.ordinals, [first, stop])
-        if lo == hi:
-            return
-        members = []
-        for k, v in self.values.items():
-            key = json_bytes(k) + b":"
-            values = (self.decode[k](v[lo:hi]) if k in self.decode else v[lo:hi]).tolist()
-            members.append([None if x is None else key + json_bytes(x) for x in values])
-        for ordinal, row in zip(self.ordinals[lo:hi].tolist(), zip(*members)):
-            text = b",".join([m for m in row if m is not None])
-            if text:
-                yield ordinal, text
+    def texts(self, first: int, stop: int) -> tuple[list[int], list[bytes]]:
+        """Ordinals in ``[first, stop)`` and each one's JSON members (``"key":value,...``; b""
+        for none): the text ``rows`` would serialise to, made a column at a time."""
+        lo, hi = self._range(first, stop)
+        members = [self._member_texts(k, v[lo:hi]) for k, v in self.values.items()]
+        rows = members[0] if len(members) == 1 else [b",".join(filter(None, row)) for row in zip(*members)]
+        return self.ordinals[lo:hi].tolist(), rows
+
+    def _range(self, first: int, stop: int) -> tuple[int, int]:
+        bounds = np.array([first, stop]).clip(*(_bounds(self.ordinals.dtype))).astype(self.ordinals.dtype)
+        lo, hi = np.searchsorted(self.ordinals, bounds)  # same dtype: no conversion of the column
+        return int(lo), int(hi)
+
+    def _member_texts(self, key: str, column: np.ndarray) -> list[bytes]:
+        prefix = json_bytes(key) + b":"
+        decode = self.decode.get(key)
+        if column.dtype.kind in "iu" and column.dtype.itemsize <= 2:  # codes: one text per distinct code
+            codes, inverse = np.unique(column, return_inverse=True)
+            texts = [b"" if v is None else prefix + json_bytes(v)
+                     for v in (decode(codes) if decode else codes).tolist()]
+            return [texts[i] for i in inverse.tolist()]
+        values = decode(column) if decode else column
+        if values.dtype.kind in "iuf" and len(values):  # numbers: one serialisation per chunk
+            return [prefix + t for t in orjson.dumps(values.tolist())[1:-1].split(b",")]
+        return [b"" if v is None else prefix + json_bytes(v) for v in values.tolist()]
 
 
 @dataclass

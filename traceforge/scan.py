@@ -77,15 +77,19 @@ def _int_or(value: object, default: int) -> int:
     return default
 
 
+_DTYPES = {"i4": np.int32, "i1": np.int8}
+_TYPECODES = {8: "q", 4: "i", 1: "b"}
+
+
 class _Columns:
     """Growing columns, one buffer per field, filled a batch at a time."""
 
     def __init__(self, fields: str):
-        """``fields``: names, ``:i4`` after a name for ids that fit 32 bits (half the memory)."""
+        """``fields``: names, ``:i4`` after a name for ids that fit 32 bits (half the memory), ``:i1`` for flags."""
         specs = [f.partition(":") for f in fields.split()]
         self.fields = [name for name, _, _ in specs]
-        self._dtypes = [np.dtype(np.int32 if kind == "i4" else np.int64) for _, _, kind in specs]
-        self._columns = [array("i" if d == np.int32 else "q") for d in self._dtypes]
+        self._dtypes = [np.dtype(_DTYPES.get(kind, np.int64)) for _, _, kind in specs]
+        self._columns = [array(_TYPECODES[d.itemsize]) for d in self._dtypes]
 
     def extend(self, *values: np.ndarray) -> None:
         for column, dtype, v in zip(self._columns, self._dtypes, values, strict=True):
@@ -117,7 +121,7 @@ class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
 
     path: str
-    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims offset length args_close
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims offset length args_at args_empty
     launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
@@ -142,7 +146,7 @@ class TraceColumns:
     def gpu_places(self) -> EventPlaces:
         """Where the GPU ops are in the decompressed input (for patching without parsing)."""
         g = self.gpu
-        return EventPlaces(g.ordinal, g.offset, g.length, g.args_close)
+        return EventPlaces(g.ordinal, g.offset, g.length, g.args_at, g.args_empty)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -210,7 +214,7 @@ class _ColumnBuilder:
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
         self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4 "
-                            "offset length:i4 args_close:i4")
+                            "offset length:i4 args_at:i4 args_empty:i1")
         self.launch = _Columns("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
         self.cpu = _Columns("ordinal ts dur track:i4 name:i4 cat:i4")
         self.ranges = _Columns("ordinal ts dur track:i4 name:i4")
@@ -361,13 +365,14 @@ class _ColumnBuilder:
         )
 
 
-def _places(batch: EventBatch, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Absolute offset, length and args ``}`` (relative; -1 unknown) of rows (-1/0/-1 off the input)."""
+def _places(batch: EventBatch, r: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Absolute offset, length, where args members go (relative; -1 unknown) and whether args
+    is empty, of rows (offset -1 for rows not read from the input's bytes)."""
     if batch.raw_rows is None:
-        return np.full(len(r), -1), np.zeros(len(r)), np.full(len(r), -1)
+        return np.full(len(r), -1), np.zeros(len(r)), np.full(len(r), -1), np.zeros(len(r))
     start, flags = r[:, R.START], r[:, R.FLAGS]
-    close = np.where(flags & R.F_ARGS, r[:, R.ARGS_END] - start, -1)
-    return start + batch.offset, r[:, R.END] - start, close
+    at = np.where(flags & R.F_ARGS, r[:, R.ARGS_AT] - start, -1)
+    return start + batch.offset, r[:, R.END] - start, at, (flags & R.F_ARGS_EMPTY) != 0
 
 
 _INT64 = (-(2**63), 2**63 - 1)

@@ -99,8 +99,9 @@ class ExtraArgs:
             return {o: _dumps(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
         parts: dict[int, list[bytes]] = {}
         for column in self.columns:
-            for ordinal, text in column.texts(first, stop):
-                parts.setdefault(ordinal, []).append(text)
+            for ordinal, text in zip(*column.texts(first, stop)):
+                if text:
+                    parts.setdefault(ordinal, []).append(text)
         lo, hi = np.searchsorted(self._patched, [first, stop])
         for ordinal in self._patched[lo:hi].tolist():
             if self.patches[ordinal]:
@@ -127,38 +128,37 @@ def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
         if not bodies:
             return batch.raw
         raw, spans = batch.raw, batch.spans
-        closes = _args_closes(batch)
+        places = _args_places(batch)
         keys = extra_args.key_texts if extra_args.may_be_in(raw) else ()
         edits = []
-        for ordinal in sorted(bodies):
+        for ordinal, body in sorted(bodies.items()):
             i = ordinal - batch.first
             a, b = spans[i]
-            edits.append(patched_event(raw, a, b, closes.get(i, -1), bodies[ordinal], lambda: batch.event(i), keys))
+            at, empty = places.get(i, (-1, False))
+            edits.append(patched_event(raw, a, b, at, empty, body, lambda: batch.event(i), keys))
         return splice(raw, edits)
 
     return edit
 
 
-def patched_event(raw: bytes, start: int, end: int, close: int, body: bytes,
+def patched_event(raw: bytes, start: int, end: int, at: int, empty: bool, body: bytes,
                   parsed: Callable[[], dict], keys: Sequence[bytes] = ()) -> tuple[int, int, bytes]:
     """The edit adding the JSON members ``body`` to the args of the event at ``raw[start:end]``.
 
-    ``close``: the offset of its args object's ``}`` (-1 if unknown). Unless one of ``keys``
-    (JSON texts) may be in that object already, the members go in before the brace;
-    otherwise the parsed event decides.
+    ``at``: where its args object takes new members (after the last one, or before the
+    ``}`` of an ``empty`` one; -1 if unknown). Unless one of ``keys`` (JSON texts) may be in
+    that object already, the members go there; otherwise the parsed event decides.
     """
-    if close >= 0 and not any(raw.find(k, start, close) >= 0 for k in keys):
-        at = close
-        while raw[at - 1] in _WS:
-            at -= 1
-        return (close, close, body) if raw[at - 1] == 0x7B else (at, at, b", " + body)  # 0x7B: "{", no args yet
+    if at >= 0 and not any(raw.find(k, start, at) >= 0 for k in keys):
+        return at, at, body if empty else b", " + body
     return start, end, add_args(raw[start:end], parsed(), orjson.loads(b"{" + body + b"}"))
 
 
-def _args_closes(batch: EventBatch) -> dict[int, int]:
-    """Event index -> offset in ``raw`` of its args object's ``}``, where the scanner placed one."""
+def _args_places(batch: EventBatch) -> dict[int, tuple[int, bool]]:
+    """Event index -> (where its args take new members, whether they are empty), where the
+    scanner placed them in ``raw``."""
     rows = batch.raw_rows
     if rows is None:
         return {}
     at = np.flatnonzero((rows[:, R.FLAGS] & (R.F_ARGS | R.F_ODD)) == R.F_ARGS)
-    return dict(zip(at.tolist(), rows[at, R.ARGS_END].tolist()))
+    return dict(zip(at.tolist(), zip(rows[at, R.ARGS_AT].tolist(), (rows[at, R.FLAGS] & R.F_ARGS_EMPTY != 0).tolist())))

@@ -24,13 +24,14 @@ from .writer import EventSink
 
 @dataclass
 class EventPlaces:
-    """Events by ordinal (sorted): absolute start offset, byte length, and the offset of
-    their args object's ``}`` relative to the start (-1 where not known)."""
+    """Events by ordinal (sorted): absolute start offset, byte length, where their args
+    object takes new members relative to the start (-1 where not known), and whether it is empty."""
 
     ordinals: np.ndarray
     offsets: np.ndarray
     lengths: np.ndarray
-    args_close: np.ndarray
+    args_at: np.ndarray
+    args_empty: np.ndarray
 
     def covers(self, ordinals: np.ndarray) -> bool:
         """Whether every ordinal has a known place."""
@@ -91,16 +92,28 @@ def _patched(body: Iterator[bytes], base: int, places: EventPlaces, targets: np.
 
 
 def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_args: ExtraArgs) -> bytes:
-    ordinals = places.ordinals[at]
-    bodies = extra_args.bodies(int(ordinals[0]), int(ordinals[-1]) + 1)
+    """``data`` with args added to the events ``at`` (indexes into ``places``), all inside it."""
+    ordinals = places.ordinals[at].tolist()
+    bodies = extra_args.bodies(ordinals[0], ordinals[-1] + 1)
     keys = extra_args.key_texts if extra_args.may_be_in(data) else ()
+    starts = places.offsets[at] - base
+    inserts = np.where(places.args_at[at] >= 0, starts + places.args_at[at], -1)
     edits = []
-    for ordinal, start, length, close in zip(ordinals.tolist(), (places.offsets[at] - base).tolist(),
-                                             places.lengths[at].tolist(), places.args_close[at].tolist()):
+    for ordinal, i, start, insert, empty in zip(ordinals, at.tolist(), starts.tolist(), inserts.tolist(),
+                                                places.args_empty[at].tolist()):
         body = bodies.get(ordinal)
         if body is None:
             continue
-        event = slice(start, start + length)
-        edits.append(patched_event(data, start, start + length, start + close if close >= 0 else -1,
-                                   body, lambda: parse_event(data[event]), keys))
+        if insert >= 0 and not keys:  # none of our keys anywhere in data: straight in after the last member
+            edits.append((insert, insert, body if empty else b", " + body))
+        else:
+            edits.append(_slow_edit(data, start, places, i, body, keys))
     return splice(data, edits)
+
+
+def _slow_edit(data: bytes, start: int, places: EventPlaces, i: int, body: bytes,
+               keys: list[bytes]) -> tuple[int, int, bytes]:
+    end = start + int(places.lengths[i])
+    at = int(places.args_at[i])
+    return patched_event(data, start, end, start + at if at >= 0 else -1, bool(places.args_empty[i]), body,
+                         lambda: parse_event(data[start:end]), keys)
