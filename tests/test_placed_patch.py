@@ -47,7 +47,7 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     src = tmp_path / "in.json"
     src.write_bytes(_variants(raw_json(TRACES["trace_diff"]))[variant])
     reader = TraceReader(str(src))
-    cols = scan(str(src), reader=reader)
+    cols = scan(str(src), reader=reader, places=True)
     chosen = [ANALYSES["classify"], ANALYSES["launch_delay"]]
     injections = _run_analyses(cols, chosen, {})
     extra = ExtraArgs(injections.arg_patches, injections.arg_columns)

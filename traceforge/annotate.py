@@ -176,11 +176,12 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
         reader = TraceReader(source, display_name=path)
-        cols = scan(source, cpu_ops=needs_cpu, reader=reader)
+        cols = scan(source, cpu_ops=needs_cpu, reader=reader, places=True)
         injections = _run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
         places = cols.gpu_places()
-        if injections.patches_args() and places.covers(extra_args.ordinals()):
+        del cols  # the copy needs only the injections and the places: the other columns go now
+        if injections.patches_args() and places is not None and places.covers(extra_args.ordinals()):
             return copy_placed(reader, out, places, extra_args, injections.events()), injections.summary
         edit = patch_editor(extra_args) if injections.patches_args() else None
         return write_trace(TraceReader(source, display_name=path), out, injections.events(), edit=edit), injections.summary

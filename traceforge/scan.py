@@ -121,7 +121,7 @@ class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
 
     path: str
-    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims offset length args_at args_empty
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims
     launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
@@ -137,16 +137,17 @@ class TraceColumns:
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
+    places: Table | None = None  # per GPU op (if asked for): offset length args_at args_empty
 
     @property
     def base_time_ns(self) -> int | None:
         value = self.metadata.get("baseTimeNanoseconds")
         return value if type(value) is int else None
 
-    def gpu_places(self) -> EventPlaces:
-        """Where the GPU ops are in the decompressed input (for patching without parsing)."""
-        g = self.gpu
-        return EventPlaces(g.ordinal, g.offset, g.length, g.args_at, g.args_empty)
+    def gpu_places(self) -> EventPlaces | None:
+        """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned."""
+        p = self.places
+        return None if p is None else EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -166,14 +167,16 @@ def scan(
     display_name: str | None = None,
     reader: TraceReader | None = None,
     on_batch: Callable[[EventBatch], None] | None = None,
+    places: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
     ``on_batch`` sees every batch of ``reader`` as it goes by (annotate copies them out
-    in the same pass, then uses the reader's head and tail).
+    in the same pass, then uses the reader's head and tail). ``places``: also record where
+    each GPU op's bytes are (``TraceColumns.gpu_places``), for patching them on a second read.
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places)
     for batch in reader.batches():
         if on_batch is not None:
             on_batch(batch)
@@ -198,7 +201,7 @@ def _lookup(table: np.ndarray, ids: np.ndarray, missing: int) -> np.ndarray:
 class _ColumnBuilder:
     """Rows in, columns out; each distinct string and track is decoded once."""
 
-    def __init__(self, scanner: R.RowScanner, cpu_ops: bool):
+    def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool):
         self.scanner = scanner
         self.cpu_ops = cpu_ops
         self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
@@ -213,8 +216,8 @@ class _ColumnBuilder:
         self._track_id = np.zeros(0, np.int32)
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
-        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4 "
-                            "offset length:i4 args_at:i4 args_empty:i1")
+        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4")
+        self.places = _Columns("offset length:i4 args_at:i4 args_empty:i1") if places else None
         self.launch = _Columns("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
         self.cpu = _Columns("ordinal ts dur track:i4 name:i4 cat:i4")
         self.ranges = _Columns("ordinal ts dur track:i4 name:i4")
@@ -268,8 +271,10 @@ class _ColumnBuilder:
                 np.where(flags & R.F_DEVICE, r[:, R.DEVICE], self._pid_int[r[:, R.TRACK]]),
                 np.where(flags & R.F_STREAM, r[:, R.STREAM], self._tid_int[r[:, R.TRACK]]),
                 track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1), name,
-                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r), *_places(batch, r),
+                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r),
             )
+            if self.places is not None:
+                self.places.extend(*_places(batch, r))
         elif code == _KIND_CODES[_LAUNCH]:
             kernel = r[:, R.KERNEL]
             kernel_id = np.full(len(r), -1, np.int32)
@@ -347,6 +352,7 @@ class _ColumnBuilder:
         return TraceColumns(
             path=reader.name,
             gpu=self.gpu.table(),
+            places=self.places.table() if self.places is not None else None,
             launches=self.launch.table(),
             cpu_ops=self.cpu.table(),
             ranges=self.ranges.table(),
