@@ -583,9 +583,9 @@ static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tra
     return 0;
 }
 
-/* scan(data, limit, strings, tracks) -> (status, count, stop, err_pos, message, rows)
+/* scan(data, start, limit, strings, tracks) -> (status, count, stop, err_pos, message, rows)
  *
- * Events start at data[0]. Stops after the separator that reaches `limit` (ST_OK, stop =
+ * Events start at data[start]; offsets (in rows and returned) count from there. Stops after the separator that reaches `limit` (ST_OK, stop =
  * start of the next event), at the array's ']' (ST_END, stop = end of the last event, or
  * the ']' itself after a trailing comma, which Perfetto accepts),
  * when data ends inside an event (ST_INCOMPLETE, stop = that event's start) or at what it
@@ -593,14 +593,19 @@ static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tra
  */
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t limit;
+    Py_ssize_t start, limit;
     PyObject *strings_cap, *tracks_cap;
-    if (!PyArg_ParseTuple(args, "y*nOO", &view, &limit, &strings_cap, &tracks_cap)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*nnOO", &view, &start, &limit, &strings_cap, &tracks_cap)) return NULL;
     Interner *strings = PyCapsule_GetPointer(strings_cap, INTERNER);
     Interner *tracks = strings ? PyCapsule_GetPointer(tracks_cap, INTERNER) : NULL;
     if (!tracks) { PyBuffer_Release(&view); return NULL; }
+    if (start < 0 || start > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start outside the data");
+        return NULL;
+    }
 
-    Parser p = {view.buf, view.len, 0, 0, -1, NULL, 0, NULL};
+    Parser p = {(const unsigned char *)view.buf + start, view.len - start, 0, 0, -1, NULL, 0, NULL};
     Py_ssize_t cap = 4096, count = 0, stop = 0, keycap = 256;
     int64_t *rows = PyMem_RawMalloc(cap * NFIELDS * sizeof(int64_t));
     char *keybuf = PyMem_RawMalloc(keycap);

@@ -163,7 +163,7 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
 
         def copy(batch: EventBatch) -> None:
             events.head(reader.head)
-            events.events(batch.raw)
+            events.events(batch.view)
 
         cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy)
         events.head(reader.head)

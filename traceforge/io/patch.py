@@ -126,7 +126,7 @@ def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
     def edit(batch: EventBatch) -> bytes:
         bodies = extra_args.bodies(batch.first, batch.first + batch.count)
         if not bodies:
-            return batch.raw
+            return batch.view
         raw, spans = batch.raw, batch.spans
         places = _args_places(batch)
         keys = extra_args.key_texts if extra_args.may_be_in(raw) else ()

@@ -66,14 +66,16 @@ class EventBatch:
 
     ``rows`` (the scanner's) and ``spans`` are there from the start for scanned runs;
     ``events`` (dicts) is parsed on first use. A batch walked by the exact decoder has
-    ``events`` and ``spans``, and computes ``rows`` on demand.
+    ``events`` and ``spans``, and computes ``rows`` on demand. The bytes are
+    ``data[lo:hi]`` of the reader's buffer: ``view`` shares them, ``raw`` copies them once.
     """
 
-    def __init__(self, first: int, raw: bytes, offset: int, *, rows: np.ndarray | None = None,
+    def __init__(self, first: int, data: bytes, lo: int, hi: int, offset: int, *, rows: np.ndarray | None = None,
                  events: list | None = None, spans: np.ndarray | None = None,
                  scanner: R.RowScanner | None = None):
         self.first = first
-        self.raw = raw
+        self._data, self._lo, self._hi = data, lo, hi
+        self._raw: bytes | None = data if (lo, hi) == (0, len(data)) else None
         self.offset = offset  # decompressed byte offset of raw[0]
         self._rows = rows
         self._raw_rows = rows is not None
@@ -81,6 +83,17 @@ class EventBatch:
         self._spans = spans
         self._scanner = scanner
         self.count = len(rows) if rows is not None else len(events or ())
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = self._data[self._lo:self._hi]
+        return self._raw
+
+    @property
+    def view(self) -> memoryview | bytes:
+        """The batch's bytes without a copy (for writing them out as they are)."""
+        return self._raw if self._raw is not None else memoryview(self._data)[self._lo:self._hi]
 
     @property
     def events(self) -> list:
@@ -93,7 +106,7 @@ class EventBatch:
         if self._events is not None:
             return self._events[i]
         a, b = self.spans[i]
-        return parse_event(self.raw[a:b])
+        return parse_event(self._data[self._lo + a:self._lo + b])
 
     @property
     def rows(self) -> np.ndarray:
@@ -120,6 +133,11 @@ class _Buffer:
     data: bytes = b""
     base: int = 0  # absolute offset of data[0]
     eof: bool = False
+    start: int = 0  # data[:start] is consumed (dropped at the next fill: one copy, not two)
+
+    @property
+    def available(self) -> int:
+        return len(self.data) - self.start
 
     def fill(self) -> bool:
         """Append the next chunk; False at end of input."""
@@ -127,14 +145,27 @@ class _Buffer:
             return False
         for chunk in self.chunks:
             if chunk:
-                self.data += chunk
+                self.data = self.data[self.start:] + chunk if self.start else self.data + chunk
+                self.base += self.start
+                self.start = 0
                 return True
         self.eof = True
         return False
 
+    def consume(self, n: int) -> None:
+        self.start += n
+
+    def compact(self) -> None:
+        """Make data[0] the first unconsumed byte (what the byte-level walkers expect)."""
+        if self.start:
+            self.drop(0)
+
     def drop(self, pos: int) -> None:
+        """Drop ``pos`` bytes after the consumed ones."""
+        pos += self.start
         self.data = self.data[pos:]
         self.base += pos
+        self.start = 0
 
 
 @dataclass
@@ -240,6 +271,7 @@ class TraceReader:
             pos += 1
 
     def _read_tail(self, buf: _Buffer) -> None:
+        buf.compact()
         self.events_end = buf.base
         while buf.fill():
             pass
@@ -291,10 +323,11 @@ class TraceReader:
         if buf.data[:1] == b"]":
             return
         while True:
-            while len(buf.data) < self.batch_bytes and buf.fill():
+            while buf.available < self.batch_bytes and buf.fill():
                 pass
             batch, ended = self._scanned_batch(buf, ordinal)
             if batch is None:
+                buf.compact()
                 batch, ended = self._precise_batch(buf, ordinal)
             if batch.count:
                 ordinal += batch.count
@@ -307,14 +340,15 @@ class TraceReader:
     def _scanned_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch | None, bool]:
         """The events the C scanner takes from the buffer; None where it takes none."""
         while True:
-            result = self.scanner.scan(buf.data, self.batch_bytes)
+            result = self.scanner.scan(buf.data, self.batch_bytes, buf.start)
             if result.status == R.INCOMPLETE and not len(result.rows) and buf.fill():
                 continue  # an event longer than the buffer
             break
         if not len(result.rows):
             return None, False
-        batch = EventBatch(ordinal, buf.data[:result.stop], buf.base, rows=result.rows, scanner=self.scanner)
-        buf.drop(result.stop)
+        lo = buf.start
+        batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
+        buf.consume(result.stop)
         return batch, result.status == R.END_OF_ARRAY
 
     def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
@@ -344,7 +378,8 @@ class TraceReader:
                 return self._take(buf, ordinal, events, spans, pos), False
 
     def _take(self, buf: _Buffer, ordinal: int, events: list, spans: list, end: int) -> EventBatch:
-        batch = EventBatch(ordinal, buf.data[:end], buf.base, events=events,
+        raw = buf.data[:end]
+        batch = EventBatch(ordinal, raw, 0, len(raw), buf.base, events=events,
                            spans=np.array(spans, np.int64).reshape(-1, 2), scanner=self.scanner)
         buf.drop(end)
         return batch

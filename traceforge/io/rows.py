@@ -46,8 +46,9 @@ class RowScanner:
         self._strings = _scanner.Interner(self.strings)
         self._tracks = _scanner.Interner(self.tracks)
 
-    def scan(self, data: bytes, limit: int) -> ScanResult:
-        status, count, stop, error_at, message, rows = _scanner.scan(data, limit, self._strings, self._tracks)
+    def scan(self, data: bytes, limit: int, start: int = 0) -> ScanResult:
+        """Scan events from ``data[start]`` on (offsets relative to ``start``), up to about ``limit`` bytes."""
+        status, count, stop, error_at, message, rows = _scanner.scan(data, start, limit, self._strings, self._tracks)
         return ScanResult(status, np.frombuffer(rows, np.int64).reshape(count, NFIELDS), stop, error_at, message)
 
     def rows_of(self, events: list) -> np.ndarray:

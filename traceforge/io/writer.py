@@ -74,6 +74,6 @@ def write_trace(
         events = EventSink(sink)
         for batch in reader.batches():
             events.head(edit_head(reader.head) if edit_head is not None else reader.head)
-            events.events(edit(batch) if edit is not None else batch.raw)
+            events.events(edit(batch) if edit is not None else batch.view)
         events.head(edit_head(reader.head) if edit_head is not None else reader.head)  # no batch: empty traceEvents
         return events.finish(appended, edit_tail(reader.tail) if edit_tail is not None else reader.tail)
