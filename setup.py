@@ -1,5 +1,8 @@
-"""Build configuration for the C event scanner (everything else is in pyproject.toml)."""
+"""Build configuration for the C parts (everything else is in pyproject.toml)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("traceforge._scanner", ["traceforge/_scanner.c"])])
+setup(ext_modules=[
+    Extension("traceforge._scanner", ["traceforge/_scanner.c"]),
+    Extension("traceforge._counter_text", ["traceforge/_counter_text.c"]),
+])

@@ -55,9 +55,9 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     assert places.covers(extra.ordinals()) and len(extra.ordinals()) > 1000
 
     parsed_out, placed_out = tmp_path / "parsed.json", tmp_path / "placed.json"
-    write_trace(TraceReader(str(src)), str(parsed_out), injections.events(), edit=patch_editor(extra))
+    write_trace(TraceReader(str(src)), str(parsed_out), injections.blocks(), edit=patch_editor(extra))
     monkeypatch.setattr(placed_patch, "iter_decompressed", _rechunked(chunk))
-    placed_patch.copy_placed(reader, str(placed_out), places, extra, injections.events())
+    placed_patch.copy_placed(reader, str(placed_out), places, extra, injections.blocks())
     assert placed_out.read_bytes() == parsed_out.read_bytes()
     if variant == "key_present":
         assert b'"category": "mine"' not in placed_out.read_bytes()  # replaced by the merged args

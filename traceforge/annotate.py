@@ -168,7 +168,7 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
         cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy)
         events.head(reader.head)
         injections = _run_analyses(cols, chosen, options)
-        return events.finish(injections.events(), reader.tail), injections.summary
+        return events.finish(injections.blocks(), reader.tail), injections.summary
 
 
 def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
@@ -182,9 +182,9 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         places = cols.gpu_places()
         del cols  # the copy needs only the injections and the places: the other columns go now
         if injections.patches_args() and places is not None and places.covers(extra_args.ordinals()):
-            return copy_placed(reader, out, places, extra_args, injections.events()), injections.summary
+            return copy_placed(reader, out, places, extra_args, injections.blocks()), injections.summary
         edit = patch_editor(extra_args) if injections.patches_args() else None
-        return write_trace(TraceReader(source, display_name=path), out, injections.events(), edit=edit), injections.summary
+        return write_trace(TraceReader(source, display_name=path), out, injections.blocks(), edit=edit), injections.summary
     finally:
         if spooled:
             os.unlink(source)

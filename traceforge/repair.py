@@ -27,7 +27,7 @@ import numpy as np
 
 from .check.perfetto import flow_id, out_of_range, thread_of
 from .exacttime import json_time_ns
-from .inject import TidAllocator, metadata_events
+from .inject import TidAllocator, event_blocks, metadata_events
 from .io.event_edits import EventEdits
 from .io.reader import TraceReader
 from .io.writer import write_trace
@@ -305,7 +305,7 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
         head_edit, tail_edit, result.base_time_ns = base_time_editors(
             reader.head, reader.tail, reader.layout, reader.metadata(), shift, reader.name)
         result.rebase_us = shift
-    write_trace(TraceReader(path), out, threads.metadata, edit=edits, edit_head=head_edit, edit_tail=tail_edit)
+    write_trace(TraceReader(path), out, event_blocks(threads.metadata), edit=edits, edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
 

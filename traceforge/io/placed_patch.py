@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import progress
+from ..inject import Block
 from .codec import AtomicOutput, iter_decompressed
 from .fields import splice
 from .patch import ExtraArgs, patched_event
@@ -42,7 +43,7 @@ class EventPlaces:
 
 
 def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: ExtraArgs,
-                appended: Iterable[bytes]) -> int:
+                appended: Iterable[Block]) -> int:
     """Copy the trace ``reader`` has read (its head and tail are known) to ``out``, with
     ``extra_args`` merged into args and ``appended`` after the last event."""
     targets = np.searchsorted(places.ordinals, extra_args.ordinals())

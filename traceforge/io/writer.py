@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import islice
 
+from ..inject import Block
 from .codec import AtomicOutput, Compressor
 from .reader import EventBatch, TraceReader, ends_with_comma
-
-
-_APPEND_CHUNK = 8192  # events per write
 
 
 class EventSink:
@@ -41,14 +38,15 @@ class EventSink:
         self._started = True
         self._wrote_event, self._ends_with_comma = wrote, ends_with_comma
 
-    def finish(self, appended: Iterable[bytes], tail: bytes) -> int:
-        """Append new events, then the input's tail; return how many were appended."""
+    def finish(self, appended: Iterable[Block], tail: bytes) -> int:
+        """Append new events (in blocks), then the input's tail; return how many were appended."""
         count = 0
-        events = iter(appended)
-        while chunk := list(islice(events, _APPEND_CHUNK)):  # one compressor call per chunk, not per event
+        for n, text in appended:
+            if not n:
+                continue
             first = count == 0 and (self._ends_with_comma or not self._wrote_event)
-            self._sink.write((b"\n" if first else b",\n") + b",\n".join(chunk))
-            count += len(chunk)
+            self._sink.write((b"\n" if first else b",\n") + text)
+            count += n
         if count:
             self._wrote_event, self._ends_with_comma = True, False
         self._sink.write(tail)
@@ -58,7 +56,7 @@ class EventSink:
 def write_trace(
     reader: TraceReader,
     out: str,
-    appended: Iterable[bytes] = (),
+    appended: Iterable[Block] = (),
     edit: Callable[[EventBatch], bytes] | None = None,
     edit_head: Callable[[bytes], bytes] | None = None,
     edit_tail: Callable[[bytes], bytes] | None = None,
@@ -66,7 +64,8 @@ def write_trace(
     """Copy ``reader``'s trace to ``out`` (atomically); return the number of events appended.
 
     ``edit`` may rewrite a batch's bytes (it must return whole events with separators);
-    everything else is copied byte for byte. ``appended`` events go after the last event.
+    everything else is copied byte for byte. ``appended`` events (blocks, see
+    ``inject.event_blocks``) go after the last event.
     ``edit_head``/``edit_tail`` (pure functions) may rewrite the bytes before the first
     event and after the last one (the top-level keys), e.g. to change a key's value.
     """
