@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, malloc_tuning, progress
+from . import __version__, progress
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import diff as diff_cmd, export as export_cmd, stats as stats_cmd
 from .commands import patterns as patterns_cmd
@@ -37,7 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    malloc_tuning.tune()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

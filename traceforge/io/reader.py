@@ -332,7 +332,7 @@ class TraceReader:
             if batch.count:
                 ordinal += batch.count
                 self.event_count = ordinal
-                self.trailing_comma = ends_with_comma(batch.raw)
+                self.trailing_comma = ends_with_comma(batch.view)
                 yield batch
             if ended:
                 return
