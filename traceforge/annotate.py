@@ -19,6 +19,7 @@ from typing import Any
 
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
+from .analyses.launches import drop_unjoined_launches
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.queue_length import queue_length_tracks
@@ -52,6 +53,8 @@ class Analysis:
     in_all: bool = True  # --all runs it (False for an analysis that cannot run without an option of its own)
     # Adds args to existing events (a bool, or a test of the options): the trace is read twice.
     patches_args: bool | Callable[[dict[str, Any]], bool] = False
+    # Reads launch calls only through their GPU ops (so the others can be dropped first).
+    joined_launches_only: bool = False
 
     def reads_twice(self, options: dict[str, Any]) -> bool:
         return self.patches_args(options) if callable(self.patches_args) else self.patches_args
@@ -69,9 +72,9 @@ ANALYSES: dict[str, Analysis] = {
     a.name: a
     for a in (
         Analysis("queue_length", "CUDA stream queue length: one counter track per (GPU, stream)",
-                 _counter_injections("queue length", queue_length_tracks)),
+                 _counter_injections("queue length", queue_length_tracks), joined_launches_only=True),
         Analysis("memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
-                 _counter_injections("memcpy bandwidth", memcpy_bw_tracks)),
+                 _counter_injections("memcpy bandwidth", memcpy_bw_tracks), joined_launches_only=True),
         Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
                  "from the launch call for each delay above --delay-cutoff, one counter track per stream",
                  launch_delay_marks.launch_delay_marks, needs_cpu_ops=True,
@@ -148,6 +151,8 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
         on_columns(cols)
+    elif all(a.joined_launches_only for a in chosen):
+        drop_unjoined_launches(cols)
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     injections = Injections()
     for analysis in chosen:

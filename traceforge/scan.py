@@ -12,7 +12,7 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 
 from __future__ import annotations
 
-from array import array
+import mmap
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,26 +78,57 @@ def _int_or(value: object, default: int) -> int:
 
 
 _DTYPES = {"i4": np.int32, "i1": np.int8}
-_TYPECODES = {8: "q", 4: "i", 1: "b"}
+
+
+class _MappedColumn:
+    """A growing array in its own anonymous memory map, doubled (copied once) when full.
+
+    Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
+    temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
+    A map is returned to the system the moment it is replaced, and untouched capacity
+    costs no memory.
+    """
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = dtype
+        self.size = 0
+        self._map: mmap.mmap | None = None
+        self._capacity = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.size + len(values)
+        if need > self._capacity:
+            self._grow(max(need, 2 * self._capacity, 1 << 16))
+        np.frombuffer(self._map, self.dtype, count=need)[self.size:] = values
+        self.size = need
+
+    def _grow(self, capacity: int) -> None:
+        grown = mmap.mmap(-1, capacity * self.dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if self.size:
+            np.frombuffer(grown, self.dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
+        if self._map is not None:
+            self._map.close()
+        self._map, self._capacity = grown, capacity
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self._map, self.dtype, count=self.size) if self.size else np.zeros(0, self.dtype)
 
 
 class _Columns:
-    """Growing columns, one buffer per field, filled a batch at a time."""
+    """Growing columns, one mapped buffer per field, filled a batch at a time."""
 
     def __init__(self, fields: str):
         """``fields``: names, ``:i4`` after a name for ids that fit 32 bits (half the memory), ``:i1`` for flags."""
         specs = [f.partition(":") for f in fields.split()]
         self.fields = [name for name, _, _ in specs]
-        self._dtypes = [np.dtype(_DTYPES.get(kind, np.int64)) for _, _, kind in specs]
-        self._columns = [array(_TYPECODES[d.itemsize]) for d in self._dtypes]
+        self._columns = [_MappedColumn(np.dtype(_DTYPES.get(kind, np.int64))) for _, _, kind in specs]
 
     def extend(self, *values: np.ndarray) -> None:
-        for column, dtype, v in zip(self._columns, self._dtypes, values, strict=True):
-            column.frombytes(np.asarray(v).astype(dtype, copy=False).tobytes())
+        for column, v in zip(self._columns, values, strict=True):
+            column.extend(v)
 
     def table(self) -> Table:
-        return Table({f: np.frombuffer(c, dtype=d) if len(c) else np.zeros(0, d)
-                      for f, c, d in zip(self.fields, self._columns, self._dtypes)})
+        return Table({f: c.array() for f, c in zip(self.fields, self._columns)})
 
 
 @dataclass
