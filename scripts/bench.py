@@ -4,7 +4,8 @@
 For each trace this measures (a) the wall time and peak RSS of traceforge commands (``--jobs``:
 ``annotate`` with the core tracks or ``--all``, ``patterns``, ``classify``, ``launch-stats``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and re-compressing the same bytes with the codec and level
-traceforge writes (gzip level 1 via zlib, zstd level 3; a plain .json is just copied). Each
+traceforge writes, with the library it uses (gzip level 1 via isal, zstd level 3; a plain .json
+is just copied). Each
 command runs in its own child process, and its peak RSS is that child's own (from ``wait4``), so
 peaks never carry over between measurements. Prints a Markdown table; Linux only.
 
@@ -14,12 +15,10 @@ peaks never carry over between measurements. Prints a Markdown table; Linux only
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +26,16 @@ from typing import Protocol
 
 import zstandard
 
+try:  # what traceforge.io.codec uses; not imported from there so the floor's process stays light
+    from isal import isal_zlib as gzip_zlib
+except ImportError:
+    import zlib as gzip_zlib
+
+GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.codec's
+
 CHUNK = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
 CODECS = (".gz", ".zst")
-
-
-class Reader(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class Compressor(Protocol):
@@ -73,24 +75,32 @@ def output_path(trace: Path, out_dir: Path, tag: str) -> Path:
 
 
 def compressor(suffix: str) -> Compressor:
-    """A streaming compressor with traceforge's settings for a codec suffix."""
+    """A streaming compressor with traceforge's settings and library for a codec suffix."""
     if suffix == ".gz":
-        return zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: gzip container
+        return gzip_zlib.compressobj(GZIP_LEVEL, gzip_zlib.DEFLATED, 31)  # wbits 31: gzip container
     if suffix == ".zst":
-        return zstandard.ZstdCompressor(level=3).compressobj()
+        return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
     return Passthrough()
 
 
+def new_decompressor(path: Path):
+    return gzip_zlib.decompressobj(wbits=31) if codec(path) == ".gz" else zstandard.ZstdDecompressor().decompressobj()
+
+
 def decompressed_chunks(path: Path) -> Iterator[bytes]:
-    """The trace's uncompressed bytes, a chunk at a time."""
+    """The trace's uncompressed bytes, a chunk at a time, by traceforge's decompressor."""
     with path.open("rb") as f:
-        reader: Reader = f
-        if codec(path) == ".gz":
-            reader = gzip.GzipFile(fileobj=f)
-        elif codec(path) == ".zst":
-            reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
-        while chunk := reader.read(CHUNK):
-            yield chunk
+        if not codec(path):
+            while chunk := f.read(CHUNK):
+                yield chunk
+            return
+        d = new_decompressor(path)
+        while block := f.read(CHUNK):
+            while block:
+                yield d.decompress(block)
+                block = d.unused_data if d.eof else b""
+                if block:
+                    d = new_decompressor(path)
 
 
 def floor(src: Path, dst: Path) -> int:

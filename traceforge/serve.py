@@ -12,13 +12,11 @@ import http.server
 import os
 import shutil
 import urllib.parse
-import zlib
 from dataclasses import dataclass
 
-import zstandard
 
 from .errors import UsageError
-from .io.codec import detect_codec
+from .io.codec import CODEC_ERRORS, detect_codec, new_decompressor
 
 UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
@@ -46,10 +44,10 @@ def json_size(path: str) -> SizeEstimate:
     codec = detect_codec(sample)
     if codec == "plain":
         return SizeEstimate(size, True)
-    d = zlib.decompressobj(wbits=31) if codec == "gzip" else zstandard.ZstdDecompressor().decompressobj()
+    d = new_decompressor(codec)
     try:
         out = len(d.decompress(sample))
-    except (zlib.error, zstandard.ZstdError):
+    except CODEC_ERRORS:
         return SizeEstimate(size, False)  # corrupt: the UI will say so; the size is no worse a guess
     used = len(sample) - len(d.unused_data)
     if len(sample) == size and used == size:

@@ -6,12 +6,16 @@ import os
 import shutil
 import sys
 import tempfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import zstandard
+
+try:  # isal: the same gzip format, 7-8x faster than zlib both ways (measured: README, Benchmarks)
+    from isal import isal_zlib as gzip_zlib
+except ImportError:  # pragma: no cover (a platform without isal wheels)
+    import zlib as gzip_zlib
 
 from ..errors import TraceFormatError, UsageError
 from .background import BackgroundSink, prefetched
@@ -88,21 +92,25 @@ def _counted(blocks: Iterator[bytes], on_read: Callable[[int], None]) -> Iterato
         yield block
 
 
-def _new_decompressor(codec: str):
+def new_decompressor(codec: str):
+    """A streaming decompressor for "gzip" or "zstd" (``.decompress``, ``.eof``, ``.unused_data``)."""
     if codec == "gzip":
-        return zlib.decompressobj(wbits=31)
+        return gzip_zlib.decompressobj(wbits=31)
     return zstandard.ZstdDecompressor().decompressobj()
+
+
+CODEC_ERRORS = (gzip_zlib.error, zstandard.ZstdError)
 
 
 def _decompress(blocks: Iterator[bytes], codec: str, path: str) -> Iterator[bytes]:
     """Decompress concatenated members/frames; a stream cut short is an error."""
-    d = _new_decompressor(codec)
+    d = new_decompressor(codec)
     consumed = 0
     for block in blocks:
         while block:
             try:
                 out = d.decompress(block)
-            except (zlib.error, zstandard.ZstdError) as e:
+            except CODEC_ERRORS as e:
                 raise TraceFormatError(path, f"corrupt {codec} data: {e}", offset=consumed) from None
             if out:
                 yield out
@@ -111,7 +119,7 @@ def _decompress(blocks: Iterator[bytes], codec: str, path: str) -> Iterator[byte
                 consumed += len(block) - len(rest)
                 block = rest
                 if rest:
-                    d = _new_decompressor(codec)
+                    d = new_decompressor(codec)
             else:
                 consumed += len(block)
                 block = b""
@@ -133,7 +141,7 @@ class Compressor:
     def __init__(self, f: BinaryIO, codec: str):
         self._f = f
         if codec == "gzip":
-            self._c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+            self._c = gzip_zlib.compressobj(GZIP_LEVEL, gzip_zlib.DEFLATED, 31)
         elif codec == "zstd":
             self._c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
         else:
