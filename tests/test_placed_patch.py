@@ -52,7 +52,7 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     injections = _run_analyses(cols, chosen, {})
     extra = ExtraArgs(injections.arg_patches, injections.arg_columns)
     places = cols.gpu_places()
-    assert places.covers(extra.ordinals()) and len(extra.ordinals()) > 1000
+    assert places.covers(extra.ordinals) and len(extra.ordinals) > 1000
 
     parsed_out, placed_out = tmp_path / "parsed.json", tmp_path / "placed.json"
     write_trace(TraceReader(str(src)), str(parsed_out), injections.blocks(), edit=patch_editor(extra))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import cached_property
 import re
 from collections.abc import Callable, Sequence
 
@@ -89,20 +90,28 @@ class ExtraArgs:
         """Whether one of the keys we add might already be in ``data``'s args."""
         return any(k in data for k in self.key_texts)
 
+    @cached_property
     def ordinals(self) -> np.ndarray:
-        """Every ordinal that gets args, sorted."""
-        return np.unique(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]))
+        """Every ordinal that gets args, sorted (a merge of sorted runs: no hashing)."""
+        merged = np.sort(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]),
+                         kind="stable")
+        return merged[np.concatenate(([True], merged[1:] != merged[:-1]))] if len(merged) else merged
 
     def bodies(self, first: int, stop: int) -> dict[int, bytes]:
         """Ordinal -> the JSON members to add (``"k":v,...``), for ordinals in ``[first, stop)``."""
         if not self._disjoint:
             return {o: _dumps(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
+        texts = [column.texts(first, stop) for column in self.columns]
+        lo, hi = np.searchsorted(self._patched, [first, stop])
+        if texts and lo == hi and all(ords == texts[0][0] for ords, _ in texts[1:]):  # columns over the same events
+            joined = texts[0][1] if len(texts) == 1 else [b",".join([t for t in row if t])
+                                                          for row in zip(*(t for _, t in texts))]
+            return {o: t for o, t in zip(texts[0][0], joined) if t}
         parts: dict[int, list[bytes]] = {}
-        for column in self.columns:
-            for ordinal, text in zip(*column.texts(first, stop)):
+        for ords, column_texts in texts:
+            for ordinal, text in zip(ords, column_texts):
                 if text:
                     parts.setdefault(ordinal, []).append(text)
-        lo, hi = np.searchsorted(self._patched, [first, stop])
         for ordinal in self._patched[lo:hi].tolist():
             if self.patches[ordinal]:
                 parts.setdefault(ordinal, []).append(_dumps(self.patches[ordinal])[1:-1])

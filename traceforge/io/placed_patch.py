@@ -46,7 +46,7 @@ def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: 
                 appended: Iterable[Block]) -> int:
     """Copy the trace ``reader`` has read (its head and tail are known) to ``out``, with
     ``extra_args`` merged into args and ``appended`` after the last event."""
-    targets = np.searchsorted(places.ordinals, extra_args.ordinals())
+    targets = np.searchsorted(places.ordinals, extra_args.ordinals)
     with AtomicOutput(out, inputs=(reader.path,)) as sink:
         events = EventSink(sink)
         events.head(reader.head)
