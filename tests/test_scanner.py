@@ -1,0 +1,106 @@
+"""The C scanner's rows, through the scan, on events it must not take at face value."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from traceforge.errors import TraceFormatError
+from traceforge.io.reader import TraceReader
+from traceforge.scan import scan
+
+KERNEL = '{"ph": "X", "cat": "kernel", "name": %s, "pid": 0, "tid": 7, "ts": %s, "dur": %s, "args": %s}'
+ARGS = '{"device": 0, "stream": 7, "correlation": %s}'
+
+
+def _scan(tmp_path, events: list[str]):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}", encoding="utf-8")
+    return scan(str(path))
+
+
+def test_exact_times_from_their_text(tmp_path):
+    cols = _scan(tmp_path, [
+        KERNEL % ('"a"', "1712195495519689.047", "1.5", ARGS % 1),
+        KERNEL % ('"b"', "1712195495519689.0475", "2.0005", ARGS % 2),  # below 1 ns: half-even
+        KERNEL % ('"c"', '"1712195495519690.25"', "1e1", ARGS % 3),  # time as text, exponent
+        KERNEL % ('"d"', "-0.5", "0", ARGS % 4),
+    ])
+    assert cols.gpu.ts.tolist() == [1712195495519689047, 1712195495519689048, 1712195495519690250, -500]
+    assert cols.gpu.dur.tolist() == [1500, 2000, 10000, 0]
+
+
+def test_strings_with_escapes_are_decoded_and_merged(tmp_path):
+    cols = _scan(tmp_path, [
+        KERNEL % ('"gemm \\"big\\" \\u00e9"', "1", "1", ARGS % 1),
+        KERNEL % ('"gemm \\"big\\" é"', "2", "1", ARGS % 2),  # the same name, written without escapes
+        KERNEL % ('"void f<\\u0041>(int), {\\"x\\"}"', "3", "1", ARGS % 3),
+    ])
+    names = cols.name_of(cols.gpu.name)
+    assert names == ['gemm "big" é', 'gemm "big" é', 'void f<A>(int), {"x"}']
+    assert cols.gpu.name[0] == cols.gpu.name[1]
+
+
+def test_args_that_are_not_plain_ints(tmp_path):
+    cols = _scan(tmp_path, [
+        KERNEL % ('"a"', "1", "1", '{"device": 0, "stream": "7", "correlation": "0x10"}'),
+        KERNEL % ('"b"', "2", "1", '{"device": 0, "stream": 7, "correlation": 1.0}'),
+        KERNEL % ('"c"', "3", "1", '{"device": 0, "stream": 7, "correlation": 99999999999999999999999}'),
+        KERNEL % ('"d"', "4", "1", '{"correlation": 5, "correlation": 6}'),  # the last duplicate wins
+        KERNEL % ('"e"', "5", "1", '"not an object"'),
+        '{"ph": "X", "cat": "kernel", "name": "f", "pid": 0, "tid": 7, "ts": 6, "dur": 1, "\\u0061rgs": {}}',
+    ])
+    assert cols.gpu.stream.tolist() == [7, 7, 7, 7, 7, 7]  # missing: the tid
+    assert cols.gpu.correlation.tolist() == [16, -1, -1, 6, -1, -1]
+
+
+def test_kernel_dims_only_when_both_are_three_ints(tmp_path):
+    grid = '{"correlation": 1, "grid": [4, 2, 1], "block": [128, 1, 1]}'
+    cols = _scan(tmp_path, [
+        KERNEL % ('"a"', "1", "1", grid),
+        KERNEL % ('"b"', "2", "1", '{"correlation": 2, "grid": [4, 2], "block": [128, 1, 1]}'),
+        KERNEL % ('"c"', "3", "1", '{"correlation": 3, "grid": [4, 2, 1.0], "block": [128, 1, 1]}'),
+        KERNEL % ('"d"', "4", "1", grid),
+    ])
+    dims = cols.gpu.dims.tolist()
+    assert dims[0] == dims[3] >= 0 and dims[1] == dims[2] == -1
+    assert cols.kernel_dims[dims[0]] == ((4, 2, 1), (128, 1, 1))
+
+
+def test_events_with_bad_times_are_counted_not_used(tmp_path):
+    cols = _scan(tmp_path, [
+        KERNEL % ('"a"', "null", "1", ARGS % 1),
+        KERNEL % ('"b"', '"soon"', "1", ARGS % 2),
+        KERNEL % ('"c"', "3", "1", ARGS % 3),
+    ])
+    assert len(cols.gpu) == 1
+    assert cols.skipped == {"gpu event without a numeric ts/dur": 2}
+
+
+@pytest.mark.parametrize("bad, where", [
+    ('{"ph": "X", "name": "a\x01"}', "control character"),
+    ('{"ph": "X", "name": "a\\q"}', "escape"),
+    ('{"ph": "X", "ts": 01}', "JSON"),
+    ('{"ph": "X", "ts": NaN}', "NaN"),
+])
+def test_invalid_json_is_named_by_the_exact_decoder(tmp_path, bad, where):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + KERNEL % ('"a"', "1", "1", ARGS % 1) + ", " + bad + "]}",
+                    encoding="utf-8")
+    with pytest.raises(TraceFormatError) as e:
+        for _ in TraceReader(str(path)).batches():
+            pass
+    assert "event 1" in str(e.value) and where.lower() in str(e.value).lower()
+
+
+def test_batches_round_trip_whatever_the_buffer_size(tmp_path):
+    events = [KERNEL % (json.dumps(f"k{i}" * (i % 7)), str(i), "1", ARGS % i) for i in range(500)]
+    path = tmp_path / "t.json"
+    data = '{"traceEvents": [' + ", ".join(events) + "]}"
+    path.write_text(data, encoding="utf-8")
+    for batch_bytes in (64, 1000, 1 << 20):
+        reader = TraceReader(str(path), batch_bytes=batch_bytes)
+        raw = b"".join(bytes(b.raw) for b in reader.batches())
+        assert reader.head + raw + reader.tail == data.encode()
+        assert reader.event_count == 500
