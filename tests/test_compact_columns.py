@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 
-from traceforge.analyses.launches import drop_unjoined_launches
+from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name
 from traceforge.analyses.queue_length import queue_length
 from traceforge.scan import scan
 
@@ -16,16 +16,12 @@ from .conftest import TRACES
 scan_module = importlib.import_module("traceforge.scan")
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "trace_diff"])
-def test_dropping_unjoined_launch_calls_keeps_queue_lengths(name):
-    cols = scan(str(TRACES[name]), cpu_ops=False)
-    before = queue_length(cols)
-    launches = len(cols.launches)
-    drop_unjoined_launches(cols)
-    assert 0 < len(cols.launches) < launches  # syncs and event records go
-    assert set(cols.launches.cols) == {"ordinal", "ts", "dur", "track", "correlation", "name", "cat", "kernel"}
-    after = queue_length(cols)
-    assert after.equals(before)
+@pytest.mark.parametrize("name", ["negative_queue", "trace_diff", "amd"])
+def test_scanning_only_stream_launches_keeps_queue_lengths(name):
+    every = scan(str(TRACES[name]), cpu_ops=False)
+    some = scan(str(TRACES[name]), cpu_ops=False, keep_launch=lambda n: api_name(n) in STREAM_LAUNCH_APIS)
+    assert 0 < len(some.launches) < len(every.launches)  # syncs, event records, ... are not kept
+    assert queue_length(some).equals(queue_length(every))
 
 
 def test_mapped_column_grows_without_losing_values():

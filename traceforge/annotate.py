@@ -19,7 +19,7 @@ from typing import Any
 
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
-from .analyses.launches import drop_unjoined_launches
+from .analyses.launches import STREAM_LAUNCH_APIS, api_name
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.queue_length import queue_length_tracks
@@ -53,8 +53,8 @@ class Analysis:
     in_all: bool = True  # --all runs it (False for an analysis that cannot run without an option of its own)
     # Adds args to existing events (a bool, or a test of the options): the trace is read twice.
     patches_args: bool | Callable[[dict[str, Any]], bool] = False
-    # Reads launch calls only through their GPU ops (so the others can be dropped first).
-    joined_launches_only: bool = False
+    # The launch APIs it reads (None: all launch calls); the scan keeps only those when it can.
+    launch_apis: frozenset[str] | None = None
 
     def reads_twice(self, options: dict[str, Any]) -> bool:
         return self.patches_args(options) if callable(self.patches_args) else self.patches_args
@@ -72,9 +72,9 @@ ANALYSES: dict[str, Analysis] = {
     a.name: a
     for a in (
         Analysis("queue_length", "CUDA stream queue length: one counter track per (GPU, stream)",
-                 _counter_injections("queue length", queue_length_tracks), joined_launches_only=True),
+                 _counter_injections("queue length", queue_length_tracks), launch_apis=STREAM_LAUNCH_APIS),
         Analysis("memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
-                 _counter_injections("memcpy bandwidth", memcpy_bw_tracks), joined_launches_only=True),
+                 _counter_injections("memcpy bandwidth", memcpy_bw_tracks), launch_apis=frozenset()),
         Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
                  "from the launch call for each delay above --delay-cutoff, one counter track per stream",
                  launch_delay_marks.launch_delay_marks, needs_cpu_ops=True,
@@ -151,13 +151,20 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
         on_columns(cols)
-    elif all(a.joined_launches_only for a in chosen):
-        drop_unjoined_launches(cols)
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     injections = Injections()
     for analysis in chosen:
         injections.add(analysis.build(cols, ctx))
     return injections
+
+
+def _launch_filter(chosen: list[Analysis], options: dict[str, Any]) -> Callable[[str], bool] | None:
+    """The launch calls worth scanning: those of the APIs the chosen analyses read (all of
+    them when one reads every call). ``on_columns`` sees the same columns."""
+    if any(a.launch_apis is None for a in chosen):
+        return None
+    apis = frozenset().union(*(a.launch_apis for a in chosen))
+    return lambda name: api_name(name) in apis
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
@@ -170,7 +177,7 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
             events.head(reader.head)
             events.events(batch.view)
 
-        cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy)
+        cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy, keep_launch=_launch_filter(chosen, options))
         events.head(reader.head)
         injections = _run_analyses(cols, chosen, options)
         return events.finish(injections.blocks(), reader.tail), injections.summary
@@ -181,7 +188,7 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
         reader = TraceReader(source, display_name=path)
-        cols = scan(source, cpu_ops=needs_cpu, reader=reader, places=True)
+        cols = scan(source, cpu_ops=needs_cpu, reader=reader, places=True, keep_launch=_launch_filter(chosen, options))
         injections = _run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
         places = cols.gpu_places()

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
-from .analyses.gpu_busy import merge_intervals
 from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
@@ -34,19 +33,32 @@ def gpu_figures(cols: TraceColumns) -> Figures:
     gpu = cols.gpu
     figures: Figures = {"gpu_ops": len(gpu)}
     if len(gpu):
-        end = gpu.ts + np.maximum(gpu.dur, 0)
-        busy = 0
-        for device in np.unique(gpu.device).tolist():
+        busy, first, last = 0, None, None
+        for device in np.unique(gpu.device).tolist():  # one device's temporaries at a time
             rows = np.flatnonzero(gpu.device == device)
-            rows = rows[np.argsort(gpu.ts[rows], kind="stable")]
-            starts, ends, _ = merge_intervals(gpu.ts[rows], end[rows])
-            busy += int((ends - starts).sum())
+            ts = gpu.ts[rows]
+            end = ts + np.maximum(gpu.dur[rows], 0)
+            del rows
+            busy += _union_ns(ts, end)
+            first = int(ts.min()) if first is None else min(first, int(ts.min()))
+            last = int(end.max()) if last is None else max(last, int(end.max()))
         figures["gpu_busy_ns"] = busy
-        figures["gpu_span_ns"] = int(end.max() - gpu.ts.min())
+        figures["gpu_span_ns"] = last - first
     steps = step_rows(cols)
     if len(steps):
         figures["step_ns"] = _lower_median(cols.cpu_ops.dur[steps])
     return figures
+
+
+def _union_ns(ts: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals ``[ts, end)`` (in any order), sorted once."""
+    order = np.argsort(ts, kind="stable")
+    start, reach = ts[order], end[order]
+    del order
+    np.maximum.accumulate(reach, out=reach)
+    first = np.flatnonzero(np.concatenate(([True], start[1:] > reach[:-1])))
+    last = np.append(first[1:] - 1, len(start) - 1)
+    return int((reach[last] - start[first]).sum())
 
 
 def _lower_median(values: np.ndarray) -> int:

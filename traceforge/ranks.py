@@ -153,9 +153,10 @@ class RankRun:
 
 def run_command(args: argparse.Namespace, one: Callable[[argparse.Namespace], Figures]) -> int:
     """Run a command's single-file function ``one`` (reads ``args.input``, prints, returns
-    figures) on each input; with several, print each rank's output then the summary."""
-    if not fans_out(args):
-        one(argparse.Namespace(**{**vars(args), "input": args.input[0]}))
+    figures unless ``args.rank_figures`` is False) on each input; with several, print each
+    rank's output then the summary."""
+    if not fans_out(args):  # one file: no summary across ranks, so no figures to compute for it
+        one(argparse.Namespace(**{**vars(args), "input": args.input[0], "rank_figures": False}))
         return 0
     check_fan_out(args)
     files = rank_files(args.input)

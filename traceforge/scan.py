@@ -199,15 +199,18 @@ def scan(
     reader: TraceReader | None = None,
     on_batch: Callable[[EventBatch], None] | None = None,
     places: bool = False,
+    keep_launch: Callable[[str], bool] | None = None,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
     ``on_batch`` sees every batch of ``reader`` as it goes by (annotate copies them out
     in the same pass, then uses the reader's head and tail). ``places``: also record where
     each GPU op's bytes are (``TraceColumns.gpu_places``), for patching them on a second read.
+    ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
+    knows its analyses read only some APIs (half the launch columns on big traces).
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch)
     for batch in reader.batches():
         if on_batch is not None:
             on_batch(batch)
@@ -232,9 +235,11 @@ def _lookup(table: np.ndarray, ids: np.ndarray, missing: int) -> np.ndarray:
 class _ColumnBuilder:
     """Rows in, columns out; each distinct string and track is decoded once."""
 
-    def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool):
+    def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
+                 keep_launch: Callable[[str], bool] | None = None):
         self.scanner = scanner
         self.cpu_ops = cpu_ops
+        self.keep_launch = keep_launch
         self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
         # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
         self._ph_code = np.zeros(0, np.int8)
@@ -242,6 +247,7 @@ class _ColumnBuilder:
         self._gpu_kind = np.zeros(0, np.int8)
         self._name_id = np.zeros(0, np.int32)
         self._cat_id = np.zeros(0, np.int32)
+        self._kept_launch = np.zeros(0, bool)
         self._texts: list[str] = []
         # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
         self._track_id = np.zeros(0, np.int32)
@@ -278,6 +284,8 @@ class _ColumnBuilder:
         kind[ph_code != _PH_X] = -1
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
+        if self.keep_launch is not None:
+            kind[(kind == _KIND_CODES[_LAUNCH]) & ~_lookup(self._kept_launch, rows[:, R.NAME], False)] = -1
         timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
         for name, code in _KIND_CODES.items():
             mine = kind == code
@@ -341,6 +349,8 @@ class _ColumnBuilder:
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
+            if self.keep_launch is not None:
+                self._kept_launch = np.append(self._kept_launch, np.array([self.keep_launch(t) for t in texts], bool))
         new = self.scanner.tracks[len(self._track_id):]
         if new:
             decoded = [R.decode_track(raw) for raw in new]

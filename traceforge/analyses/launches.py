@@ -59,21 +59,6 @@ def last_step_start(cols: TraceColumns) -> int | None:
     return int(cols.cpu_ops.ts[steps].max()) if len(steps) else None
 
 
-def drop_unjoined_launches(cols: TraceColumns) -> None:
-    """Forget the launch calls whose correlation no GPU op in the trace has (synchronise,
-    event record, ...): joins to GPU ops never meet them, and on big traces they are about
-    half of the launch columns. Column by column, so the copy costs one column at a time."""
-    gpu_corr = np.unique(cols.gpu.correlation)
-    corr = cols.launches.correlation
-    at = np.searchsorted(gpu_corr, corr)
-    np.minimum(at, max(len(gpu_corr) - 1, 0), out=at)
-    keep = (gpu_corr[at] == corr) & (corr >= 0) if len(gpu_corr) else np.zeros(len(corr), bool)
-    del gpu_corr, at, corr
-    table = cols.launches.cols
-    for name in list(table):
-        table[name] = table[name][keep]
-
-
 def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (gpu row, launch row) joined on correlation, for the given launch rows.
 

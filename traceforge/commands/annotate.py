@@ -39,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
 
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet"}
+    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures"}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
-    options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
+    if getattr(args, "rank_figures", True):
+        options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
     result = annotate(args.input, args.output, analyses=chosen, options=options)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
