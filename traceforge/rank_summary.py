@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
+from .analyses.gpu_busy import merge_intervals
 from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
@@ -51,14 +52,10 @@ def gpu_figures(cols: TraceColumns) -> Figures:
 
 
 def _union_ns(ts: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals ``[ts, end)`` (in any order), sorted once."""
+    """Length of the union of the intervals ``[ts, end)`` (in any order)."""
     order = np.argsort(ts, kind="stable")
-    start, reach = ts[order], end[order]
-    del order
-    np.maximum.accumulate(reach, out=reach)
-    first = np.flatnonzero(np.concatenate(([True], start[1:] > reach[:-1])))
-    last = np.append(first[1:] - 1, len(start) - 1)
-    return int((reach[last] - start[first]).sum())
+    starts, ends, _ = merge_intervals(ts[order], end[order])
+    return int((ends - starts).sum())
 
 
 def _lower_median(values: np.ndarray) -> int:

@@ -24,10 +24,10 @@ def add_args(raw: bytes, event: dict, extra: dict) -> bytes:
     args = event.get("args")
     if type(args) is not dict:
         end = raw.rstrip(_WS)
-        return end[:-1] + b',"args":' + _dumps(extra) + b"}" + raw[len(end):]
+        return end[:-1] + b',"args":' + json_bytes(extra) + b"}" + raw[len(end):]
     if any(k in args for k in extra):
         return _replace_args(raw, {**args, **extra})
-    body = _dumps(extra)[1:-1]
+    body = json_bytes(extra)[1:-1]
     if next(reversed(event)) == "args":
         # args is the last key (as Kineto writes it), and its value is an object: so the
         # last "}" before the event's own closing brace closes args.
@@ -70,9 +70,6 @@ def _replace_args(raw: bytes, merged: dict) -> bytes:
     return raw[:start] + json.dumps(merged, ensure_ascii=False).encode("utf-8", "surrogateescape") + raw[close + 1:]
 
 
-_dumps = json_bytes
-
-
 class ExtraArgs:
     """The args to add, by event ordinal: a few per-event ``patches`` plus ``columns``."""
 
@@ -82,7 +79,7 @@ class ExtraArgs:
         self._patched = np.fromiter(sorted(patches), dtype=np.int64, count=len(patches))
         sources = [set(c.values) for c in columns] + [{k for extra in patches.values() for k in extra}]
         keys = set().union(*sources)
-        self.key_texts = [_dumps(k) for k in sorted(keys)]  # as they would appear in the trace
+        self.key_texts = [json_bytes(k) for k in sorted(keys)]  # as they would appear in the trace
         # No key comes from two sources: each event's args text is its sources' texts joined.
         self._disjoint = sum(map(len, sources)) == len(keys)
 
@@ -100,7 +97,7 @@ class ExtraArgs:
     def bodies(self, first: int, stop: int) -> dict[int, bytes]:
         """Ordinal -> the JSON members to add (``"k":v,...``), for ordinals in ``[first, stop)``."""
         if not self._disjoint:
-            return {o: _dumps(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
+            return {o: json_bytes(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
         texts = [column.texts(first, stop) for column in self.columns]
         lo, hi = np.searchsorted(self._patched, [first, stop])
         if texts and lo == hi and all(ords == texts[0][0] for ords, _ in texts[1:]):  # columns over the same events
@@ -114,7 +111,7 @@ class ExtraArgs:
                     parts.setdefault(ordinal, []).append(text)
         for ordinal in self._patched[lo:hi].tolist():
             if self.patches[ordinal]:
-                parts.setdefault(ordinal, []).append(_dumps(self.patches[ordinal])[1:-1])
+                parts.setdefault(ordinal, []).append(json_bytes(self.patches[ordinal])[1:-1])
         return {o: p[0] if len(p) == 1 else b",".join(p) for o, p in parts.items()}
 
     def between(self, first: int, stop: int) -> dict[int, dict]:

@@ -15,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
+from ..inject import json_bytes
+
 try:
     from .. import _scanner
 except ImportError as e:  # a source tree used without building it
@@ -53,7 +55,7 @@ class RowScanner:
 
     def rows_of(self, events: list) -> np.ndarray:
         """Rows for parsed events (spans then refer to their re-serialised text, not the input)."""
-        text = b",".join(map(_dumps, events)) + b"]"
+        text = b",".join(map(json_bytes, events)) + b"]"
         result = self.scan(text, len(text))
         if len(result.rows) != len(events):
             raise ValueError(f"re-serialised events do not scan: {result.message}")
@@ -63,10 +65,10 @@ class RowScanner:
         """A string's id (-2 for a value that is not a string, as the scanner does)."""
         if type(value) is not str:
             return -2
-        return _scanner.intern(self._strings, _dumps(value)[1:-1])
+        return _scanner.intern(self._strings, json_bytes(value)[1:-1])
 
     def intern_track(self, pid: object, tid: object, has_pid: bool, has_tid: bool) -> int:
-        key = (_dumps(pid) if has_pid else b"") + b"\0" + (_dumps(tid) if has_tid else b"")
+        key = (json_bytes(pid) if has_pid else b"") + b"\0" + (json_bytes(tid) if has_tid else b"")
         return _scanner.intern(self._tracks, key)
 
 
@@ -88,10 +90,3 @@ def decode_value(raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:  # ints beyond 64 bits, invalid UTF-8
         return json.loads(raw.decode("utf-8", "surrogateescape"))
-
-
-def _dumps(value: object) -> bytes:
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogateescape")
