@@ -416,7 +416,7 @@ def _places(batch: EventBatch, r: np.ndarray) -> tuple[np.ndarray, ...]:
     """Absolute offset, length, where args members go (relative; -1 unknown) and whether args
     is empty, of rows (offset -1 for rows not read from the input's bytes)."""
     if batch.raw_rows is None:
-        return np.full(len(r), -1), np.zeros(len(r)), np.full(len(r), -1), np.zeros(len(r))
+        return np.full(len(r), -1), np.zeros(len(r), np.int32), np.full(len(r), -1), np.zeros(len(r), bool)
     start, flags = r[:, R.START], r[:, R.FLAGS]
     at = np.where(flags & R.F_ARGS, r[:, R.ARGS_AT] - start, -1)
     return start + batch.offset, r[:, R.END] - start, at, (flags & R.F_ARGS_EMPTY) != 0

@@ -43,7 +43,7 @@ class _Sequence:
     def __init__(self, cols: TraceColumns):
         gpu = cols.gpu
         self.order = compact_ints(np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device)))
-        self.size = n = len(self.order)
+        self.size = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
         self.codes = pd.factorize(gpu.name[self.order], size_hint=_TABLE_START)[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)

@@ -10,6 +10,7 @@ of (de)compression.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,10 @@ class EventPlaces:
         """Whether every ordinal has a known place."""
         if not len(ordinals):
             return True
-        at = np.minimum(np.searchsorted(self.ordinals, ordinals), max(len(self.ordinals) - 1, 0))
-        return bool(len(self.ordinals)) and bool(np.all(self.ordinals[at] == ordinals) and np.all(self.offsets[at] >= 0))
+        if not len(self.ordinals):
+            return False
+        at = np.minimum(np.searchsorted(self.ordinals, ordinals), len(self.ordinals) - 1)
+        return bool(np.all(self.ordinals[at] == ordinals) and np.all(self.offsets[at] >= 0))
 
 
 def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: ExtraArgs,
@@ -98,23 +101,15 @@ def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_ar
     bodies = extra_args.bodies(ordinals[0], ordinals[-1] + 1)
     keys = extra_args.key_texts if extra_args.may_be_in(data) else ()
     starts = places.offsets[at] - base
+    ends = starts + places.lengths[at]
     inserts = np.where(places.args_at[at] >= 0, starts + places.args_at[at], -1)
-    edits = []
-    for ordinal, i, start, insert, empty in zip(ordinals, at.tolist(), starts.tolist(), inserts.tolist(),
-                                                places.args_empty[at].tolist()):
-        body = bodies.get(ordinal)
-        if body is None:
-            continue
-        if insert >= 0 and not keys:  # none of our keys anywhere in data: straight in after the last member
-            edits.append((insert, insert, body if empty else b", " + body))
-        else:
-            edits.append(_slow_edit(data, start, places, i, body, keys))
-    return splice(data, edits)
+    return splice(data, [
+        patched_event(data, start, end, insert, empty, body, partial(_parsed, data, start, end), keys)
+        for ordinal, start, end, insert, empty in zip(ordinals, starts.tolist(), ends.tolist(), inserts.tolist(),
+                                                      places.args_empty[at].tolist())
+        if (body := bodies.get(ordinal)) is not None
+    ])
 
 
-def _slow_edit(data: bytes, start: int, places: EventPlaces, i: int, body: bytes,
-               keys: list[bytes]) -> tuple[int, int, bytes]:
-    end = start + int(places.lengths[i])
-    at = int(places.args_at[i])
-    return patched_event(data, start, end, start + at if at >= 0 else -1, bool(places.args_empty[i]), body,
-                         lambda: parse_event(data[start:end]), keys)
+def _parsed(data: bytes, start: int, end: int) -> dict:
+    return parse_event(data[start:end])
