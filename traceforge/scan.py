@@ -77,7 +77,8 @@ def _int_or(value: object, default: int) -> int:
     return default
 
 
-_DTYPES = {"i4": np.int32, "i1": np.int8}
+_DTYPES = {"i4": np.int32, "n4": np.int32, "i2": np.int16, "i1": np.int8}
+_INT32 = np.iinfo(np.int32)
 
 
 class _MappedColumn:
@@ -86,29 +87,34 @@ class _MappedColumn:
     Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
     temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
     A map is returned to the system the moment it is replaced, and untouched capacity
-    costs no memory.
+    costs no memory. A ``narrow`` column holds int32 until a value does not fit, then
+    becomes int64 (ordinals, durations and correlation ids nearly always fit: half the bytes).
     """
 
-    def __init__(self, dtype: np.dtype):
+    def __init__(self, dtype: np.dtype, narrow: bool = False):
         self.dtype = dtype
+        self.narrow = narrow
         self.size = 0
         self._map: mmap.mmap | None = None
         self._capacity = 0
 
     def extend(self, values: np.ndarray) -> None:
+        if self.narrow and len(values) and (values.min() < _INT32.min or values.max() > _INT32.max):
+            self.narrow = False
+            self._grow(self._capacity, np.dtype(np.int64))
         need = self.size + len(values)
         if need > self._capacity:
-            self._grow(max(need, 2 * self._capacity, 1 << 16))
+            self._grow(max(need, 2 * self._capacity, 1 << 16), self.dtype)
         np.frombuffer(self._map, self.dtype, count=need)[self.size:] = values
         self.size = need
 
-    def _grow(self, capacity: int) -> None:
-        grown = mmap.mmap(-1, capacity * self.dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    def _grow(self, capacity: int, dtype: np.dtype) -> None:
+        grown = mmap.mmap(-1, max(capacity, 1) * dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if self.size:
-            np.frombuffer(grown, self.dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
+            np.frombuffer(grown, dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
         if self._map is not None:
             self._map.close()
-        self._map, self._capacity = grown, capacity
+        self._map, self._capacity, self.dtype = grown, capacity, dtype
 
     def array(self) -> np.ndarray:
         return np.frombuffer(self._map, self.dtype, count=self.size) if self.size else np.zeros(0, self.dtype)
@@ -118,10 +124,11 @@ class _Columns:
     """Growing columns, one mapped buffer per field, filled a batch at a time."""
 
     def __init__(self, fields: str):
-        """``fields``: names, ``:i4`` after a name for ids that fit 32 bits (half the memory), ``:i1`` for flags."""
+        """``fields``: names, ``:i4`` after a name for ids that fit 32 bits, ``:n4`` for values
+        that nearly always do (int32 until one does not, see ``_MappedColumn``), ``:i1`` for flags."""
         specs = [f.partition(":") for f in fields.split()]
         self.fields = [name for name, _, _ in specs]
-        self._columns = [_MappedColumn(np.dtype(_DTYPES.get(kind, np.int64))) for _, _, kind in specs]
+        self._columns = [_MappedColumn(np.dtype(_DTYPES.get(kind, np.int64)), kind == "n4") for _, _, kind in specs]
 
     def extend(self, *values: np.ndarray) -> None:
         for column, v in zip(self._columns, values, strict=True):
@@ -133,7 +140,7 @@ class _Columns:
 
 @dataclass
 class Table:
-    """Named equal-length integer columns (int64; int32 for ids, see ``_Rows``)."""
+    """Named equal-length integer columns (int64 times; int32 or narrower where values fit, see ``_Columns``)."""
 
     cols: dict[str, np.ndarray]
 
@@ -253,11 +260,12 @@ class _ColumnBuilder:
         self._track_id = np.zeros(0, np.int32)
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
-        self.gpu = _Columns("ordinal kind:i4 ts dur device:i4 stream track:i4 correlation name:i4 bytes dims:i4")
-        self.places = _Columns("offset length:i4 args_at:i4 args_empty:i1") if places else None
-        self.launch = _Columns("ordinal ts dur track:i4 correlation name:i4 cat:i4 kernel:i4")
-        self.cpu = _Columns("ordinal ts dur track:i4 name:i4 cat:i4")
-        self.ranges = _Columns("ordinal ts dur track:i4 name:i4")
+        self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
+                            "bytes dims:i4")
+        self.places = _Columns("offset length:n4 args_at:n4 args_empty:i1") if places else None
+        self.launch = _Columns("ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4")
+        self.cpu = _Columns("ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4")
+        self.ranges = _Columns("ordinal:n4 ts dur:n4 track:i4 name:i4")
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()
         self.skipped: Counter = Counter()

@@ -135,7 +135,7 @@ def operator_patterns(
     length = ends - starts
     keep = (length >= min_len) & (length <= (max_len if max_len is not None else len(inst)))
     dur = np.maximum(gpu.dur, 0)
-    inst_gpu = (np.add.reduceat(dur[rows], starts) if len(starts) else np.zeros(0, np.int64))[keep]
+    inst_gpu = (np.add.reduceat(dur[rows], starts, dtype=np.int64) if len(starts) else np.zeros(0, np.int64))[keep]
     starts, ends = starts[keep], ends[keep]
     note = (f"{n_instances:,} {'' if nested else 'outermost '}instances of {searched}, "
             f"{int(keep.sum()):,} with {min_len}{'-' + str(max_len) if max_len else '+'} GPU ops")
