@@ -59,9 +59,10 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
     ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
     from .analyses.launch_delay import launch_table
-    from .analyses.launches import STREAM_LAUNCH_APIS
+    from .analyses.launches import STREAM_LAUNCH_APIS, calls_of
 
-    return launch_table(scan(path), apis=apis or STREAM_LAUNCH_APIS, launched_before_ns=launched_before_ns)
+    apis = apis or STREAM_LAUNCH_APIS
+    return launch_table(scan(path, keep_launch=calls_of(apis)), apis=apis, launched_before_ns=launched_before_ns)
 
 
 def stats(inputs: str | list[str], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:

@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
-from .analyses.launches import STREAM_LAUNCH_APIS, api_name
+from .analyses.launches import STREAM_LAUNCH_APIS, api_name, calls_of, step_rows, stream_launch_rows
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
+from .flow_anchors import slices_near
 from .inject import Injections, TidAllocator
 from .io.codec import AtomicOutput, spool_stdin
 from .io.patch import ExtraArgs, patch_editor
@@ -41,23 +44,37 @@ class AnnotateContext:
     allocator: TidAllocator
 
 
+Option = Callable[[dict[str, Any]], Any]  # a setting that depends on the run's options
+
+
 @dataclass(frozen=True)
 class Analysis:
-    """An annotate flag: what it adds, its extra options, and whether it needs CPU ops."""
+    """An annotate flag: what it adds, its extra options, and what it reads of the trace.
+
+    The settings that say what it reads (``needs_cpu_ops``, ``launch_apis``, ``patches_args``)
+    are values or functions of the options; the scan keeps only what the chosen analyses read.
+    """
 
     name: str
     help: str
     build: Callable[[TraceColumns, AnnotateContext], Injections]
-    needs_cpu_ops: bool = False
+    needs_cpu_ops: bool | Option = False
     add_options: Callable[[argparse.ArgumentParser], None] | None = None
     in_all: bool = True  # --all runs it (False for an analysis that cannot run without an option of its own)
-    # Adds args to existing events (a bool, or a test of the options): the trace is read twice.
-    patches_args: bool | Callable[[dict[str, Any]], bool] = False
-    # The launch APIs it reads (None: all launch calls); the scan keeps only those when it can.
-    launch_apis: frozenset[str] | None = None
+    # Adds args to existing events: the trace is read twice.
+    patches_args: bool | Option = False
+    # The launch APIs it reads (None: all launch calls).
+    launch_apis: frozenset[str] | None | Option = None
+    # Draws arrows from stream launch calls: it needs the CPU-side slices near them, not all CPU ops.
+    arrows_from_launches: bool = False
 
-    def reads_twice(self, options: dict[str, Any]) -> bool:
-        return self.patches_args(options) if callable(self.patches_args) else self.patches_args
+    def setting(self, name: str, options: dict[str, Any]) -> Any:
+        value = getattr(self, name)
+        return value(options) if callable(value) else value
+
+
+def _op_patterns(options: dict[str, Any]) -> bool:
+    return options.get("op") is not None or options.get("op_regex") is not None
 
 
 def _counter_injections(label: str, make_tracks) -> Callable[[TraceColumns, AnnotateContext], Injections]:
@@ -77,21 +94,25 @@ ANALYSES: dict[str, Analysis] = {
                  _counter_injections("memcpy bandwidth", memcpy_bw_tracks), launch_apis=frozenset()),
         Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
                  "from the launch call for each delay above --delay-cutoff, one counter track per stream",
-                 launch_delay_marks.launch_delay_marks, needs_cpu_ops=True,
-                 add_options=launch_delay_marks.add_options, patches_args=True),
+                 launch_delay_marks.launch_delay_marks, add_options=launch_delay_marks.add_options,
+                 patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True),
         Analysis("classify", "kernel classification: a category (and stage) arg on every GPU op by the rules of "
                  "--rules, one utilisation counter track per (GPU, category): share of running ops in percent",
                  category_tracks.category_injections, add_options=category_tracks.add_options,
-                 patches_args=True),
+                 patches_args=True, launch_apis=frozenset()),
         # A no-op with a summary line when the trace has no counters and no --ncu is given.
         Analysis("counters", "hardware counters (the trace's CUPTI range-profiler events, --ncu CSV) and derived "
                  "metrics as a `counters` arg on the kernels (or launch calls) they measured, and achieved "
                  "TFLOP/s and DRAM GB/s counter tracks per GPU",
-                 build_counters, add_options=add_counter_options, patches_args=True),
+                 build_counters, add_options=add_counter_options, patches_args=True,
+                 # --ncu orders kernels by their launch calls, whatever the API; range-profiler
+                 # events pair with stream launches.
+                 launch_apis=lambda options: None if options.get("ncu") else STREAM_LAUNCH_APIS),
         Analysis("patterns", "frequent GPU op sequences (--op NAME, or mined per stream without it): one slice per "
                  "occurrence of the --top-k patterns on a 'Patterns (stream N)' track",
-                 build_patterns, needs_cpu_ops=True, add_options=add_pattern_options,
-                 patches_args=lambda options: bool(options.get("tag_kernels"))),
+                 build_patterns, needs_cpu_ops=_op_patterns, add_options=add_pattern_options,
+                 patches_args=lambda options: bool(options.get("tag_kernels")),
+                 launch_apis=lambda options: None if _op_patterns(options) else frozenset()),
     )
 }
 
@@ -139,11 +160,10 @@ def annotate(
     out = out or default_output(path)
     chosen = [ANALYSES[a] for a in dict.fromkeys(wanted)]
     options = dict(options or {})
-    needs_cpu = any(a.needs_cpu_ops for a in chosen)
-    if any(a.reads_twice(options) for a in chosen):
-        appended, summary = _two_passes(path, out, chosen, options, needs_cpu)
+    if any(a.setting("patches_args", options) for a in chosen):
+        appended, summary = _two_passes(path, out, chosen, options)
     else:
-        appended, summary = _one_pass(path, out, chosen, options, needs_cpu)
+        appended, summary = _one_pass(path, out, chosen, options)
     return AnnotateResult(out, appended, summary, time.perf_counter() - started)
 
 
@@ -158,16 +178,40 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     return injections
 
 
-def _launch_filter(chosen: list[Analysis], options: dict[str, Any]) -> Callable[[str], bool] | None:
-    """The launch calls worth scanning: those of the APIs the chosen analyses read (all of
-    them when one reads every call). ``on_columns`` sees the same columns."""
-    if any(a.launch_apis is None for a in chosen):
-        return None
-    apis = frozenset().union(*(a.launch_apis for a in chosen))
-    return lambda name: api_name(name) in apis
+@dataclass(frozen=True)
+class _Reads:
+    """What the chosen analyses read of the trace: the scan's settings and the columns' trim."""
+
+    cpu_ops: bool  # every CPU op
+    launch_apis: frozenset[str] | None  # None: every launch call
+    near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
+
+    @classmethod
+    def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> _Reads:
+        apis = [a.setting("launch_apis", options) for a in chosen]
+        return cls(any(a.setting("needs_cpu_ops", options) for a in chosen),
+                   None if None in apis else frozenset().union(*apis),
+                   any(a.arrows_from_launches for a in chosen))
+
+    def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
+        near_only = self.near_launches and not self.cpu_ops
+        keep = None if self.launch_apis is None or near_only else calls_of(self.launch_apis)
+        cols = scan(path, cpu_ops=self.cpu_ops or self.near_launches, reader=reader, keep_launch=keep, **kwargs)
+        return self._near_launches_only(cols) if near_only else cols
+
+    def _near_launches_only(self, cols: TraceColumns) -> TraceColumns:
+        """Drop the CPU ops (and launch calls no analysis reads) that no arrow can meet."""
+        cpu_rows, launch_rows = slices_near(cols, stream_launch_rows(cols))
+        cpu_rows = np.union1d(cpu_rows, step_rows(cols))  # rank figures read the profiler steps
+        if self.launch_apis is None:
+            launch_rows = np.arange(len(cols.launches))
+        else:
+            read = np.array([api_name(n) in self.launch_apis for n in cols.names] or [False], bool)
+            launch_rows = np.union1d(launch_rows, np.flatnonzero(read[cols.launches.name]))
+        return cols.keeping(cpu_rows, launch_rows)
 
 
-def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
+def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:
     """Copy events out while scanning them; the new tracks go after the last event."""
     with AtomicOutput(out, inputs=(path,)) as sink:
         events = EventSink(sink)
@@ -177,18 +221,18 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
             events.head(reader.head)
             events.events(batch.view)
 
-        cols = scan(path, cpu_ops=needs_cpu, reader=reader, on_batch=copy, keep_launch=_launch_filter(chosen, options))
+        cols = _Reads.of(chosen, options).scan(path, reader, on_batch=copy)
         events.head(reader.head)
         injections = _run_analyses(cols, chosen, options)
         return events.finish(injections.blocks(), reader.tail), injections.summary
 
 
-def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], needs_cpu: bool) -> tuple[int, list[str]]:
+def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:
     """Scan, analyse, then copy the trace again patching the args analyses asked for."""
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
         reader = TraceReader(source, display_name=path)
-        cols = scan(source, cpu_ops=needs_cpu, reader=reader, places=True, keep_launch=_launch_filter(chosen, options))
+        cols = _Reads.of(chosen, options).scan(source, reader, places=True)
         injections = _run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
         places = cols.gpu_places()

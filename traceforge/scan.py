@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -153,6 +153,10 @@ class Table:
     def __len__(self) -> int:
         return len(next(iter(self.cols.values()))) if self.cols else 0
 
+    def take(self, rows: np.ndarray) -> Table:
+        """The table of ``rows`` only (copies: the whole table can then be freed)."""
+        return Table({k: v[rows] for k, v in self.cols.items()})
+
 
 @dataclass
 class TraceColumns:
@@ -186,6 +190,10 @@ class TraceColumns:
         """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned."""
         p = self.places
         return None if p is None else EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
+
+    def keeping(self, cpu_ops: np.ndarray, launches: np.ndarray) -> TraceColumns:
+        """These columns with only the given rows of CPU ops and launch calls."""
+        return replace(self, cpu_ops=self.cpu_ops.take(cpu_ops), launches=self.launches.take(launches))
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]

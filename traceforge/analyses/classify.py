@@ -49,10 +49,13 @@ def label_ops(cols: TraceColumns, rules: RuleSet) -> Labels:
 
 
 def load_gpu_columns(path: str) -> TraceColumns:
-    """A Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told apart by content."""
+    """A Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told apart by content.
+
+    Only the GPU ops: classifying reads no launch call or CPU op (the columns would double).
+    """
     if path != "-" and is_nsys_gpu_trace(path):
         return read_nsys_gpu_trace(path)
-    return scan(path, cpu_ops=False)
+    return scan(path, cpu_ops=False, keep_launch=lambda name: False)
 
 
 def seconds_to_ns(value: float | str | Decimal) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,6 +36,11 @@ def api_name(name: str) -> str:
     """The API a runtime event calls: CUPTI may add a version or stream suffix
     (``cudaLaunchKernelExC_v11060``, ``cudaMemcpyAsync_ptsz``)."""
     return _API_SUFFIX.sub("", name)
+
+
+def calls_of(apis: frozenset[str]) -> Callable[[str], bool]:
+    """A scan's ``keep_launch``: only the launch calls of ``apis`` (the columns of the rest are not made)."""
+    return lambda name: api_name(name) in apis
 
 
 def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:

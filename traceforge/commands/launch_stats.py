@@ -12,6 +12,7 @@ from .. import ranks
 from ..analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS, DEFAULT_RUNTIME_CUTOFF_NS, launch_statistics, launch_table, outliers,
 )
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..durations import duration_arg
 from ..errors import UsageError
 from ..exacttime import ns_to_us_text
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
-    cols = scan(args.input)
+    cols = scan(args.input, keep_launch=calls_of(STREAM_LAUNCH_APIS))  # the table's launches only
     table = launch_table(cols)
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)

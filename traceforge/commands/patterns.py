@@ -49,7 +49,7 @@ def patterns_one(args: argparse.Namespace) -> Figures:
     figures: Figures = {}
     if args.output is None:
         needs_cpu = args.op is not None or args.op_regex is not None
-        cols = scan(args.input, cpu_ops=needs_cpu)
+        cols = scan(args.input, cpu_ops=needs_cpu, keep_launch=None if needs_cpu else lambda name: False)
         figures.update(gpu_figures(cols))
         result = patterns_from_options(cols, options)
     else:
