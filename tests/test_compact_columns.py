@@ -7,7 +7,8 @@ import importlib
 import numpy as np
 import pytest
 
-from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name
+from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
+from traceforge.flow_anchors import flow_anchors, slices_near
 from traceforge.analyses.queue_length import queue_length
 from traceforge.scan import scan
 
@@ -32,3 +33,29 @@ def test_mapped_column_grows_without_losing_values():
         column.extend(values)
         expected.extend(values.tolist())
     assert column.array().tolist() == expected
+
+
+def test_narrow_column_widens_when_a_value_does_not_fit():
+    column = scan_module._MappedColumn(np.dtype(np.int32), narrow=True)
+    values = [5, -7, 2**31 - 1, 2**40, -(2**45), 3]
+    column.extend(np.array(values[:3], np.int64))
+    assert column.array().dtype == np.int32
+    column.extend(np.array(values[3:], np.int64))
+    assert column.array().dtype == np.int64 and column.array().tolist() == values
+
+
+@pytest.mark.parametrize("name", ["negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
+def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
+    cols = scan(str(TRACES[name]))
+    cpu_rows, launch_rows = slices_near(cols, stream_launch_rows(cols))
+    near = cols.keeping(cpu_rows, launch_rows)
+    assert len(near.cpu_ops) < len(cols.cpu_ops)
+
+    def anchors(c):
+        gpu_rows, rows = join_gpu_to_launch(c, stream_launch_rows(c))
+        assert len(rows)
+        start, end = flow_anchors(c, [(c.launches, rows), (c.gpu, gpu_rows)])
+        return c.launches.ordinal[rows], start, end
+
+    for full, kept in zip(anchors(cols), anchors(near)):
+        assert np.array_equal(full, kept)
