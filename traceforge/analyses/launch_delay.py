@@ -106,16 +106,18 @@ def _summary(values: np.ndarray) -> dict[str, int]:
 
 def launch_statistics(table: pd.DataFrame) -> pd.DataFrame:
     """Per figure, over all launches, per (device, stream) and per launch API: count, mean,
-    min, p50, p90, p99, max in ns. ``by`` says the grouping, ``key`` the group."""
-    records = []
-    groups = [("all", "all", table)]
-    groups += [("stream", f"GPU {d} stream {s}", g) for (d, s), g in table.groupby(["device", "stream"], sort=True)]
-    groups += [("api", str(api), g) for api, g in table.groupby("api", sort=True)]
-    for by, key, g in groups:
-        if g.empty:
-            continue
-        for figure in FIGURES:
-            records.append({"by": by, "key": key, "figure": figure, **_summary(g[figure].to_numpy())})
+    min, p50, p90, p99, max in ns. ``by`` says the grouping, ``key`` the group.
+
+    Groups are row positions into the figure columns: no group's frame is copied.
+    """
+    values = {figure: table[figure].to_numpy() for figure in FIGURES}
+    groups: list[tuple[str, str, np.ndarray | slice]] = [("all", "all", slice(None))] if len(table) else []
+    for by, columns, label in (("stream", ["device", "stream"], lambda k: f"GPU {k[0]} stream {k[1]}"),
+                               ("api", "api", str)):
+        positions = table.groupby(columns, sort=True).indices if len(table) else {}
+        groups += [(by, label(key), positions[key]) for key in sorted(positions)]
+    records = [{"by": by, "key": key, "figure": figure, **_summary(values[figure][rows])}
+               for by, key, rows in groups for figure in FIGURES]
     return pd.DataFrame.from_records(records, columns=[
         "by", "key", "figure", "count", "mean", "min", *(f"p{p}" for p in PERCENTILES), "max"])
 

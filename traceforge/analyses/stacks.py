@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scan import TraceColumns
+from ..scan import Table, TraceColumns
 from .launches import join_gpu_to_launch
 
 
@@ -41,23 +41,28 @@ def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch."""
     cpu, launches = cols.cpu_ops, cols.launches
     n_cpu, n_launch = len(cpu), len(launches)
-    track = np.concatenate([cpu.track, launches.track])
-    ts = np.concatenate([cpu.ts, launches.ts])
-    end = ts + np.maximum(np.concatenate([cpu.dur, launches.dur]), 0)
-    ordinal = np.concatenate([cpu.ordinal, launches.ordinal])
+    parent = np.full(n_cpu + n_launch, -1, np.int32)  # rows: 4 bytes each
+    for track in np.union1d(cpu.track, launches.track).tolist():
+        _nest_track(np.flatnonzero(cpu.track == track), np.flatnonzero(launches.track == track), cpu, launches, parent)
+    gpu_launch = np.full(len(cols.gpu), -1, np.int64)
+    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(n_launch))
+    gpu_launch[gpu_rows] = launch_rows
+    return Stacks(parent[:n_cpu], parent[n_cpu:], gpu_launch)
+
+
+def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
+    """Fill ``parent`` (CPU op rows, then launch rows after them) for one thread's ``ops`` and
+    launch ``calls``: one thread's arrays at a time, not the whole trace's."""
+    ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
+    end = ts + np.maximum(np.concatenate([cpu.dur[ops], launches.dur[calls]]), 0)
     # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses.
-    is_launch = np.concatenate([np.zeros(n_cpu, np.int64), np.ones(n_launch, np.int64)])
-    order = np.lexsort((ordinal, is_launch, -end, ts, track))
-    del ordinal
-    parent = np.full(n_cpu + n_launch, -1, np.int64)
+    is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
+    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, -end, ts))
+    row = np.concatenate([ops, calls + len(cpu)])  # row in ``parent`` of each element
     stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
-    stack_track = -1
     for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value
-        rows = order[lo:lo + _CHUNK]
-        chunk = zip(rows.tolist(), track[rows].tolist(), ts[rows].tolist(), end[rows].tolist(), is_launch[rows].tolist())
-        for i, tr, start, stop, leaf in chunk:
-            if tr != stack_track:
-                stack, stack_track = [], tr
+        at = order[lo:lo + _CHUNK]
+        for i, start, stop, leaf in zip(row[at].tolist(), ts[at].tolist(), end[at].tolist(), is_launch[at].tolist()):
             # The top contains this one iff it starts inside the top and ends by the top's end.
             while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
                 stack.pop()
@@ -65,9 +70,3 @@ def build_stacks(cols: TraceColumns) -> Stacks:
                 parent[i] = stack[-1][1]
             if not leaf and stop > start:
                 stack.append((stop, i))
-    cpu_parent = parent[:n_cpu]
-    launch_op = parent[n_cpu:]
-    gpu_launch = np.full(len(cols.gpu), -1, np.int64)
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(n_launch))
-    gpu_launch[gpu_rows] = launch_rows
-    return Stacks(cpu_parent, launch_op, gpu_launch)

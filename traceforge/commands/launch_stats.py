@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
     cols = scan(args.input, keep_launch=calls_of(STREAM_LAUNCH_APIS))  # the table's launches only
+    figures = gpu_figures(cols)
     table = launch_table(cols)
+    del cols  # the table holds what is left to report
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
     message = table.attrs.get("message")
@@ -69,7 +71,7 @@ def launch_stats_one(args: argparse.Namespace) -> Figures:
         print(message)
     else:
         _print_text(table, stats, lists, args)
-    return {**gpu_figures(cols), **launch_figures(stats)}
+    return {**figures, **launch_figures(stats)}
 
 
 def _us_columns(stats: pd.DataFrame) -> pd.DataFrame:
