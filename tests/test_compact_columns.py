@@ -47,8 +47,8 @@ def test_narrow_column_widens_when_a_value_does_not_fit():
 @pytest.mark.parametrize("name", ["negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
 def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
     cols = scan(str(TRACES[name]))
-    cpu_rows, launch_rows = slices_near(cols, stream_launch_rows(cols))
-    near = cols.keeping(cpu_rows, launch_rows)
+    cpu_ops, launches = slices_near(cols, stream_launch_rows(cols))
+    near = cols.keeping(np.flatnonzero(cpu_ops), np.flatnonzero(launches))
     assert len(near.cpu_ops) < len(cols.cpu_ops)
 
     def anchors(c):

@@ -201,14 +201,14 @@ class _Reads:
 
     def _near_launches_only(self, cols: TraceColumns) -> TraceColumns:
         """Drop the CPU ops (and launch calls no analysis reads) that no arrow can meet."""
-        cpu_rows, launch_rows = slices_near(cols, stream_launch_rows(cols))
-        cpu_rows = np.union1d(cpu_rows, step_rows(cols))  # rank figures read the profiler steps
+        cpu_ops, launches = slices_near(cols, stream_launch_rows(cols))
+        cpu_ops[step_rows(cols)] = True  # rank figures read the profiler steps
         if self.launch_apis is None:
-            launch_rows = np.arange(len(cols.launches))
+            launches[:] = True
         else:
-            read = np.array([api_name(n) in self.launch_apis for n in cols.names] or [False], bool)
-            launch_rows = np.union1d(launch_rows, np.flatnonzero(read[cols.launches.name]))
-        return cols.keeping(cpu_rows, launch_rows)
+            read = calls_of(self.launch_apis)
+            launches |= np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
+        return cols.keeping(np.flatnonzero(cpu_ops), np.flatnonzero(launches))
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:

@@ -172,8 +172,8 @@ def _fractional_anchor(start: int, limit: int) -> int:
 
 
 def slices_near(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``cols.cpu_ops`` and of ``cols.launches`` that start inside (or within a µs of)
-    one of the launch calls at ``launch_rows``, on its Perfetto thread.
+    """Masks of ``cols.cpu_ops`` and of ``cols.launches``: the slices that start inside (or
+    within a µs of) one of the launch calls at ``launch_rows``, on its Perfetto thread.
 
     ``flow_anchors`` for arrows from those calls meets no other CPU-side slice: a caller that
     draws only such arrows can drop the rest of the CPU ops (most of a big trace's columns).
@@ -182,18 +182,20 @@ def slices_near(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray
     thread_of_track = _thread_of_track(cols)
     launches = cols.launches
     window_thread = thread_of_track[launches.track[launch_rows]]
-    kept: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+    near = np.zeros(len(cols.cpu_ops), bool), np.zeros(len(launches), bool)
     for t in np.unique(window_thread).tolist():
         mine = launch_rows[window_thread == t]
-        order = np.argsort(launches.ts[mine], kind="stable")
-        first = launches.ts[mine][order] - NS_PER_US
-        reach = np.maximum.accumulate(launches.ts[mine][order] + np.maximum(launches.dur[mine][order], 0)) + NS_PER_US
-        for table, out in ((cols.cpu_ops, kept[0]), (launches, kept[1])):
+        ts = launches.ts[mine]
+        order = np.argsort(ts, kind="stable")
+        first = ts[order] - NS_PER_US
+        reach = np.maximum.accumulate(ts[order] + np.maximum(launches.dur[mine][order], 0)) + NS_PER_US
+        del mine, ts, order
+        for table, mask in zip((cols.cpu_ops, launches), near):
             for lo in range(0, len(table), _CHUNK):
                 at = table.ts[lo:lo + _CHUNK]
                 window = np.searchsorted(first, at, side="right") - 1
-                near = window >= 0
-                near &= at <= reach[np.maximum(window, 0)]
-                near &= thread_of_track[table.track[lo:lo + _CHUNK]] == t
-                out.append(np.flatnonzero(near) + lo)
-    return tuple(np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64) for rows in kept)
+                inside = window >= 0
+                inside &= at <= reach[np.maximum(window, 0)]
+                inside &= thread_of_track[table.track[lo:lo + _CHUNK]] == t
+                mask[lo:lo + _CHUNK] |= inside
+    return near
