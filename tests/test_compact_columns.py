@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
-from traceforge.flow_anchors import flow_anchors, slices_near
+from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
 from traceforge.scan import scan
 
@@ -47,8 +48,11 @@ def test_narrow_column_widens_when_a_value_does_not_fit():
 @pytest.mark.parametrize("name", ["negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
 def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
     cols = scan(str(TRACES[name]))
-    cpu_ops, launches = slices_near(cols, stream_launch_rows(cols))
-    near = cols.keeping(np.flatnonzero(cpu_ops), np.flatnonzero(launches))
+    windows = LaunchWindows(cols, stream_launch_rows(cols))
+    spilled = scan(str(TRACES[name]), spill_cpu_ops=True)
+    assert not len(spilled.cpu_ops)
+    near = replace(cols, cpu_ops=spilled.spilled_cpu_ops.select(windows.near),
+                   launches=cols.launches.take(np.flatnonzero(windows.near(cols.launches))))
     assert len(near.cpu_ops) < len(cols.cpu_ops)
 
     def anchors(c):

@@ -13,7 +13,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,12 @@ import numpy as np
 
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
-from .analyses.launches import STREAM_LAUNCH_APIS, api_name, calls_of, step_rows, stream_launch_rows
+from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, step_names, stream_launch_rows
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.queue_length import queue_length_tracks
 from .errors import UsageError
-from .flow_anchors import slices_near
+from .flow_anchors import LaunchWindows
 from .inject import Injections, TidAllocator
 from .io.codec import AtomicOutput, spool_stdin
 from .io.patch import ExtraArgs, patch_editor
@@ -196,19 +196,24 @@ class _Reads:
     def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
         near_only = self.near_launches and not self.cpu_ops
         keep = None if self.launch_apis is None or near_only else calls_of(self.launch_apis)
-        cols = scan(path, cpu_ops=self.cpu_ops or self.near_launches, reader=reader, keep_launch=keep, **kwargs)
+        cols = scan(path, cpu_ops=self.cpu_ops or self.near_launches, reader=reader, keep_launch=keep,
+                    spill_cpu_ops=near_only, **kwargs)
         return self._near_launches_only(cols) if near_only else cols
 
     def _near_launches_only(self, cols: TraceColumns) -> TraceColumns:
-        """Drop the CPU ops (and launch calls no analysis reads) that no arrow can meet."""
-        cpu_ops, launches = slices_near(cols, stream_launch_rows(cols))
-        cpu_ops[step_rows(cols)] = True  # rank figures read the profiler steps
+        """Keep only the CPU ops (waiting on disk) and launch calls that an arrow can meet, the
+        profiler steps (rank figures read them) and the launch calls analyses read."""
+        windows = LaunchWindows(cols, stream_launch_rows(cols))
+        launches = windows.near(cols.launches)
         if self.launch_apis is None:
             launches[:] = True
         else:
             read = calls_of(self.launch_apis)
             launches |= np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
-        return cols.keeping(np.flatnonzero(cpu_ops), np.flatnonzero(launches))
+        steps = step_names(cols.names)
+        cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: windows.near(chunk) | steps[chunk.name])
+        return replace(cols, cpu_ops=cpu_ops, launches=cols.launches.take(np.flatnonzero(launches)),
+                       spilled_cpu_ops=None)
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:

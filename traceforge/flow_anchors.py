@@ -171,31 +171,37 @@ def _fractional_anchor(start: int, limit: int) -> int:
     return int(candidates[inside[0]]) if len(inside) else -1
 
 
-def slices_near(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Masks of ``cols.cpu_ops`` and of ``cols.launches``: the slices that start inside (or
-    within a µs of) one of the launch calls at ``launch_rows``, on its Perfetto thread.
+class LaunchWindows:
+    """Launch calls as time windows per Perfetto thread, widened by a µs either side.
 
-    ``flow_anchors`` for arrows from those calls meets no other CPU-side slice: a caller that
-    draws only such arrows can drop the rest of the CPU ops (most of a big trace's columns).
-    Exact ns with a µs of slack either side contain Perfetto's reading of every start.
+    ``flow_anchors`` for arrows from these calls meets no CPU-side slice that does not start
+    ``near`` one of them: a caller that draws only such arrows can drop the rest of the CPU
+    ops (most of a big trace's columns). Exact ns with a µs of slack contain Perfetto's
+    reading of every start.
     """
-    thread_of_track = _thread_of_track(cols)
-    launches = cols.launches
-    window_thread = thread_of_track[launches.track[launch_rows]]
-    near = np.zeros(len(cols.cpu_ops), bool), np.zeros(len(launches), bool)
-    for t in np.unique(window_thread).tolist():
-        mine = launch_rows[window_thread == t]
-        ts = launches.ts[mine]
-        order = np.argsort(ts, kind="stable")
-        first = ts[order] - NS_PER_US
-        reach = np.maximum.accumulate(ts[order] + np.maximum(launches.dur[mine][order], 0)) + NS_PER_US
-        del mine, ts, order
-        for table, mask in zip((cols.cpu_ops, launches), near):
-            for lo in range(0, len(table), _CHUNK):
-                at = table.ts[lo:lo + _CHUNK]
+
+    def __init__(self, cols: TraceColumns, launch_rows: np.ndarray):
+        self._thread_of_track = _thread_of_track(cols)
+        launches = cols.launches
+        thread = self._thread_of_track[launches.track[launch_rows]]
+        self._windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # thread -> (sorted starts, reach)
+        for t in np.unique(thread).tolist():
+            mine = launch_rows[thread == t]
+            ts = launches.ts[mine]
+            order = np.argsort(ts, kind="stable")
+            reach = np.maximum.accumulate(ts[order] + np.maximum(launches.dur[mine][order], 0)) + NS_PER_US
+            self._windows[t] = ts[order] - NS_PER_US, reach
+
+    def near(self, table: Table) -> np.ndarray:
+        """Mask of the rows of ``table`` (a slice table of the same trace) that start near a window."""
+        out = np.zeros(len(table), bool)
+        for lo in range(0, len(table), _CHUNK):
+            at = table.ts[lo:lo + _CHUNK]
+            thread = self._thread_of_track[table.track[lo:lo + _CHUNK]]
+            for t, (first, reach) in self._windows.items():
                 window = np.searchsorted(first, at, side="right") - 1
                 inside = window >= 0
                 inside &= at <= reach[np.maximum(window, 0)]
-                inside &= thread_of_track[table.track[lo:lo + _CHUNK]] == t
-                mask[lo:lo + _CHUNK] |= inside
-    return near
+                inside &= thread == t
+                out[lo:lo + _CHUNK] |= inside
+        return out

@@ -13,9 +13,10 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 from __future__ import annotations
 
 import mmap
+import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -138,6 +139,38 @@ class _Columns:
         return Table({f: c.array() for f, c in zip(self.fields, self._columns)})
 
 
+class _SpilledColumns:
+    """Columns appended to a temporary file (int64 rows), read back a chunk at a time.
+
+    For rows a caller keeps only a few of, and can tell which only once the whole trace is
+    scanned (CPU ops near launch calls): they wait on disk, not in memory.
+    """
+
+    def __init__(self, fields: str):
+        self.fields = [f.partition(":")[0] for f in fields.split()]
+        self._file = tempfile.TemporaryFile()
+        self.size = 0
+
+    def extend(self, *values: np.ndarray) -> None:
+        rows = np.empty((len(values[0]), len(self.fields)), np.int64)
+        for j, v in enumerate(values):
+            rows[:, j] = v
+        self._file.write(rows.data)
+        self.size += len(rows)
+
+    def select(self, keep: Callable[[Table], np.ndarray], chunk: int = 1 << 18) -> Table:
+        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table."""
+        self._file.seek(0)
+        parts = []
+        for lo in range(0, self.size, chunk):
+            n = min(chunk, self.size - lo)
+            rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
+            parts.append(rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))])
+        kept = np.concatenate(parts) if parts else np.zeros((0, len(self.fields)), np.int64)
+        self._file.close()
+        return Table({f: np.ascontiguousarray(kept[:, j]) for j, f in enumerate(self.fields)})
+
+
 @dataclass
 class Table:
     """Named equal-length integer columns (int64 times; int32 or narrower where values fit, see ``_Columns``)."""
@@ -180,6 +213,8 @@ class TraceColumns:
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
     places: Table | None = None  # per GPU op (if asked for): offset length args_at args_empty
+    # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
+    spilled_cpu_ops: _SpilledColumns | None = None
 
     @property
     def base_time_ns(self) -> int | None:
@@ -190,10 +225,6 @@ class TraceColumns:
         """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned."""
         p = self.places
         return None if p is None else EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
-
-    def keeping(self, cpu_ops: np.ndarray, launches: np.ndarray) -> TraceColumns:
-        """These columns with only the given rows of CPU ops and launch calls."""
-        return replace(self, cpu_ops=self.cpu_ops.take(cpu_ops), launches=self.launches.take(launches))
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -215,6 +246,7 @@ def scan(
     on_batch: Callable[[EventBatch], None] | None = None,
     places: bool = False,
     keep_launch: Callable[[str], bool] | None = None,
+    spill_cpu_ops: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -223,9 +255,11 @@ def scan(
     each GPU op's bytes are (``TraceColumns.gpu_places``), for patching them on a second read.
     ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
     knows its analyses read only some APIs (half the launch columns on big traces).
+    ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
+    caller that keeps only some of them (see ``_SpilledColumns``).
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops)
     for batch in reader.batches():
         if on_batch is not None:
             on_batch(batch)
@@ -251,7 +285,7 @@ class _ColumnBuilder:
     """Rows in, columns out; each distinct string and track is decoded once."""
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
-                 keep_launch: Callable[[str], bool] | None = None):
+                 keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False):
         self.scanner = scanner
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
@@ -272,7 +306,9 @@ class _ColumnBuilder:
                             "bytes dims:i4")
         self.places = _Columns("offset length:n4 args_at:n4 args_empty:i1") if places else None
         self.launch = _Columns("ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4")
-        self.cpu = _Columns("ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4")
+        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
+        self.cpu = _Columns(cpu_fields)
+        self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = _Columns("ordinal:n4 ts dur:n4 track:i4 name:i4")
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()
@@ -337,7 +373,7 @@ class _ColumnBuilder:
             self.launch.extend(ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
                                name, self._cat_ids(r[:, R.CAT]), kernel_id)
         elif code == _KIND_CODES[_CPU]:
-            self.cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
+            (self.spilled_cpu or self.cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():
@@ -425,6 +461,7 @@ class _ColumnBuilder:
             event_count=reader.event_count,
             skipped=self.skipped,
             kernel_dims=self.dims.values,
+            spilled_cpu_ops=self.spilled_cpu,
         )
 
 

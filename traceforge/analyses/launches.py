@@ -55,8 +55,12 @@ def step_rows(cols: TraceColumns) -> np.ndarray:
     """Rows of ``cols.cpu_ops`` that are ``ProfilerStep#N`` ranges."""
     if not len(cols.cpu_ops):
         return np.zeros(0, np.int64)
-    is_step = np.array([n.startswith("ProfilerStep#") for n in cols.names], dtype=bool)
-    return np.flatnonzero(is_step[cols.cpu_ops.name])
+    return np.flatnonzero(step_names(cols.names)[cols.cpu_ops.name])
+
+
+def step_names(names: list[str]) -> np.ndarray:
+    """Per name id: whether it names a ``ProfilerStep#N`` range."""
+    return np.array([n.startswith("ProfilerStep#") for n in names] or [False], dtype=bool)
 
 
 def last_step_start(cols: TraceColumns) -> int | None:
