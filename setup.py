@@ -5,4 +5,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("traceforge._scanner", ["traceforge/_scanner.c"]),
     Extension("traceforge._counter_text", ["traceforge/_counter_text.c"]),
+    Extension("traceforge._splice", ["traceforge/_splice.c"]),
 ])

@@ -8,7 +8,7 @@ event, series separated by name, exact ts text, never NaN/Infinity/null.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from ._counter_text import counter_events
+from ._splice import join_slices
 from .exacttime import decimal_texts
 
 
@@ -109,6 +110,67 @@ def json_bytes(value: object) -> bytes:
 Block = tuple[int, bytes]  # (n, n events joined by ",\n")
 
 
+@dataclass
+class Texts:
+    """A column of short byte strings (JSON texts) as slices of one buffer: row i is
+    ``blob[starts[i]:starts[i] + lengths[i]]``, empty where it has none. No bytes object
+    per row: args for a million GPU ops are made and spliced a chunk at a time."""
+
+    blob: bytes
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, texts: Sequence[bytes]) -> Texts:
+        lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+        return cls(b"".join(texts), np.cumsum(lengths) - lengths, lengths)
+
+    @classmethod
+    def where(cls, text: bytes, present: np.ndarray) -> Texts:
+        """``text`` on the rows where ``present``, nothing on the others."""
+        return cls(text, np.zeros(len(present), np.int64), present.astype(np.int64) * len(text))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> bytes:
+        start = int(self.starts[i])
+        return self.blob[start:start + int(self.lengths[i])]
+
+    def take(self, rows: np.ndarray) -> Texts:
+        """The rows ``rows`` (indexes or a mask)."""
+        return Texts(self.blob, self.starts[rows], self.lengths[rows])
+
+    def only(self, present: np.ndarray) -> Texts:
+        """These texts on the rows where ``present``; nothing on the others."""
+        return Texts(self.blob, self.starts, np.where(present, self.lengths, 0))
+
+    def spread(self, present: np.ndarray) -> Texts:
+        """These texts, in order, on the rows where ``present``; nothing on the others."""
+        starts, lengths = np.zeros(len(present), np.int64), np.zeros(len(present), np.int64)
+        starts[present], lengths[present] = self.starts, self.lengths
+        return Texts(self.blob, starts, lengths)
+
+
+def join_rows(parts: Sequence[Texts | bytes], sep: bytes = b"") -> Texts:
+    """Row by row, the non-empty texts of ``parts`` (a ``bytes`` part: that text on every
+    row) joined by ``sep``: one copy in C."""
+    rows = next(len(p) for p in parts if isinstance(p, Texts))
+    parts = [Texts.where(p, np.ones(rows, bool)) if isinstance(p, bytes) else p for p in parts]
+    starts = np.stack([p.starts for p in parts], axis=1)
+    lengths = np.stack([p.lengths for p in parts], axis=1)
+    which = np.broadcast_to(np.arange(1, len(parts) + 1, dtype=np.uint8), lengths.shape)
+    if sep:  # a piece of source 0 (sep) before each text that follows a non-empty one
+        present = lengths > 0
+        sep_lengths = ((np.cumsum(present, axis=1) > 1) & present) * len(sep)
+        which, starts, lengths = (np.stack(pair, axis=2) for pair in (
+            (np.zeros_like(which), which), (np.zeros_like(starts), starts), (sep_lengths, lengths)))
+    row_lengths = lengths.sum(axis=tuple(range(1, lengths.ndim)))
+    blob = join_slices([sep, *(p.blob for p in parts)], np.ascontiguousarray(which).ravel(), starts.ravel(),
+                       lengths.ravel())
+    return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
+
+
 class EventSource(Protocol):
     def events(self) -> Iterator[bytes]: ...
 
@@ -138,6 +200,7 @@ class ArgColumns:
     ordinals: np.ndarray
     values: dict[str, np.ndarray]
     decode: dict[str, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
+    _codes: dict[str, tuple[np.ndarray, Texts]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.values = {k: np.asarray(v) for k, v in self.values.items()}
@@ -159,31 +222,50 @@ class ArgColumns:
         for i, ordinal in enumerate(self.ordinals[lo:hi].tolist()):
             yield ordinal, {k: v[i] for k, v in columns.items() if v[i] is not None}
 
-    def texts(self, first: int, stop: int) -> tuple[list[int], list[bytes]]:
-        """Ordinals in ``[first, stop)`` and each one's JSON members (``"key":value,...``; b""
-        for none): the text ``rows`` would serialise to, made a column at a time."""
-        lo, hi = self._range(first, stop)
-        members = [self._member_texts(k, v[lo:hi]) for k, v in self.values.items()]
-        rows = members[0] if len(members) == 1 else [b",".join(filter(None, row)) for row in zip(*members)]
-        return self.ordinals[lo:hi].tolist(), rows
+    def member_texts(self, ordinals: np.ndarray) -> list[Texts]:
+        """Per key, the members (``"key":value``) of the events ``ordinals``, a row each; empty
+        where an event has none: the text ``rows`` would serialise to. ``ordinals`` (sorted)
+        must hold every ordinal of this column between their first and last."""
+        lo, hi = self._range(int(ordinals[0]), int(ordinals[-1]) + 1) if len(ordinals) else (0, 0)
+        present = in_sorted(self.ordinals[lo:hi], ordinals)
+        return [self._member_texts(k, v[lo:hi]).spread(present) for k, v in self.values.items()]
 
     def _range(self, first: int, stop: int) -> tuple[int, int]:
         bounds = np.array([first, stop]).clip(*(_bounds(self.ordinals.dtype))).astype(self.ordinals.dtype)
         lo, hi = np.searchsorted(self.ordinals, bounds)  # same dtype: no conversion of the column
         return int(lo), int(hi)
 
-    def _member_texts(self, key: str, column: np.ndarray) -> list[bytes]:
+    def _member_texts(self, key: str, column: np.ndarray) -> Texts:
+        if column.dtype.kind in "iu" and column.dtype.itemsize <= 2:  # codes
+            codes, texts = self._code_texts(key)
+            return texts.take(np.searchsorted(codes, column))
         prefix = json_bytes(key) + b":"
-        decode = self.decode.get(key)
-        if column.dtype.kind in "iu" and column.dtype.itemsize <= 2:  # codes: one text per distinct code
-            codes, inverse = np.unique(column, return_inverse=True)
-            texts = [b"" if v is None else prefix + json_bytes(v)
-                     for v in (decode(codes) if decode else codes).tolist()]
-            return [texts[i] for i in inverse.tolist()]
-        values = decode(column) if decode else column
-        if values.dtype.kind in "iuf" and len(values):  # numbers: one serialisation per chunk
-            return [prefix + t for t in orjson.dumps(values.tolist())[1:-1].split(b",")]
-        return [b"" if v is None else prefix + json_bytes(v) for v in values.tolist()]
+        values = self.decode[key](column) if key in self.decode else column
+        if values.dtype.kind in "iuf" and len(values):  # numbers: one serialisation, a prefix at each comma
+            numbers = orjson.dumps(values.tolist())[1:-1]
+            commas = np.flatnonzero(np.frombuffer(numbers, np.uint8) == ord(","))
+            starts = np.concatenate(([0], commas + 1))
+            lengths = np.concatenate((commas, [len(numbers)])) - starts + len(prefix)
+            return Texts(prefix + numbers.replace(b",", b"," + prefix), starts + np.arange(len(starts)) * len(prefix),
+                         lengths)
+        return Texts.of([b"" if v is None else prefix + json_bytes(v) for v in values.tolist()])
+
+    def _code_texts(self, key: str) -> tuple[np.ndarray, Texts]:
+        """The distinct codes of column ``key`` and their members, made once for all chunks."""
+        if key not in self._codes:
+            codes = np.unique(self.values[key])
+            prefix = json_bytes(key) + b":"
+            decoded = (self.decode[key](codes) if key in self.decode else codes).tolist()
+            self._codes[key] = codes, Texts.of([b"" if v is None else prefix + json_bytes(v) for v in decoded])
+        return self._codes[key]
+
+
+def in_sorted(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_values`` (both sorted, no repeats in either)."""
+    if not len(sorted_values):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return sorted_values[at] == values
 
 
 @dataclass

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import orjson
 
-from ..inject import ArgColumns, json_bytes
-from .fields import splice
+from .._splice import spans_containing
+from ..inject import ArgColumns, Texts, in_sorted, join_rows, json_bytes
+from .fields import splice_rows
 from . import rows as R
 from .reader import EventBatch
 
@@ -83,10 +84,6 @@ class ExtraArgs:
         # No key comes from two sources: each event's args text is its sources' texts joined.
         self._disjoint = sum(map(len, sources)) == len(keys)
 
-    def may_be_in(self, data: bytes) -> bool:
-        """Whether one of the keys we add might already be in ``data``'s args."""
-        return any(k in data for k in self.key_texts)
-
     @cached_property
     def ordinals(self) -> np.ndarray:
         """Every ordinal that gets args, sorted (a merge of sorted runs: no hashing)."""
@@ -94,25 +91,18 @@ class ExtraArgs:
                          kind="stable")
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))] if len(merged) else merged
 
-    def bodies(self, first: int, stop: int) -> dict[int, bytes]:
-        """Ordinal -> the JSON members to add (``"k":v,...``), for ordinals in ``[first, stop)``."""
+    def bodies(self, ordinals: np.ndarray) -> Texts:
+        """The JSON members to add (``"k":v,...``) to each of ``ordinals``: a run of
+        ``self.ordinals``, so that it holds every event in its range that gets args."""
         if not self._disjoint:
-            return {o: json_bytes(extra)[1:-1] for o, extra in self.between(first, stop).items() if extra}
-        texts = [column.texts(first, stop) for column in self.columns]
-        lo, hi = np.searchsorted(self._patched, [first, stop])
-        if texts and lo == hi and all(ords == texts[0][0] for ords, _ in texts[1:]):  # columns over the same events
-            joined = texts[0][1] if len(texts) == 1 else [b",".join([t for t in row if t])
-                                                          for row in zip(*(t for _, t in texts))]
-            return {o: t for o, t in zip(texts[0][0], joined) if t}
-        parts: dict[int, list[bytes]] = {}
-        for ords, column_texts in texts:
-            for ordinal, text in zip(ords, column_texts):
-                if text:
-                    parts.setdefault(ordinal, []).append(text)
-        for ordinal in self._patched[lo:hi].tolist():
-            if self.patches[ordinal]:
-                parts.setdefault(ordinal, []).append(json_bytes(self.patches[ordinal])[1:-1])
-        return {o: p[0] if len(p) == 1 else b",".join(p) for o, p in parts.items()}
+            extras = self.between(int(ordinals[0]), int(ordinals[-1]) + 1) if len(ordinals) else {}
+            return Texts.of([json_bytes(extras[o])[1:-1] if extras.get(o) else b"" for o in ordinals.tolist()])
+        members = [texts for column in self.columns for texts in column.member_texts(ordinals)]
+        if len(self._patched):
+            lo, hi = np.searchsorted(self._patched, [ordinals[0], ordinals[-1] + 1]) if len(ordinals) else (0, 0)
+            texts = Texts.of([json_bytes(self.patches[o])[1:-1] for o in self._patched[lo:hi].tolist()])
+            members.append(texts.spread(in_sorted(self._patched[lo:hi], ordinals)))
+        return join_rows(members, b",") if members else Texts.of([b""] * len(ordinals))
 
     def between(self, first: int, stop: int) -> dict[int, dict]:
         """Ordinal -> args to add, for ordinals in ``[first, stop)``."""
@@ -126,45 +116,66 @@ class ExtraArgs:
         return extras
 
 
+class BodyRuns:
+    """``ExtraArgs.bodies`` of many sorted ordinals, made ``size`` at a time and handed out
+    in consecutive pieces: a chunk's few hundred events are too few to pay for the calls."""
+
+    def __init__(self, extra_args: ExtraArgs, ordinals: np.ndarray, size: int = 1 << 15):
+        self._extra_args, self._ordinals, self._size = extra_args, ordinals, size
+        self._lo, self._texts = 0, Texts.of([])
+
+    def texts(self, lo: int, hi: int) -> Texts:
+        """The bodies of ``ordinals[lo:hi]`` (``lo`` never goes back)."""
+        if hi > self._lo + len(self._texts):
+            self._lo = lo
+            self._texts = self._extra_args.bodies(self._ordinals[lo:max(hi, lo + self._size)])
+        return self._texts.take(slice(lo - self._lo, hi - self._lo))
+
+
 def patch_editor(extra_args: ExtraArgs) -> Callable[[EventBatch], bytes]:
     """A writer ``edit`` that merges ``extra_args`` into those events' args."""
 
     def edit(batch: EventBatch) -> bytes:
-        bodies = extra_args.bodies(batch.first, batch.first + batch.count)
-        if not bodies:
+        lo, hi = np.searchsorted(extra_args.ordinals, [batch.first, batch.first + batch.count])
+        if lo == hi:
             return batch.view
-        raw, spans = batch.raw, batch.spans
-        places = _args_places(batch)
-        keys = extra_args.key_texts if extra_args.may_be_in(raw) else ()
-        edits = []
-        for ordinal, body in sorted(bodies.items()):
-            i = ordinal - batch.first
-            a, b = spans[i]
-            at, empty = places.get(i, (-1, False))
-            edits.append(patched_event(raw, a, b, at, empty, body, lambda: batch.event(i), keys))
-        return splice(raw, edits)
+        ordinals = extra_args.ordinals[lo:hi]
+        index = ordinals - batch.first
+        spans = batch.spans[index]
+        return with_members(batch.raw, extra_args.bodies(ordinals), extra_args.key_texts, spans[:, 0], spans[:, 1],
+                            *_args_places(batch, index), lambda i: batch.event(int(index[i])))
 
     return edit
 
 
-def patched_event(raw: bytes, start: int, end: int, at: int, empty: bool, body: bytes,
-                  parsed: Callable[[], dict], keys: Sequence[bytes] = ()) -> tuple[int, int, bytes]:
-    """The edit adding the JSON members ``body`` to the args of the event at ``raw[start:end]``.
+def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], starts: np.ndarray,
+                 ends: np.ndarray, at: np.ndarray, empty: np.ndarray, parsed: Callable[[int], dict]) -> bytes:
+    """``raw`` with the JSON members ``bodies`` (``"k":v,...``) added to the args of the
+    events at ``raw[starts:ends]``.
 
-    ``at``: where its args object takes new members (after the last one, or before the
-    ``}`` of an ``empty`` one; -1 if unknown). Unless one of ``keys`` (JSON texts) may be in
-    that object already, the members go there; otherwise the parsed event decides.
+    ``at``: where each one's args object takes new members (after the last one, or before
+    the ``}`` of an ``empty`` one; -1 if unknown). The members go there, unless one of
+    ``keys`` (JSON texts) occurs between the event's start and that place (it may be in
+    the args already): then the parsed event (``parsed(i)``) decides.
     """
-    if at >= 0 and not any(raw.find(k, start, at) >= 0 for k in keys):
-        return at, at, body if empty else b", " + body
-    return start, end, add_args(raw[start:end], parsed(), orjson.loads(b"{" + body + b"}"))
+    edited = bodies.lengths > 0
+    placed = at >= 0
+    placed[placed] = ~np.frombuffer(spans_containing(raw, np.ascontiguousarray(starts[placed], np.int64),
+                                                     np.ascontiguousarray(at[placed], np.int64), keys), bool)
+    reparsed = edited & ~placed
+    merged = Texts.of([add_args(bytes(raw[starts[i]:ends[i]]), parsed(i), orjson.loads(b"{" + bodies[i] + b"}"))
+                       for i in np.flatnonzero(reparsed).tolist()])
+    texts = join_rows([Texts.where(b", ", placed & edited & ~empty), bodies.only(placed), merged.spread(reparsed)])
+    spans = np.where(placed, at, starts)[edited], np.where(placed, at, ends)[edited]
+    return splice_rows(raw, *spans, texts.take(edited))
 
 
-def _args_places(batch: EventBatch) -> dict[int, tuple[int, bool]]:
-    """Event index -> (where its args take new members, whether they are empty), where the
-    scanner placed them in ``raw``."""
+def _args_places(batch: EventBatch, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the args of the batch's events ``index`` take new members in ``raw`` (-1 where the
+    scanner did not place them), and whether they are empty."""
     rows = batch.raw_rows
     if rows is None:
-        return {}
-    at = np.flatnonzero((rows[:, R.FLAGS] & (R.F_ARGS | R.F_ODD)) == R.F_ARGS)
-    return dict(zip(at.tolist(), zip(rows[at, R.ARGS_AT].tolist(), (rows[at, R.FLAGS] & R.F_ARGS_EMPTY != 0).tolist())))
+        return np.full(len(index), -1, np.int64), np.zeros(len(index), bool)
+    flags = rows[index, R.FLAGS]
+    known = (flags & (R.F_ARGS | R.F_ODD)) == R.F_ARGS
+    return np.where(known, rows[index, R.ARGS_AT], -1), known & (flags & R.F_ARGS_EMPTY != 0)

@@ -10,16 +10,15 @@ of (de)compression.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from .. import progress
 from ..inject import Block
 from .codec import AtomicOutput, iter_decompressed
-from .fields import splice
-from .patch import ExtraArgs, patched_event
+from .patch import BodyRuns, ExtraArgs, with_members
 from .reader import TraceReader, parse_event
 from .writer import EventSink
 
@@ -74,42 +73,42 @@ def _events_region(chunks: Iterator[bytes], start: int, stop: int) -> Iterator[b
 
 
 def _patched(body: Iterator[bytes], base: int, places: EventPlaces, targets: np.ndarray,
-             extra_args: ExtraArgs) -> Iterator[bytes]:
+             extra_args: ExtraArgs) -> Iterator[bytes | memoryview]:
     """``body`` (starting at absolute offset ``base``) with the targets' args added.
 
-    Output stops short of a target event that is not wholly in hand; it waits for the next chunk.
+    A target that runs past the end of a chunk waits, with what follows it, for the next
+    chunk; only the bytes that complete it are copied to join it (copying whole chunks
+    cost more than the edits). The rest of a chunk goes out as a view or with its edits.
     """
     starts = places.offsets[targets]
     ends = starts + places.lengths[targets]
+    bodies = BodyRuns(extra_args, places.ordinals[targets])
+    edit = partial(_apply, places=places, targets=targets, bodies=bodies, keys=extra_args.key_texts)
     done = 0  # targets handled
-    held = b""
+    held = b""  # from the start of target ``done``, which ends in a later chunk
     for chunk in body:
-        data = held + chunk if held else chunk
+        data = memoryview(chunk)
+        if held:
+            need = int(ends[done]) - base - len(held)
+            if need > len(data):
+                held += chunk
+                continue
+            yield edit(held + data[:need], base, done, done + 1)
+            base, done, data = base + len(held) + need, done + 1, data[need:]
         complete = int(np.searchsorted(ends, base + len(data), side="right"))
         cut = len(data) if complete == len(targets) else min(len(data), int(starts[complete]) - base)
-        yield _apply(data[:cut], base, places, targets[done:complete], extra_args) if complete > done else data[:cut]
-        done = complete
-        held = data[cut:]
-        base += cut
+        yield edit(data[:cut], base, done, complete) if complete > done else data[:cut]
+        held, base, done = bytes(data[cut:]), base + cut, complete
     if held:
         yield held
 
 
-def _apply(data: bytes, base: int, places: EventPlaces, at: np.ndarray, extra_args: ExtraArgs) -> bytes:
-    """``data`` with args added to the events ``at`` (indexes into ``places``), all inside it."""
-    ordinals = places.ordinals[at].tolist()
-    bodies = extra_args.bodies(ordinals[0], ordinals[-1] + 1)
-    keys = extra_args.key_texts if extra_args.may_be_in(data) else ()
+def _apply(data: bytes | memoryview, base: int, lo: int, hi: int, places: EventPlaces, targets: np.ndarray,
+           bodies: BodyRuns, keys: list[bytes]) -> bytes:
+    """``data`` with args added to the targets ``lo`` to ``hi``, all inside it."""
+    at = targets[lo:hi]
     starts = places.offsets[at] - base
     ends = starts + places.lengths[at]
     inserts = np.where(places.args_at[at] >= 0, starts + places.args_at[at], -1)
-    return splice(data, [
-        patched_event(data, start, end, insert, empty, body, partial(_parsed, data, start, end), keys)
-        for ordinal, start, end, insert, empty in zip(ordinals, starts.tolist(), ends.tolist(), inserts.tolist(),
-                                                      places.args_empty[at].tolist())
-        if (body := bodies.get(ordinal)) is not None
-    ])
-
-
-def _parsed(data: bytes, start: int, end: int) -> dict:
-    return parse_event(data[start:end])
+    return with_members(data, bodies.texts(lo, hi), keys, starts, ends, inserts, places.args_empty[at],
+                        lambda i: parse_event(bytes(data[starts[i]:ends[i]])))

@@ -1,0 +1,129 @@
+"""The C pieces of the placed copy (slices joined, keys searched in spans, numbers as text)
+and the text columns built on them, against plain Python on edge cases and at random."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import orjson
+import pytest
+
+from traceforge._splice import join_slices, spans_containing
+from traceforge.inject import ArgColumns, Texts, join_rows
+from traceforge.io.fields import splice, splice_rows
+from traceforge.io.patch import ExtraArgs
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def test_join_slices_copies_the_slices_in_order():
+    sources = [b"hello", b", ", memoryview(b"world")]
+    which = np.array([0, 1, 2, 1, 0], np.uint8)
+    assert join_slices(sources, which, _i64([0, 0, 0, 0, 5]), _i64([5, 2, 5, 0, 0])) == b"hello, world"
+
+
+def test_join_slices_with_no_slices_or_sources():
+    assert join_slices([], np.zeros(0, np.uint8), _i64([]), _i64([])) == b""
+    assert join_slices([b"abc"], np.zeros(0, np.uint8), _i64([]), _i64([])) == b""
+
+
+@pytest.mark.parametrize("which, start, length", [(1, 0, 1), (0, 2, 2), (0, -1, 1), (0, 0, -1), (0, 4, 0)])
+def test_join_slices_refuses_slices_out_of_bounds(which, start, length):
+    with pytest.raises(IndexError):
+        join_slices([b"abc"], np.array([which], np.uint8), _i64([start]), _i64([length]))
+
+
+def test_join_slices_refuses_columns_of_other_lengths():
+    with pytest.raises(ValueError):
+        join_slices([b"abc"], np.zeros(2, np.uint8), _i64([0]), _i64([1]))
+
+
+def test_spans_containing_edges():
+    data = b'{"a":1,"key":2}'
+    at = data.index(b'"key"')
+    spans = [(0, len(data)), (at, at + 5), (at, at + 4), (at + 1, len(data)), (0, 0), (len(data), len(data))]
+    found = spans_containing(data, _i64([a for a, _ in spans]), _i64([b for _, b in spans]), [b'"key"'])
+    assert list(found) == [1, 1, 0, 0, 0, 0]
+    assert spans_containing(data, _i64([0]), _i64([len(data)]), []) == b"\0"
+    assert spans_containing(data, _i64([]), _i64([]), [b'"key"']) == b""
+    with pytest.raises(IndexError):
+        spans_containing(data, _i64([3]), _i64([2]), [b"x"])
+    with pytest.raises(IndexError):
+        spans_containing(data, _i64([0]), _i64([len(data) + 1]), [b"x"])
+
+
+def test_spans_containing_agrees_with_find():
+    rng = random.Random(7)
+    for _ in range(2000):
+        data = bytes(rng.choice(b'ab"c') for _ in range(rng.randint(0, 80)))
+        needles = [bytes(rng.choice(b'ab"c') for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 3))]
+        starts = sorted(rng.randint(0, len(data)) for _ in range(rng.randint(0, 4)))
+        stops = [rng.randint(a, len(data)) for a in starts]
+        want = [any(data.find(k, a, b) >= 0 for k in needles) for a, b in zip(starts, stops)]
+        assert list(spans_containing(data, _i64(starts), _i64(stops), needles)) == want
+
+
+def test_texts_rows():
+    texts = Texts.of([b"ab", b"", b"cde"])
+    assert [texts[i] for i in range(len(texts))] == [b"ab", b"", b"cde"]
+    assert [t for t in _rows(texts.take(np.array([2, 0])))] == [b"cde", b"ab"]
+    assert _rows(texts.only(np.array([True, True, False]))) == [b"ab", b"", b""]
+    assert _rows(texts.spread(np.array([False, True, True, False, True]))) == [b"", b"ab", b"", b"", b"cde"]
+    assert _rows(Texts.where(b"x", np.array([True, False]))) == [b"x", b""]
+
+
+def test_join_rows_joins_the_non_empty_texts():
+    rng = random.Random(3)
+    columns = [[rng.choice([b"", b"a", b"bc", b'"k":1']) for _ in range(50)] for _ in range(4)]
+    for sep in (b"", b",", b", "):
+        joined = join_rows([Texts.of(c) for c in columns], sep)
+        assert _rows(joined) == [sep.join(t for t in row if t) for row in zip(*columns)]
+        assert joined.blob == b"".join(_rows(joined))  # rows back to back
+    assert _rows(join_rows([b"<", Texts.of([b"x", b""]), b">"])) == [b"<x>", b"<>"]
+    assert join_rows([Texts.of([])], b",").blob == b""
+
+
+@pytest.mark.parametrize("edits", [
+    [],
+    [(0, 0, b"start")],
+    [(10, 10, b"end")],
+    [(0, 0, b"a"), (0, 2, b"b"), (5, 5, b""), (5, 10, b"c")],
+    [(3, 3, b"x"), (4, 6, b"yy"), (6, 6, b"z")],
+])
+def test_splice_rows_is_splice(edits):
+    raw = b"0123456789"
+    texts = Texts.of([t for _, _, t in edits])
+    starts, stops = _i64([a for a, _, _ in edits]), _i64([b for _, b, _ in edits])
+    assert splice_rows(raw, starts, stops, texts) == splice(raw, edits)
+    assert splice_rows(memoryview(raw)[:7], starts.clip(0, 7), stops.clip(0, 7), texts) == \
+        splice(raw[:7], [(min(a, 7), min(b, 7), t) for a, b, t in edits])
+
+
+def test_splice_rows_refuses_overlapping_edits():
+    with pytest.raises(IndexError):
+        splice_rows(b"0123456789", _i64([2, 1]), _i64([4, 3]), Texts.of([b"a", b"b"]))
+
+
+def test_bodies_are_the_rows_serialised():
+    """Columns of codes, numbers and objects, a patch, a key in two sources: each event's
+    members are its args as ``rows``/``between`` give them, serialised."""
+    ordinals = _i64([2, 5, 7, 9, 11])
+    codes = ArgColumns(ordinals, {"category": np.array([0, 1, 0, 2, 1], np.uint8)},
+                       {"category": lambda c: np.array(["gemm", None, "nccl \"x\""], dtype=object)[c]})
+    numbers = ArgColumns(ordinals[[0, 2, 4]].astype(np.int32), {"delay_us": _i64([1500, -20, 0]),
+                                                                 "name": np.array(["a", None, "é"], dtype=object)},
+                         {"delay_us": lambda ns: ns / 1000})
+    for patches in ({}, {5: {"pattern": "P1"}, 8: {"x": [1, 2]}, 11: {}}, {7: {"category": "mine"}}):
+        extra = ExtraArgs(patches, [codes, numbers])
+        want = extra.between(0, 20)
+        assert _rows(extra.bodies(extra.ordinals)) == \
+            [orjson.dumps(want[o])[1:-1] if want.get(o) else b"" for o in extra.ordinals.tolist()]
+        for lo in range(len(extra.ordinals)):  # any run of the ordinals
+            assert _rows(extra.bodies(extra.ordinals[lo:lo + 2])) == _rows(extra.bodies(extra.ordinals))[lo:lo + 2]
+
+
+def _rows(texts: Texts) -> list[bytes]:
+    return [texts[i] for i in range(len(texts))]
