@@ -9,8 +9,10 @@ import numpy as np
 import orjson
 import pytest
 
+from traceforge._counter_text import fixed_point_texts
 from traceforge._splice import join_slices, spans_containing
-from traceforge.inject import ArgColumns, Texts, join_rows
+from traceforge.exacttime import decimal_texts
+from traceforge.inject import ArgColumns, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
 
@@ -66,6 +68,16 @@ def test_spans_containing_agrees_with_find():
         assert list(spans_containing(data, _i64(starts), _i64(stops), needles)) == want
 
 
+@pytest.mark.parametrize("decimals", [0, 1, 3, 18])
+def test_fixed_point_texts_are_exacttime_texts(decimals):
+    values = _i64([0, 1, -1, 1500, -1500, 10**decimals, 2**63 - 1, -2**63 + 1, 1712195495519689047])
+    blob, ends = fixed_point_texts(values, decimals)
+    ends = np.frombuffer(ends, np.int64).tolist()
+    assert [blob[a:b] for a, b in zip([0, *ends], ends)] == decimal_texts(values, decimals)
+    assert fixed_point_texts(_i64([]), decimals) == (b"", b"")
+    assert fixed_point_texts(_i64([-2**63]), 3)[0] == b"-9223372036854775.808"
+
+
 def test_texts_rows():
     texts = Texts.of([b"ab", b"", b"cde"])
     assert [texts[i] for i in range(len(texts))] == [b"ab", b"", b"cde"]
@@ -73,6 +85,7 @@ def test_texts_rows():
     assert _rows(texts.only(np.array([True, True, False]))) == [b"ab", b"", b""]
     assert _rows(texts.spread(np.array([False, True, True, False, True]))) == [b"", b"ab", b"", b"", b"cde"]
     assert _rows(Texts.where(b"x", np.array([True, False]))) == [b"x", b""]
+    assert _rows(Texts.numbers(_i64([1500, -7]), 3)) == [b"1.5", b"-0.007"]
 
 
 def test_join_rows_joins_the_non_empty_texts():
@@ -123,6 +136,18 @@ def test_bodies_are_the_rows_serialised():
             [orjson.dumps(want[o])[1:-1] if want.get(o) else b"" for o in extra.ordinals.tolist()]
         for lo in range(len(extra.ordinals)):  # any run of the ordinals
             assert _rows(extra.bodies(extra.ordinals[lo:lo + 2])) == _rows(extra.bodies(extra.ordinals))[lo:lo + 2]
+
+
+def test_flow_arrows_text():
+    arrows = FlowArrows(cat="launch_delay", first_id=41, tracks=[(1, 7), ("p", "t")],
+                        start_track=_i64([1, 0]), start_ts=_i64([1500, 2000]), end_track=_i64([0, 0]),
+                        end_ts=_i64([3001, 4000]), values=_i64([5, 5]), label=lambda v: f"delay {v}")
+    [(n, text)] = list(arrows.blocks())
+    assert n == 4 and text == (
+        b'{"ph":"s","id":41,"cat":"launch_delay","name":"delay 5","pid":"p","tid":"t","ts":1.5},\n'
+        b'{"ph":"f","bp":"e","id":41,"cat":"launch_delay","name":"delay 5","pid":1,"tid":7,"ts":3.001},\n'
+        b'{"ph":"s","id":42,"cat":"launch_delay","name":"delay 5","pid":1,"tid":7,"ts":2},\n'
+        b'{"ph":"f","bp":"e","id":42,"cat":"launch_delay","name":"delay 5","pid":1,"tid":7,"ts":4}')
 
 
 def _rows(texts: Texts) -> list[bytes]:
