@@ -142,12 +142,15 @@ class _Columns:
 class _SpilledColumns:
     """Columns appended to a temporary file (int64 rows), read back a chunk at a time.
 
-    For rows a caller keeps only a few of, and can tell which only once the whole trace is
-    scanned (CPU ops near launch calls): they wait on disk, not in memory.
+    For rows a caller reads only later (where GPU ops are, for the second read) or keeps only
+    a few of, known once the whole trace is scanned (CPU ops near launch calls): they wait
+    on disk, not in memory, while the analyses run.
     """
 
     def __init__(self, fields: str):
-        self.fields = [f.partition(":")[0] for f in fields.split()]
+        specs = [f.partition(":") for f in fields.split()]
+        self.fields = [name for name, _, _ in specs]
+        self._dtypes = [_DTYPES.get(kind, np.int64) for _, _, kind in specs]
         self._file = tempfile.TemporaryFile()
         self.size = 0
 
@@ -158,17 +161,27 @@ class _SpilledColumns:
         self._file.write(rows.data)
         self.size += len(rows)
 
-    def select(self, keep: Callable[[Table], np.ndarray], chunk: int = 1 << 18) -> Table:
-        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table."""
+    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
+        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
+        of the declared widths (int64 where a narrow column's values do not fit). Once only."""
         self._file.seek(0)
         parts = []
         for lo in range(0, self.size, chunk):
             n = min(chunk, self.size - lo)
             rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
             parts.append(rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))])
-        kept = np.concatenate(parts) if parts else np.zeros((0, len(self.fields)), np.int64)
         self._file.close()
-        return Table({f: np.ascontiguousarray(kept[:, j]) for j, f in enumerate(self.fields)})
+        kept = np.concatenate(parts) if parts else np.zeros((0, len(self.fields)), np.int64)
+        return Table({f: _narrowed(kept[:, j], dtype) for j, (f, dtype) in enumerate(zip(self.fields, self._dtypes))})
+
+    def load(self) -> Table:
+        return self.select(lambda chunk: slice(None))
+
+
+def _narrowed(values: np.ndarray, dtype: type) -> np.ndarray:
+    if dtype is np.int32 and len(values) and (values.min() < _INT32.min or values.max() > _INT32.max):
+        dtype = np.int64
+    return values.astype(dtype)
 
 
 @dataclass
@@ -212,7 +225,7 @@ class TraceColumns:
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
-    places: Table | None = None  # per GPU op (if asked for): offset length args_at args_empty
+    places: _SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
     spilled_cpu_ops: _SpilledColumns | None = None
 
@@ -222,9 +235,12 @@ class TraceColumns:
         return value if type(value) is int else None
 
     def gpu_places(self) -> EventPlaces | None:
-        """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned."""
-        p = self.places
-        return None if p is None else EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
+        """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned;
+        read back from disk, once."""
+        if self.places is None:
+            return None
+        p = self.places.load()
+        return EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -303,8 +319,8 @@ class _ColumnBuilder:
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
         self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
-                            "bytes dims:i4")
-        self.places = _Columns("offset length:n4 args_at:n4 args_empty:i1") if places else None
+                            "bytes:n4 dims:i4")
+        self.places = _SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
         self.launch = _Columns("ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4")
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
         self.cpu = _Columns(cpu_fields)
@@ -445,7 +461,7 @@ class _ColumnBuilder:
         return TraceColumns(
             path=reader.name,
             gpu=self.gpu.table(),
-            places=self.places.table() if self.places is not None else None,
+            places=self.places,
             launches=self.launch.table(),
             cpu_ops=self.cpu.table(),
             ranges=self.ranges.table(),

@@ -74,7 +74,7 @@ def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray,
         for k in np.unique(kind_codes[on_device]).tolist():
             mine = rows[on_device & (kind_codes == k)]
             ts, dur = gpu.ts[mine], gpu.dur[mine]
-            rate = (gpu.bytes[mine] * RATE_SCALE + dur // 2) // dur  # bytes/ns in 1e-6 GB/s, rounded
+            rate = (gpu.bytes[mine].astype(np.int64) * RATE_SCALE + dur // 2) // dur  # bytes/ns in 1e-6 GB/s, rounded
             _, at, units = net_steps([], np.concatenate([ts, ts + dur]), np.concatenate([rate, -rate]))
             del mine, ts, dur, rate  # not held while the caller has the group
             yield d, kind_names[k], at, units
