@@ -110,14 +110,15 @@ def test_splice_rows_is_splice(edits):
     raw = b"0123456789"
     texts = Texts.of([t for _, _, t in edits])
     starts, stops = _i64([a for a, _, _ in edits]), _i64([b for _, b, _ in edits])
-    assert splice_rows(raw, starts, stops, texts) == splice(raw, edits)
-    assert splice_rows(memoryview(raw)[:7], starts.clip(0, 7), stops.clip(0, 7), texts) == \
+    assert splice_rows(raw, starts, stops, [texts]) == splice(raw, edits)
+    assert splice_rows(memoryview(raw)[:7], starts.clip(0, 7), stops.clip(0, 7), [texts]) == \
         splice(raw[:7], [(min(a, 7), min(b, 7), t) for a, b, t in edits])
+    assert splice_rows(raw, starts, stops, [b"<", texts, b">"]) == splice(raw, [(a, b, b"<" + t + b">") for a, b, t in edits])
 
 
 def test_splice_rows_refuses_overlapping_edits():
     with pytest.raises(IndexError):
-        splice_rows(b"0123456789", _i64([2, 1]), _i64([4, 3]), Texts.of([b"a", b"b"]))
+        splice_rows(b"0123456789", _i64([2, 1]), _i64([4, 3]), [Texts.of([b"a", b"b"])])
 
 
 def test_bodies_are_the_rows_serialised():

@@ -22,7 +22,7 @@ from .exacttime import decimal_texts
 
 
 _CHUNK = 65536
-_FLOW_CHUNK = 8192  # arrows a block: 16 texts each, each described by 17 bytes while the block is joined
+_FLOW_CHUNK = 8192  # arrows a block: 16 texts each, their pieces described by 48 bytes a text while joined
 
 
 class PackedTimes:
@@ -164,20 +164,25 @@ class Texts:
 def join_rows(parts: Sequence[Texts | bytes], sep: bytes = b"") -> Texts:
     """Row by row, the non-empty texts of ``parts`` (a ``bytes`` part: that text on every
     row) joined by ``sep``: one copy in C."""
+    sources, (which, starts, lengths) = row_pieces(parts, sep)
+    row_lengths = lengths.sum(axis=1)
+    blob = join_slices(sources, which.astype(np.uint8).ravel(), starts.ravel(), lengths.ravel())
+    return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
+
+
+def row_pieces(parts: Sequence[Texts | bytes], sep: bytes = b"") -> tuple[list, np.ndarray]:
+    """What ``join_rows`` copies: the source buffers, and (source, start, length) of each
+    piece, a row of pieces per row of texts (shape (3, rows, pieces)), for ``join_slices``."""
     rows = next(len(p) for p in parts if isinstance(p, Texts))
     parts = [Texts.where(p, np.ones(rows, bool)) if isinstance(p, bytes) else p for p in parts]
-    starts = np.stack([p.starts for p in parts], axis=1)
+    pieces = np.empty((3, rows, len(parts), 2), np.int64)  # ..., (sep, text) before each text
+    pieces[0] = [0, 1] + np.arange(len(parts))[:, None] * [0, 1]
+    pieces[1, :, :, 0], pieces[1, :, :, 1] = 0, np.stack([p.starts for p in parts], axis=1)
     lengths = np.stack([p.lengths for p in parts], axis=1)
-    which = np.broadcast_to(np.arange(1, len(parts) + 1, dtype=np.uint8), lengths.shape)
-    if sep:  # a piece of source 0 (sep) before each text that follows a non-empty one
-        present = lengths > 0
-        sep_lengths = ((np.cumsum(present, axis=1) > 1) & present) * len(sep)
-        which, starts, lengths = (np.stack(pair, axis=2) for pair in (
-            (np.zeros_like(which), which), (np.zeros_like(starts), starts), (sep_lengths, lengths)))
-    row_lengths = lengths.sum(axis=tuple(range(1, lengths.ndim)))
-    blob = join_slices([sep, *(p.blob for p in parts)], np.ascontiguousarray(which).ravel(), starts.ravel(),
-                       lengths.ravel())
-    return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
+    present = lengths > 0
+    pieces[2, :, :, 0] = ((np.cumsum(present, axis=1) > 1) & present) * len(sep)
+    pieces[2, :, :, 1] = lengths
+    return [sep, *(p.blob for p in parts)], pieces.reshape(3, rows, 2 * len(parts))
 
 
 class EventSource(Protocol):

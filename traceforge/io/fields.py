@@ -8,12 +8,12 @@ where it was meant to.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .._splice import join_slices
-from ..inject import Texts
+from ..inject import Texts, row_pieces
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)
 _WS = b" \t\r\n"
@@ -80,11 +80,11 @@ def splice(raw: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     return b"".join(out)
 
 
-def splice_rows(raw: bytes | memoryview, starts: np.ndarray, stops: np.ndarray, texts: Texts) -> bytes:
-    """``splice`` with the edits as columns (``raw[starts[i]:stops[i]]`` -> ``texts[i]``), in one copy."""
-    pieces = np.empty((3, 2 * len(texts) + 1), np.int64)  # which, start, length; raw's pieces between the texts
-    pieces[0, 0::2], pieces[0, 1::2] = 0, 1
-    pieces[1, 0::2] = np.concatenate(([0], stops))
-    pieces[2, 0::2] = np.concatenate((starts, [len(raw)])) - pieces[1, 0::2]
-    pieces[1, 1::2], pieces[2, 1::2] = texts.starts, texts.lengths
-    return join_slices((raw, texts.blob), pieces[0].astype(np.uint8), pieces[1], pieces[2])
+def splice_rows(raw: bytes | memoryview, starts: np.ndarray, stops: np.ndarray,
+                parts: Sequence[Texts | bytes]) -> bytes:
+    """``splice`` with the edits as columns: ``raw[starts[i]:stops[i]]`` -> row i of
+    ``parts`` (see ``join_rows``), in one copy."""
+    kept = np.concatenate(([0], stops))  # where each piece of raw between the edits starts
+    sources, (which, begin, length) = row_pieces([Texts(raw, kept[:-1], starts - kept[:-1]), *parts])
+    return join_slices(sources, np.append(which, 1).astype(np.uint8), np.append(begin, kept[-1]),
+                       np.append(length, len(raw) - kept[-1]))

@@ -165,9 +165,9 @@ def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], 
     reparsed = edited & ~placed
     merged = Texts.of([add_args(bytes(raw[starts[i]:ends[i]]), parsed(i), orjson.loads(b"{" + bodies[i] + b"}"))
                        for i in np.flatnonzero(reparsed).tolist()])
-    texts = join_rows([Texts.where(b", ", placed & edited & ~empty), bodies.only(placed), merged.spread(reparsed)])
-    spans = np.where(placed, at, starts)[edited], np.where(placed, at, ends)[edited]
-    return splice_rows(raw, *spans, texts.take(edited))
+    texts = [Texts.where(b", ", placed & ~empty), bodies.only(placed), merged.spread(reparsed)]
+    return splice_rows(raw, np.where(placed, at, starts)[edited], np.where(placed, at, ends)[edited],
+                       [t.take(edited) for t in texts])
 
 
 def _args_places(batch: EventBatch, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
