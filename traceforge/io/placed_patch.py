@@ -110,5 +110,5 @@ def _apply(data: bytes | memoryview, base: int, lo: int, hi: int, places: EventP
     starts = places.offsets[at] - base
     ends = starts + places.lengths[at]
     inserts = np.where(places.args_at[at] >= 0, starts + places.args_at[at], -1)
-    return with_members(data, bodies.texts(lo, hi), keys, starts, ends, inserts, places.args_empty[at],
+    return with_members(data, bodies.texts(lo, hi), keys, starts, ends, inserts, places.args_empty[at] != 0,
                         lambda i: parse_event(bytes(data[starts[i]:ends[i]])))
