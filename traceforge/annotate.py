@@ -33,7 +33,7 @@ from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
 from .io.writer import EventSink, write_trace
-from .scan import TraceColumns, scan
+from .scan import TraceColumns, load_places, scan
 
 
 @dataclass
@@ -168,13 +168,20 @@ def annotate(
 
 
 def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]) -> Injections:
+    """Run the analyses in order. Consumes ``cols``: the launch calls and CPU ops are emptied
+    once no analysis still to run reads them, so the last ones run without their memory."""
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
         on_columns(cols)
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     injections = Injections()
-    for analysis in chosen:
+    for i, analysis in enumerate(chosen):
         injections.add(analysis.build(cols, ctx))
+        later = _Reads.of(chosen[i + 1:], options)
+        if later.launch_apis == frozenset():
+            cols.launches = cols.launches.take(np.zeros(0, np.int64))
+        if not (later.cpu_ops or later.near_launches):
+            cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
     return injections
 
 
@@ -240,8 +247,9 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         cols = _Reads.of(chosen, options).scan(source, reader, places=True)
         injections = _run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
-        places = cols.gpu_places()
+        ordinals, spilled_places = cols.gpu.ordinal, cols.places
         del cols  # the copy needs only the injections and the places: the other columns go now
+        places = load_places(ordinals, spilled_places)
         if injections.patches_args() and places is not None and places.covers(extra_args.ordinals):
             return copy_placed(reader, out, places, extra_args, injections.blocks()), injections.summary
         edit = patch_editor(extra_args) if injections.patches_args() else None

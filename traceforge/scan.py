@@ -165,14 +165,15 @@ class _SpilledColumns:
         """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
         of the declared widths (int64 where a narrow column's values do not fit). Once only."""
         self._file.seek(0)
-        parts = []
+        parts: list[list[np.ndarray]] = [[np.zeros(0, dtype)] for dtype in self._dtypes]
         for lo in range(0, self.size, chunk):
             n = min(chunk, self.size - lo)
             rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
-            parts.append(rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))])
+            rows = rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))]
+            for j, dtype in enumerate(self._dtypes):
+                parts[j].append(_narrowed(rows[:, j], dtype))
         self._file.close()
-        kept = np.concatenate(parts) if parts else np.zeros((0, len(self.fields)), np.int64)
-        return Table({f: _narrowed(kept[:, j], dtype) for j, (f, dtype) in enumerate(zip(self.fields, self._dtypes))})
+        return Table({f: np.concatenate(p) for f, p in zip(self.fields, parts)})  # int64 where a part is
 
     def load(self) -> Table:
         return self.select(lambda chunk: slice(None))
@@ -237,10 +238,7 @@ class TraceColumns:
     def gpu_places(self) -> EventPlaces | None:
         """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned;
         read back from disk, once."""
-        if self.places is None:
-            return None
-        p = self.places.load()
-        return EventPlaces(self.gpu.ordinal, p.offset, p.length, p.args_at, p.args_empty)
+        return None if self.places is None else load_places(self.gpu.ordinal, self.places)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
         return [self.names[i] for i in ids]
@@ -251,6 +249,12 @@ class TraceColumns:
         if len(rows):
             return self.tracks[int(self.gpu.track[rows[0]])][0]
         return device
+
+
+def load_places(ordinals: np.ndarray, places: _SpilledColumns) -> EventPlaces:
+    """``TraceColumns.gpu_places`` from its parts: a caller can free the columns first."""
+    p = places.load()
+    return EventPlaces(ordinals, p.offset, p.length, p.args_at, p.args_empty)
 
 
 def scan(
