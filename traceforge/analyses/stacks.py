@@ -52,17 +52,22 @@ def build_stacks(cols: TraceColumns) -> Stacks:
 
 def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
     """Fill ``parent`` (CPU op rows, then launch rows after them) for one thread's ``ops`` and
-    launch ``calls``: one thread's arrays at a time, not the whole trace's."""
+    launch ``calls``: one thread's arrays at a time, not the whole trace's, and no more of
+    them than the sort needs (ends held negated, rows looked up a chunk at a time)."""
     ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
-    end = ts + np.maximum(np.concatenate([cpu.dur[ops], launches.dur[calls]]), 0)
+    neg_end = np.concatenate([cpu.dur[ops], launches.dur[calls]]).astype(np.int64)
+    np.maximum(neg_end, 0, out=neg_end)
+    neg_end += ts
+    np.negative(neg_end, out=neg_end)
     # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses.
     is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
-    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, -end, ts))
-    row = np.concatenate([ops, calls + len(cpu)])  # row in ``parent`` of each element
+    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, neg_end, ts))
+    rows = np.concatenate([ops, calls + len(cpu)])
     stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
     for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value
         at = order[lo:lo + _CHUNK]
-        for i, start, stop, leaf in zip(row[at].tolist(), ts[at].tolist(), end[at].tolist(), is_launch[at].tolist()):
+        chunk = zip(rows[at].tolist(), ts[at].tolist(), (-neg_end[at]).tolist(), is_launch[at].tolist())
+        for i, start, stop, leaf in chunk:
             # The top contains this one iff it starts inside the top and ends by the top's end.
             while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
                 stack.pop()
