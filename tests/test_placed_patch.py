@@ -19,7 +19,8 @@ from .conftest import TRACES, raw_json
 
 def _variants(data: bytes) -> dict[str, bytes]:
     """The trace as written, with a trailing comma after the last event, and with an
-    args object that already holds a key we add (the parsed event must decide there)."""
+    args object that already holds a key we add (the parsed event must decide there, as
+    where the scanner cannot place the args: an escaped key, no args object)."""
     end = data.rindex(b"}", 0, data.rindex(b"]")) + 1
     first_kernel = data.index(b'"cat": "kernel"')
     args = data.index(b'"args": {', first_kernel) + len(b'"args": {')
@@ -28,6 +29,8 @@ def _variants(data: bytes) -> dict[str, bytes]:
         "trailing_comma": data[:end] + b"," + data[end:],
         "key_present": data[:args] + b'"category": "mine", ' + data[args:],
         "empty_args": data[:args] + b" }, \"was\": {" + data[args:],
+        "escaped_key": data[:args] + b'"\\u0063ategory": "mine", ' + data[args:],
+        "no_args": data[:args - 5] + b"z" + data[args - 4:],  # "argz"
     }
 
 
@@ -42,7 +45,7 @@ def _rechunked(size: int):
 
 
 @pytest.mark.parametrize("chunk", [97, 1 << 16])
-@pytest.mark.parametrize("variant", ["as_written", "trailing_comma", "key_present", "empty_args"])
+@pytest.mark.parametrize("variant", ["as_written", "trailing_comma", "key_present", "empty_args", "escaped_key", "no_args"])
 def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     src = tmp_path / "in.json"
     src.write_bytes(_variants(raw_json(TRACES["trace_diff"]))[variant])
@@ -59,8 +62,8 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     monkeypatch.setattr(placed_patch, "iter_decompressed", _rechunked(chunk))
     placed_patch.copy_placed(reader, str(placed_out), places, extra, injections.blocks())
     assert placed_out.read_bytes() == parsed_out.read_bytes()
-    if variant == "key_present":
-        assert b'"category": "mine"' not in placed_out.read_bytes()  # replaced by the merged args
+    if variant in ("key_present", "escaped_key"):
+        assert b'"mine"' not in placed_out.read_bytes()  # replaced by the merged args
 
 
 def test_trailing_comma_copies_byte_for_byte(tmp_path):
