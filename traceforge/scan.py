@@ -22,6 +22,7 @@ import numpy as np
 
 from .exacttime import to_ns
 from .io import rows as R
+from .io.background import prefetched
 from .io.placed_patch import EventPlaces
 from .io.reader import EventBatch, TraceReader
 
@@ -280,7 +281,8 @@ def scan(
     """
     reader = reader or TraceReader(path, display_name=display_name)
     builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops)
-    for batch in reader.batches():
+    # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
+    for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
             on_batch(batch)
         builder.add(batch)

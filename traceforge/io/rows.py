@@ -10,6 +10,7 @@ represent exactly: read that event with a JSON parser (``resolve_odd`` in the sc
 from __future__ import annotations
 
 import json
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -40,17 +41,25 @@ class ScanResult(NamedTuple):
 
 
 class RowScanner:
-    """The scanner and its interners; one per trace, so ids stay valid across batches."""
+    """The scanner and its interners; one per trace, so ids stay valid across batches.
+
+    Thread-safe: the C scan looks strings up without the GIL, so scans and interning take
+    turns under a lock (the scan can run in a reader thread while the scan's columns are
+    built, and odd rows interned, in the main thread). ``strings`` and ``tracks`` only grow.
+    """
 
     def __init__(self) -> None:
         self.strings: list[bytes] = []
         self.tracks: list[bytes] = []
         self._strings = _scanner.Interner(self.strings)
         self._tracks = _scanner.Interner(self.tracks)
+        self._lock = threading.Lock()
 
     def scan(self, data: bytes, limit: int, start: int = 0) -> ScanResult:
         """Scan events from ``data[start]`` on (offsets relative to ``start``), up to about ``limit`` bytes."""
-        status, count, stop, error_at, message, rows = _scanner.scan(data, start, limit, self._strings, self._tracks)
+        with self._lock:
+            status, count, stop, error_at, message, rows = _scanner.scan(data, start, limit, self._strings,
+                                                                         self._tracks)
         return ScanResult(status, np.frombuffer(rows, np.int64).reshape(count, NFIELDS), stop, error_at, message)
 
     def rows_of(self, events: list) -> np.ndarray:
@@ -65,11 +74,13 @@ class RowScanner:
         """A string's id (-2 for a value that is not a string, as the scanner does)."""
         if type(value) is not str:
             return -2
-        return _scanner.intern(self._strings, json_bytes(value)[1:-1])
+        with self._lock:
+            return _scanner.intern(self._strings, json_bytes(value)[1:-1])
 
     def intern_track(self, pid: object, tid: object, has_pid: bool, has_tid: bool) -> int:
         key = (json_bytes(pid) if has_pid else b"") + b"\0" + (json_bytes(tid) if has_tid else b"")
-        return _scanner.intern(self._tracks, key)
+        with self._lock:
+            return _scanner.intern(self._tracks, key)
 
 
 def decode_string(raw: bytes) -> str:
