@@ -424,6 +424,7 @@ class FlowArrows:
 
     @staticmethod
     def _distinct(values: np.ndarray, text: Callable[[int], bytes]) -> tuple[Texts, np.ndarray]:
-        """``text`` of each distinct value (one call each), and which one each value has."""
-        distinct, inverse = np.unique(values, return_inverse=True)
-        return Texts.of([text(v) for v in distinct.tolist()]), inverse.astype(np.int32)
+        """``text`` of each distinct value (one call each), and which one each value has
+        (found by bisection: cheaper than ``np.unique``'s indirect sort)."""
+        distinct = np.unique(values)
+        return Texts.of([text(v) for v in distinct.tolist()]), np.searchsorted(distinct, values).astype(np.int32)
