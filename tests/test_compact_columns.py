@@ -63,3 +63,12 @@ def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
 
     for full, kept in zip(anchors(cols), anchors(near)):
         assert np.array_equal(full, kept)
+
+
+@pytest.mark.parametrize("multiplier", [scan_module._ROW_HASH, 0])  # 0: every row collides
+def test_distinct_rows_are_exact_even_when_hashes_collide(multiplier, monkeypatch):
+    monkeypatch.setattr(scan_module, "_ROW_HASH", multiplier)
+    rows = np.random.default_rng(7).integers(-2, 3, size=(3000, 6))
+    distinct, inverse = scan_module._distinct_rows(rows)
+    assert np.array_equal(distinct[inverse], rows)
+    assert len(distinct) == len(np.unique(rows, axis=0))
