@@ -168,20 +168,27 @@ def annotate(
 
 
 def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]) -> Injections:
-    """Run the analyses in order. Consumes ``cols``: the launch calls and CPU ops are emptied
-    once no analysis still to run reads them, so the last ones run without their memory."""
+    """Run the analyses; their injections go in ``chosen``'s order.
+
+    Consumes ``cols``: those that read launch calls or CPU ops run first, and these columns
+    are emptied once no analysis still to run reads them, so the rest run without their memory.
+    """
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
         on_columns(cols)
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
-    injections = Injections()
-    for i, analysis in enumerate(chosen):
-        injections.add(analysis.build(cols, ctx))
-        later = _Reads.of(chosen[i + 1:], options)
+    order = sorted(chosen, key=lambda a: not _Reads.of([a], options).cpu_side)  # stable
+    built: dict[str, Injections] = {}
+    for i, analysis in enumerate(order):
+        built[analysis.name] = analysis.build(cols, ctx)
+        later = _Reads.of(order[i + 1:], options)
         if later.launch_apis == frozenset():
             cols.launches = cols.launches.take(np.zeros(0, np.int64))
         if not (later.cpu_ops or later.near_launches):
             cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
+    injections = Injections()
+    for analysis in chosen:
+        injections.add(built[analysis.name])
     return injections
 
 
@@ -192,6 +199,11 @@ class _Reads:
     cpu_ops: bool  # every CPU op
     launch_apis: frozenset[str] | None  # None: every launch call
     near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
+
+    @property
+    def cpu_side(self) -> bool:
+        """Reads launch calls or CPU ops."""
+        return self.launch_apis != frozenset() or self.cpu_ops or self.near_launches
 
     @classmethod
     def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> _Reads:
