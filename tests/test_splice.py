@@ -70,7 +70,7 @@ def test_spans_containing_agrees_with_find():
 
 @pytest.mark.parametrize("decimals", [0, 1, 3, 18])
 def test_fixed_point_texts_are_exacttime_texts(decimals):
-    values = _i64([0, 1, -1, 1500, -1500, 10**decimals, 2**63 - 1, -2**63 + 1, 1712195495519689047])
+    values = _i64([0, 1, -1, 1500, -1500, 10**decimals, 2**63 - 1, -2**63 + 1, -2**63, 1712195495519689047])
     blob, ends = fixed_point_texts(values, decimals)
     ends = np.frombuffer(ends, np.int64).tolist()
     assert [blob[a:b] for a, b in zip([0, *ends], ends)] == decimal_texts(values, decimals)

@@ -73,7 +73,9 @@ def decimal_texts(values: np.ndarray, decimals: int) -> list[bytes]:
     ints = values.tolist()
     if decimals == 0:
         return [b"%d" % v for v in ints]
-    whole, frac = np.divmod(np.abs(values), 10 ** decimals)
+    negative = values < 0
+    magnitude = np.where(negative, -(values + 1), values).astype(np.uint64) + negative  # |v|, even for int64's min
+    whole, frac = np.divmod(magnitude, np.uint64(10 ** decimals))
     fmt = b".%0" + str(decimals).encode() + b"d"
     return [(b"-%d" if v < 0 else b"%d") % w + ((fmt % f).rstrip(b"0") if f else b"")
             for v, w, f in zip(ints, whole.tolist(), frac.tolist())]
