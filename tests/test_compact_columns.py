@@ -72,3 +72,20 @@ def test_distinct_rows_are_exact_even_when_hashes_collide(multiplier, monkeypatc
     distinct, inverse = scan_module._distinct_rows(rows)
     assert np.array_equal(distinct[inverse], rows)
     assert len(distinct) == len(np.unique(rows, axis=0))
+
+
+def test_spilled_columns_read_back_exactly_at_their_widths():
+    spilled = scan_module._SpilledColumns("ordinal:n4 ts length:n4 flag:i1")
+    ordinal = np.arange(300_000)
+    ts = ordinal * 1_000_003 + 2**40
+    length = ordinal % 7
+    length[299_997] = 2**33  # one kept value that does not fit int32: that column comes back int64
+    for lo in range(0, len(ordinal), 70_000):
+        hi = lo + 70_000
+        spilled.extend(ordinal[lo:hi], ts[lo:hi], length[lo:hi], (ordinal[lo:hi] % 2).astype(np.int8))
+    kept = spilled.select(lambda chunk: chunk.ordinal % 3 == 0, chunk=50_000)
+    want = ordinal % 3 == 0
+    assert kept.ordinal.dtype == np.int32 and kept.ts.dtype == np.int64 and kept.flag.dtype == np.int8
+    assert kept.length.dtype == np.int64 and kept.length[-1] == 2**33
+    assert kept.ordinal.tolist() == ordinal[want].tolist() and kept.ts.tolist() == ts[want].tolist()
+    assert kept.length.tolist() == length[want].tolist() and kept.flag.tolist() == (ordinal[want] % 2).tolist()
