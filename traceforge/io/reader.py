@@ -152,6 +152,23 @@ class _Buffer:
         self.eof = True
         return False
 
+    def fill_to(self, n: int) -> None:
+        """Append chunks until ``n`` bytes are available (or the input ends), in one copy:
+        appending them one at a time would copy the held bytes again for each chunk."""
+        chunks = []
+        have = self.available
+        while have < n and not self.eof:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.eof = True
+            elif chunk:
+                chunks.append(chunk)
+                have += len(chunk)
+        if chunks:
+            self.data = b"".join([memoryview(self.data)[self.start:], *chunks])
+            self.base += self.start
+            self.start = 0
+
     def consume(self, n: int) -> None:
         self.start += n
 
@@ -323,8 +340,7 @@ class TraceReader:
         if buf.data[:1] == b"]":
             return
         while True:
-            while buf.available < self.batch_bytes and buf.fill():
-                pass
+            buf.fill_to(self.batch_bytes)
             batch, ended = self._scanned_batch(buf, ordinal)
             if batch is None:
                 buf.compact()
@@ -340,7 +356,8 @@ class TraceReader:
     def _scanned_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch | None, bool]:
         """The events the C scanner takes from the buffer; None where it takes none."""
         while True:
-            result = self.scanner.scan(buf.data, self.batch_bytes, buf.start)
+            # All that is in hand: what is left for the next fill is at most one partial event.
+            result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
             if result.status == R.INCOMPLETE and not len(result.rows) and buf.fill():
                 continue  # an event longer than the buffer
             break
