@@ -11,7 +11,6 @@ import pytest
 
 from traceforge._counter_text import fixed_point_texts
 from traceforge._splice import join_slices, spans_containing
-from traceforge.exacttime import decimal_texts
 from traceforge.inject import ArgColumns, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
@@ -153,3 +152,17 @@ def test_flow_arrows_text():
 
 def _rows(texts: Texts) -> list[bytes]:
     return [texts[i] for i in range(len(texts))]
+
+
+def decimal_texts(values: np.ndarray, decimals: int) -> list[bytes]:
+    """The C formatter's reference in Python: the exact text of each ``value / 10**decimals``,
+    trailing zeros dropped (``1500, 3`` -> ``b"1.5"``)."""
+    ints = values.tolist()
+    if decimals == 0:
+        return [b"%d" % v for v in ints]
+    negative = values < 0
+    magnitude = np.where(negative, -(values + 1), values).astype(np.uint64) + negative  # |v|, even for int64's min
+    whole, frac = np.divmod(magnitude, np.uint64(10 ** decimals))
+    fmt = b".%0" + str(decimals).encode() + b"d"
+    return [(b"-%d" if v < 0 else b"%d") % w + ((fmt % f).rstrip(b"0") if f else b"")
+            for v, w, f in zip(ints, whole.tolist(), frac.tolist())]

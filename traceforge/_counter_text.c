@@ -4,7 +4,7 @@
  * bandwidth); formatting each in Python costs about a microsecond. Here each point is
  *     head + ts (ns written as exact us) + middle + value (an int scaled by 10^decimals) + tail
  * and points are joined by ",\n". Numbers are written exactly, trailing fraction zeros
- * dropped (1500 ns -> 1.5), as exacttime.decimal_texts does. fixed_point_texts writes such
+ * dropped (1500 ns -> 1.5), as exacttime.ns_to_us_text does. fixed_point_texts writes such
  * numbers alone, one after another, with where each ends (ids and times of flow events).
  */
 #define PY_SSIZE_T_CLEAN

@@ -262,7 +262,7 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         ordinals, spilled_places = cols.gpu.ordinal, cols.places
         del cols  # the copy needs only the injections and the places: the other columns go now
         places = load_places(ordinals, spilled_places)
-        if injections.patches_args() and places is not None and places.covers(extra_args.ordinals):
+        if injections.patches_args() and places.covers(extra_args.ordinals):
             return copy_placed(reader, out, places, extra_args, injections.blocks()), injections.summary
         edit = patch_editor(extra_args) if injections.patches_args() else None
         return write_trace(TraceReader(source, display_name=path), out, injections.blocks(), edit=edit), injections.summary

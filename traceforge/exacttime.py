@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation, ROUND_HALF_EVEN
 
-import numpy as np
-
 NS_PER_US = 1000
 
 
@@ -63,22 +61,6 @@ def ns_to_us_text(ns: int) -> str:
     if r == 0:
         return f"{sign}{q}"
     return f"{sign}{q}.{r:03d}".rstrip("0")
-
-
-def decimal_texts(values: np.ndarray, decimals: int) -> list[bytes]:
-    """Exact text of each ``value / 10**decimals``, trailing zeros dropped (``1500, 3`` -> ``b"1.5"``).
-
-    For counter values and times by the hundred thousand: no per-value function call.
-    """
-    ints = values.tolist()
-    if decimals == 0:
-        return [b"%d" % v for v in ints]
-    negative = values < 0
-    magnitude = np.where(negative, -(values + 1), values).astype(np.uint64) + negative  # |v|, even for int64's min
-    whole, frac = np.divmod(magnitude, np.uint64(10 ** decimals))
-    fmt = b".%0" + str(decimals).encode() + b"d"
-    return [(b"-%d" if v < 0 else b"%d") % w + ((fmt % f).rstrip(b"0") if f else b"")
-            for v, w, f in zip(ints, whole.tolist(), frac.tolist())]
 
 
 def json_time_ns(value: object) -> int | None:

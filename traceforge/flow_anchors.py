@@ -10,6 +10,7 @@ slice on that thread begins (a child, or a zero-duration op, would take the bind
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -120,19 +121,11 @@ def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray,
                    mine: np.ndarray) -> np.ndarray:
     """Perfetto's starts, sorted, of the thread's slices that start inside one of the windows
     ``[start, end)`` at ``mine``: only those can end a window early, and there are few of them."""
-    first = start[mine]
-    order = np.argsort(first, kind="stable")
-    first = first[order]
-    reach = end[mine][order]
-    del order
-    np.maximum.accumulate(reach, out=reach)
+    windows = _Windows.of(start[mine], end[mine])
     kept = []
     for table, rows, mask in _slices_on(cols, on_thread):
         at = perfetto_ns(table.ts[rows][mask])
-        window = np.searchsorted(first, at, side="right") - 1
-        inside = window >= 0
-        inside &= at < reach[np.maximum(window, 0)]
-        kept.append(at[inside])
+        kept.append(at[windows.inside(at)])
     starts = np.concatenate(kept or [np.zeros(0, np.int64)])
     starts.sort()
     return starts
@@ -171,6 +164,28 @@ def _fractional_anchor(start: int, limit: int) -> int:
     return int(candidates[inside[0]]) if len(inside) else -1
 
 
+@dataclass
+class _Windows:
+    """Intervals ``[start, end)`` as their sorted starts and the furthest end reached so far:
+    whether a point is inside any of them is one bisection."""
+
+    first: np.ndarray
+    reach: np.ndarray
+
+    @classmethod
+    def of(cls, starts: np.ndarray, ends: np.ndarray) -> _Windows:
+        order = np.argsort(starts, kind="stable")
+        reach = ends[order]
+        np.maximum.accumulate(reach, out=reach)
+        return cls(starts[order], reach)
+
+    def inside(self, at: np.ndarray) -> np.ndarray:
+        window = np.searchsorted(self.first, at, side="right") - 1
+        inside = window >= 0
+        inside &= at < self.reach[np.maximum(window, 0)]
+        return inside
+
+
 class LaunchWindows:
     """Launch calls as time windows per Perfetto thread, widened by a µs either side.
 
@@ -184,13 +199,11 @@ class LaunchWindows:
         self._thread_of_track = _thread_of_track(cols)
         launches = cols.launches
         thread = self._thread_of_track[launches.track[launch_rows]]
-        self._windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # thread -> (sorted starts, reach)
+        self._windows: dict[int, _Windows] = {}  # per thread
         for t in np.unique(thread).tolist():
             mine = launch_rows[thread == t]
             ts = launches.ts[mine]
-            order = np.argsort(ts, kind="stable")
-            reach = np.maximum.accumulate(ts[order] + np.maximum(launches.dur[mine][order], 0)) + NS_PER_US
-            self._windows[t] = ts[order] - NS_PER_US, reach
+            self._windows[t] = _Windows.of(ts - NS_PER_US, ts + np.maximum(launches.dur[mine], 0) + NS_PER_US + 1)
 
     def near(self, table: Table) -> np.ndarray:
         """Mask of the rows of ``table`` (a slice table of the same trace) that start near a window."""
@@ -198,10 +211,6 @@ class LaunchWindows:
         for lo in range(0, len(table), _CHUNK):
             at = table.ts[lo:lo + _CHUNK]
             thread = self._thread_of_track[table.track[lo:lo + _CHUNK]]
-            for t, (first, reach) in self._windows.items():
-                window = np.searchsorted(first, at, side="right") - 1
-                inside = window >= 0
-                inside &= at <= reach[np.maximum(window, 0)]
-                inside &= thread == t
-                out[lo:lo + _CHUNK] |= inside
+            for t, windows in self._windows.items():
+                out[lo:lo + _CHUNK] |= windows.inside(at) & (thread == t)
         return out

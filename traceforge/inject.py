@@ -18,7 +18,6 @@ import orjson
 
 from ._counter_text import counter_events, fixed_point_texts
 from ._splice import join_slices
-from .exacttime import decimal_texts
 
 
 _CHUNK = 65536
@@ -86,12 +85,15 @@ class CounterTrack:
             yield len(values), text
 
 
+def fits_int32(values: np.ndarray) -> bool:
+    """Whether every one of ``values`` and its negation fit int32."""
+    return not len(values) or (values.min() > -2**31 and values.max() < 2**31)
+
+
 def compact_ints(values: np.ndarray) -> np.ndarray:
-    """``values`` as int32 when every one and its negation fit (what injections hold until the
-    trace is written)."""
-    if len(values) and (values.min() <= -2**31 or values.max() >= 2**31):
-        return values
-    return values.astype(np.int32)
+    """``values`` as int32 when they fit (``fits_int32``), else as they are: what injections
+    and narrow columns hold."""
+    return values.astype(np.int32) if fits_int32(values) else values
 
 
 def _bounds(dtype: np.dtype) -> tuple[int, int]:
@@ -368,7 +370,7 @@ class SliceTrack:
             yield from metadata_events(self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})",
                                        self.sort_index + k)
         head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid)
-        starts, lengths = decimal_texts(self.ts, 3), decimal_texts(self.dur, 3)
+        starts, lengths = Texts.numbers(self.ts, 3), Texts.numbers(self.dur, 3)
         for i, lane in enumerate(lanes.tolist()):
             args = self.args[i]
             yield b"".join((

@@ -34,17 +34,16 @@ def gpu_figures(cols: TraceColumns) -> Figures:
     gpu = cols.gpu
     figures: Figures = {"gpu_ops": len(gpu)}
     if len(gpu):
-        busy, first, last = 0, None, None
+        busy, last = 0, None
         for device in np.unique(gpu.device).tolist():  # one device's temporaries at a time
             rows = np.flatnonzero(gpu.device == device)
             ts = gpu.ts[rows]
             end = ts + np.maximum(gpu.dur[rows], 0)
             del rows
             busy += _union_ns(ts, end)
-            first = int(ts.min()) if first is None else min(first, int(ts.min()))
             last = int(end.max()) if last is None else max(last, int(end.max()))
         figures["gpu_busy_ns"] = busy
-        figures["gpu_span_ns"] = last - first
+        figures["gpu_span_ns"] = last - int(gpu.ts.min())
     steps = step_rows(cols)
     if len(steps):
         figures["step_ns"] = _lower_median(cols.cpu_ops.dur[steps])

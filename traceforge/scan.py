@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .exacttime import to_ns
+from .inject import compact_ints, fits_int32
 from .io import rows as R
 from .io.background import prefetched
 from .io.placed_patch import EventPlaces
@@ -80,7 +81,13 @@ def _int_or(value: object, default: int) -> int:
 
 
 _DTYPES = {"i4": np.int32, "n4": np.int32, "i2": np.int16, "i1": np.int8}
-_INT32 = np.iinfo(np.int32)
+
+
+def _specs(fields: str) -> list[tuple[str, np.dtype, bool]]:
+    """``fields`` ("name:kind ...") as (name, dtype, narrow): ``:i4`` for ids that fit 32 bits,
+    ``:n4`` for values that nearly always do (int32 until one does not), ``:i1`` for flags."""
+    return [(name, np.dtype(_DTYPES.get(kind, np.int64)), kind == "n4")
+            for name, _, kind in (f.partition(":") for f in fields.split())]
 
 
 class _MappedColumn:
@@ -101,7 +108,7 @@ class _MappedColumn:
         self._capacity = 0
 
     def extend(self, values: np.ndarray) -> None:
-        if self.narrow and len(values) and (values.min() < _INT32.min or values.max() > _INT32.max):
+        if self.narrow and not fits_int32(values):
             self.narrow = False
             self._grow(self._capacity, np.dtype(np.int64))
         need = self.size + len(values)
@@ -126,11 +133,10 @@ class _Columns:
     """Growing columns, one mapped buffer per field, filled a batch at a time."""
 
     def __init__(self, fields: str):
-        """``fields``: names, ``:i4`` after a name for ids that fit 32 bits, ``:n4`` for values
-        that nearly always do (int32 until one does not, see ``_MappedColumn``), ``:i1`` for flags."""
-        specs = [f.partition(":") for f in fields.split()]
+        """``fields``: see ``_specs``."""
+        specs = _specs(fields)
         self.fields = [name for name, _, _ in specs]
-        self._columns = [_MappedColumn(np.dtype(_DTYPES.get(kind, np.int64)), kind == "n4") for _, _, kind in specs]
+        self._columns = [_MappedColumn(dtype, narrow) for _, dtype, narrow in specs]
 
     def extend(self, *values: np.ndarray) -> None:
         for column, v in zip(self._columns, values, strict=True):
@@ -149,9 +155,10 @@ class _SpilledColumns:
     """
 
     def __init__(self, fields: str):
-        specs = [f.partition(":") for f in fields.split()]
+        """``fields``: see ``_specs``."""
+        specs = _specs(fields)
         self.fields = [name for name, _, _ in specs]
-        self._dtypes = [_DTYPES.get(kind, np.int64) for _, _, kind in specs]
+        self._dtypes = [dtype for _, dtype, _ in specs]
         self._file = tempfile.TemporaryFile()
         self.size = 0
 
@@ -172,18 +179,12 @@ class _SpilledColumns:
             rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
             rows = rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))]
             for j, dtype in enumerate(self._dtypes):
-                parts[j].append(_narrowed(rows[:, j], dtype))
+                parts[j].append(compact_ints(rows[:, j]) if dtype == np.int32 else rows[:, j].astype(dtype))
         self._file.close()
         return Table({f: np.concatenate(p) for f, p in zip(self.fields, parts)})  # int64 where a part is
 
     def load(self) -> Table:
         return self.select(lambda chunk: slice(None))
-
-
-def _narrowed(values: np.ndarray, dtype: type) -> np.ndarray:
-    if dtype is np.int32 and len(values) and (values.min() < _INT32.min or values.max() > _INT32.max):
-        dtype = np.int64
-    return values.astype(dtype)
 
 
 @dataclass

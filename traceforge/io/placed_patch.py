@@ -16,7 +16,7 @@ from functools import partial
 import numpy as np
 
 from .. import progress
-from ..inject import Block
+from ..inject import Block, in_sorted
 from .codec import AtomicOutput, iter_decompressed
 from .patch import BodyRuns, ExtraArgs, with_members
 from .reader import TraceReader, parse_event
@@ -36,12 +36,9 @@ class EventPlaces:
 
     def covers(self, ordinals: np.ndarray) -> bool:
         """Whether every ordinal has a known place."""
-        if not len(ordinals):
-            return True
-        if not len(self.ordinals):
+        if not in_sorted(self.ordinals, ordinals).all():
             return False
-        at = np.minimum(np.searchsorted(self.ordinals, ordinals), len(self.ordinals) - 1)
-        return bool(np.all(self.ordinals[at] == ordinals) and np.all(self.offsets[at] >= 0))
+        return bool((self.offsets[np.searchsorted(self.ordinals, ordinals)] >= 0).all())
 
 
 def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: ExtraArgs,

@@ -145,9 +145,7 @@ class _Buffer:
             return False
         for chunk in self.chunks:
             if chunk:
-                self.data = self.data[self.start:] + chunk if self.start else self.data + chunk
-                self.base += self.start
-                self.start = 0
+                self._append([chunk])
                 return True
         self.eof = True
         return False
@@ -165,9 +163,13 @@ class _Buffer:
                 chunks.append(chunk)
                 have += len(chunk)
         if chunks:
-            self.data = b"".join([memoryview(self.data)[self.start:], *chunks])
-            self.base += self.start
-            self.start = 0
+            self._append(chunks)
+
+    def _append(self, chunks: list[bytes]) -> None:
+        """The unconsumed bytes and ``chunks``, in one copy."""
+        self.data = b"".join([memoryview(self.data)[self.start:], *chunks])
+        self.base += self.start
+        self.start = 0
 
     def consume(self, n: int) -> None:
         self.start += n
