@@ -96,8 +96,8 @@ def test_statistics_and_outliers(columns):
     lists = outliers(table, 50_000, 100_000)
     assert len(lists["long_delay"]) == int((table["launch_delay"] > 100_000).sum()) == 6_686
     assert len(lists["slow_launch"]) == 386
-    assert lists["long_delay"]["launch_delay"].is_monotonic_decreasing
-    short = lists["short_gpu"]
+    assert table.iloc[lists["long_delay"]]["launch_delay"].is_monotonic_decreasing
+    short = table.iloc[lists["short_gpu"]]
     assert ((short["gpu_duration"] < short["cpu_duration"]) & (short["cpu_duration"] <= 50_000)).all()
 
 

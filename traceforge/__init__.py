@@ -60,9 +60,11 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
     from .analyses.launch_delay import launch_table
     from .analyses.launches import STREAM_LAUNCH_APIS, calls_of
+    from .analyses.stacks import scan_for_stacks
 
     apis = apis or STREAM_LAUNCH_APIS
-    return launch_table(scan(path, keep_launch=calls_of(apis)), apis=apis, launched_before_ns=launched_before_ns)
+    cols = scan_for_stacks(path, keep_launch=calls_of(apis))
+    return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns)
 
 
 def stats(inputs: str | list[str], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
@@ -143,9 +145,9 @@ def patterns(
     pattern, count, length, kernels (short), gpu_ns, mean_gpu_ns, cpu_ns (operator mode),
     gpu_share, operator, kernel_names (full); ``df.attrs`` has total_gpu_ns, coverage, note.
     ``started_before_ns`` keeps instances starting before it (HTA drops the last step)."""
-    from .analyses.patterns import find_patterns
+    from .analyses.patterns import find_patterns, scan_for_operator
 
-    cols = scan(path, cpu_ops=op is not None or op_regex is not None)
+    cols = scan(path, cpu_ops=False) if op is None and op_regex is None else scan_for_operator(path, op, op_regex)
     result = find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
                            top_k=top_k, started_before_ns=started_before_ns)
     df = result.table

@@ -230,9 +230,10 @@ class _Reads:
             read = calls_of(self.launch_apis)
             launches |= np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
         steps = step_names(cols.names)
+        in_trace = cols.spilled_cpu_ops.size
         cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: windows.near(chunk) | steps[chunk.name])
         return replace(cols, cpu_ops=cpu_ops, launches=cols.launches.take(np.flatnonzero(launches)),
-                       spilled_cpu_ops=None)
+                       spilled_cpu_ops=None, dropped_cpu_ops=in_trace - len(cpu_ops))
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:

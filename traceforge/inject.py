@@ -277,7 +277,7 @@ class ArgColumns:
 
 
 def in_sorted(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Whether each of ``values`` is in ``sorted_values`` (both sorted, no repeats in either)."""
+    """Whether each of ``values`` is in ``sorted_values`` (sorted)."""
     if not len(sorted_values):
         return np.zeros(len(values), bool)
     at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)

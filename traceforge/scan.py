@@ -15,13 +15,13 @@ from __future__ import annotations
 import mmap
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .exacttime import to_ns
-from .inject import compact_ints, fits_int32
+from .inject import fits_int32
 from .io import rows as R
 from .io.background import prefetched
 from .io.placed_patch import EventPlaces
@@ -108,6 +108,8 @@ class _MappedColumn:
         self._capacity = 0
 
     def extend(self, values: np.ndarray) -> None:
+        if not len(values):
+            return
         if self.narrow and not fits_int32(values):
             self.narrow = False
             self._grow(self._capacity, np.dtype(np.int64))
@@ -156,9 +158,8 @@ class _SpilledColumns:
 
     def __init__(self, fields: str):
         """``fields``: see ``_specs``."""
-        specs = _specs(fields)
-        self.fields = [name for name, _, _ in specs]
-        self._dtypes = [dtype for _, dtype, _ in specs]
+        self._spec = fields
+        self.fields = [name for name, _, _ in _specs(fields)]
         self._file = tempfile.TemporaryFile()
         self.size = 0
 
@@ -169,19 +170,23 @@ class _SpilledColumns:
         self._file.write(rows.data)
         self.size += len(rows)
 
-    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
-        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
-        of the declared widths (int64 where a narrow column's values do not fit). Once only."""
+    def chunks(self, chunk: int = 1 << 18) -> Iterator[Table]:
+        """The rows, ``chunk`` at a time, as int64 tables (for a look before ``select``)."""
         self._file.seek(0)
-        parts: list[list[np.ndarray]] = [[np.zeros(0, dtype)] for dtype in self._dtypes]
         for lo in range(0, self.size, chunk):
             n = min(chunk, self.size - lo)
             rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
-            rows = rows[keep(Table({f: rows[:, j] for j, f in enumerate(self.fields)}))]
-            for j, dtype in enumerate(self._dtypes):
-                parts[j].append(compact_ints(rows[:, j]) if dtype == np.int32 else rows[:, j].astype(dtype))
+            yield Table({f: rows[:, j] for j, f in enumerate(self.fields)})
+
+    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
+        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
+        of the declared widths (int64 where a narrow column's values do not fit). Last use."""
+        kept = _Columns(self._spec)  # grown in place: no list of parts joined at the end
+        for table in self.chunks(chunk):
+            picked = keep(table)
+            kept.extend(*(table.cols[f][picked] for f in self.fields))
         self._file.close()
-        return Table({f: np.concatenate(p) for f, p in zip(self.fields, parts)})  # int64 where a part is
+        return kept.table()
 
     def load(self) -> Table:
         return self.select(lambda chunk: slice(None))
@@ -231,6 +236,8 @@ class TraceColumns:
     places: _SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
     spilled_cpu_ops: _SpilledColumns | None = None
+    spilled_launches: _SpilledColumns | None = None  # likewise, with scan(spill_launches=True)
+    dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
 
     @property
     def base_time_ns(self) -> int | None:
@@ -269,6 +276,7 @@ def scan(
     places: bool = False,
     keep_launch: Callable[[str], bool] | None = None,
     spill_cpu_ops: bool = False,
+    spill_launches: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -278,10 +286,10 @@ def scan(
     ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
     knows its analyses read only some APIs (half the launch columns on big traces).
     ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
-    caller that keeps only some of them (see ``_SpilledColumns``).
+    caller that keeps only some of them (see ``_SpilledColumns``); ``spill_launches`` likewise.
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launches)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -308,7 +316,8 @@ class _ColumnBuilder:
     """Rows in, columns out; each distinct string and track is decoded once."""
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
-                 keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False):
+                 keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
+                 spill_launches: bool = False):
         self.scanner = scanner
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
@@ -328,7 +337,9 @@ class _ColumnBuilder:
         self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
                             "bytes:n4 dims:i4")
         self.places = _SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
-        self.launch = _Columns("ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4")
+        launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4"
+        self.launch = _Columns(launch_fields)
+        self.spilled_launch = _SpilledColumns(launch_fields) if spill_launches else None
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
         self.cpu = _Columns(cpu_fields)
         self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
@@ -393,8 +404,9 @@ class _ColumnBuilder:
             kernel = r[:, R.KERNEL]
             kernel_id = np.full(len(r), -1, np.int32)
             kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
-            self.launch.extend(ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
-                               name, self._cat_ids(r[:, R.CAT]), kernel_id)
+            (self.spilled_launch or self.launch).extend(
+                ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
+                name, self._cat_ids(r[:, R.CAT]), kernel_id)
         elif code == _KIND_CODES[_CPU]:
             (self.spilled_cpu or self.cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
         else:
@@ -487,6 +499,7 @@ class _ColumnBuilder:
             skipped=self.skipped,
             kernel_dims=self.dims.values,
             spilled_cpu_ops=self.spilled_cpu,
+            spilled_launches=self.spilled_launch,
         )
 
 

@@ -54,9 +54,11 @@ def launch_table(
     ``cpu_op`` is the innermost CPU op around the launch call ("" when none encloses it).
     An empty table carries the reason in ``df.attrs["message"]``.
     """
+    op_of_launch = build_stacks(cols).launch_op  # first: the stacks' memory is gone before the pairs'
     gpu_rows, launch_rows, delay = launch_pairs(cols, apis=apis, launched_before_ns=launched_before_ns)
     gpu, launches = cols.gpu, cols.launches
-    op_rows = build_stacks(cols).launch_op[launch_rows]
+    op_rows = op_of_launch[launch_rows]
+    del op_of_launch
     cpu_op_names = np.full(len(launch_rows), -1, np.int64)  # -1: no enclosing op
     cpu_op_names[op_rows >= 0] = cols.cpu_ops.name[op_rows[op_rows >= 0]]
     names = np.array(cols.names + [""], dtype=object)
@@ -76,7 +78,7 @@ def launch_table(
         "cpu_op": names[cpu_op_names],
         "gpu_ordinal": gpu.ordinal[gpu_rows],
         "launch_ordinal": launches.ordinal[launch_rows],
-    }, columns=list(TABLE_COLUMNS))
+    }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
     if df.empty:
         df.attrs["message"] = no_launches_reason(cols)
     return df
@@ -122,17 +124,22 @@ def launch_statistics(table: pd.DataFrame) -> pd.DataFrame:
         "by", "key", "figure", "count", "mean", "min", *(f"p{p}" for p in PERCENTILES), "max"])
 
 
-def outliers(table: pd.DataFrame, runtime_cutoff_ns: int, delay_cutoff_ns: int) -> dict[str, pd.DataFrame]:
-    """HTA's three outlier lists, worst first.
+def outliers(table: pd.DataFrame, runtime_cutoff_ns: int, delay_cutoff_ns: int) -> dict[str, np.ndarray]:
+    """HTA's three outlier lists as row positions into ``table``, worst first (stable): rows,
+    not frames, because on a big trace a list can hold half the table.
 
     ``short_gpu``: the GPU op ran shorter than its (not slow) launch call took, so the CPU
     cannot keep the GPU busy; ``slow_launch``: launch calls longer than the runtime cutoff;
     ``long_delay``: launch delays above the delay cutoff.
     """
-    cpu, gpu, delay = table["cpu_duration"], table["gpu_duration"], table["launch_delay"]
-    short = table[(cpu <= runtime_cutoff_ns) & (gpu < cpu)]
+    cpu, gpu, delay = (table[c].to_numpy() for c in ("cpu_duration", "gpu_duration", "launch_delay"))
     return {
-        "short_gpu": short.iloc[np.argsort(-(short["cpu_duration"] - short["gpu_duration"]).to_numpy(), kind="stable")],
-        "slow_launch": table[cpu > runtime_cutoff_ns].sort_values("cpu_duration", ascending=False, kind="stable"),
-        "long_delay": table[delay > delay_cutoff_ns].sort_values("launch_delay", ascending=False, kind="stable"),
+        "short_gpu": _worst_first(np.flatnonzero((cpu <= runtime_cutoff_ns) & (gpu < cpu)), cpu - gpu),
+        "slow_launch": _worst_first(np.flatnonzero(cpu > runtime_cutoff_ns), cpu),
+        "long_delay": _worst_first(np.flatnonzero(delay > delay_cutoff_ns), delay),
     }
+
+
+def _worst_first(rows: np.ndarray, badness: np.ndarray) -> np.ndarray:
+    """``rows`` by ``badness`` (int64) descending; equal ones in table order."""
+    return rows[np.argsort(-badness[rows], kind="stable")]

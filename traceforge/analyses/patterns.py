@@ -21,7 +21,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..scan import TraceColumns
 from .kernel_names import short_kernel_name
-from .stacks import Stacks, build_stacks
+from .stacks import Stacks, build_stacks, scan_for_stacks
 
 ARROW = " → "
 
@@ -79,27 +79,42 @@ def find_patterns(
                              max_len=max_len, top_k=top_k, started_before_ns=started_before_ns)
 
 
+def scan_for_operator(path: str, op: str | None, op_regex: str | None) -> TraceColumns:
+    """The columns operator patterns read: of the CPU ops, those named like the operator and
+    those that can be on their or a launch call's stack (``stacks.stack_ops``)."""
+    return scan_for_stacks(path, marked=lambda names: _is_operator(names, op, op_regex) | _similar(names, op, op_regex),
+                           joined_launches=True)
+
+
 def matching_names(cols: TraceColumns, op: str | None, op_regex: str | None) -> np.ndarray:
     """Per name id: is it the operator (exact name, or ``re.search`` of the regex)?"""
+    is_match = _is_operator(cols.names, op, op_regex)
+    used = np.zeros(len(cols.names), bool)
+    used[cols.cpu_ops.name] = True
+    if not (is_match & used).any():
+        if not len(cols.cpu_ops) and not cols.dropped_cpu_ops:
+            raise UsageError(f"{cols.path}: the trace has no CPU ops, so no operator patterns")
+        wanted = op if op is not None else op_regex
+        near = sorted({cols.names[i] for i in np.flatnonzero(used & _similar(cols.names, op, op_regex))})
+        hint = f" (similar: {', '.join(near[:5])})" if near else ""
+        raise UsageError(f"{cols.path}: no CPU op {'matches' if op_regex else 'is named'} {wanted!r}{hint}")
+    return is_match
+
+
+def _is_operator(names: list[str], op: str | None, op_regex: str | None) -> np.ndarray:
     if op_regex is not None:
         try:
             rx = re.compile(op_regex)
         except re.error as e:
             raise UsageError(f"--op-regex {op_regex!r} is not a regular expression: {e}") from None
-        hits = [rx.search(n) is not None for n in cols.names]
-    else:
-        hits = [n == op for n in cols.names]
-    is_match = np.array(hits, dtype=bool)
-    used = np.zeros(len(cols.names), bool)
-    used[cols.cpu_ops.name] = True
-    if not (is_match & used).any():
-        if not len(cols.cpu_ops):
-            raise UsageError(f"{cols.path}: the trace has no CPU ops, so no operator patterns")
-        wanted = op if op is not None else op_regex
-        near = sorted({cols.names[i] for i in np.flatnonzero(used) if wanted.lower() in cols.names[i].lower()})
-        hint = f" (similar: {', '.join(near[:5])})" if near else ""
-        raise UsageError(f"{cols.path}: no CPU op {'matches' if op_regex else 'is named'} {wanted!r}{hint}")
-    return is_match
+        return np.array([rx.search(n) is not None for n in names], dtype=bool)
+    return np.array([n == op for n in names], dtype=bool)
+
+
+def _similar(names: list[str], op: str | None, op_regex: str | None) -> np.ndarray:
+    """Per name id: does it hold what was asked for, ignoring case (the hint when none matches)?"""
+    wanted = (op if op is not None else op_regex or "").lower()
+    return np.array([wanted in n.lower() for n in names], dtype=bool)
 
 
 def operator_patterns(

@@ -9,12 +9,14 @@ op is the parent; equal intervals: file order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..scan import Table, TraceColumns
-from .launches import join_gpu_to_launch
+from ..inject import in_sorted
+from ..scan import Table, TraceColumns, scan
+from .launches import join_gpu_to_launch, step_names
 
 
 @dataclass
@@ -43,7 +45,8 @@ def build_stacks(cols: TraceColumns) -> Stacks:
     n_cpu, n_launch = len(cpu), len(launches)
     parent = np.full(n_cpu + n_launch, -1, np.int32)  # rows: 4 bytes each
     for track in np.union1d(cpu.track, launches.track).tolist():
-        _nest_track(np.flatnonzero(cpu.track == track), np.flatnonzero(launches.track == track), cpu, launches, parent)
+        ops, calls = (np.flatnonzero(t.track == track).astype(np.int32) for t in (cpu, launches))
+        _nest_track(ops, calls, cpu, launches, parent)
     gpu_launch = np.full(len(cols.gpu), -1, np.int64)
     gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(n_launch))
     gpu_launch[gpu_rows] = launch_rows
@@ -55,18 +58,19 @@ def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table,
     launch ``calls``: one thread's arrays at a time, not the whole trace's, and no more of
     them than the sort needs (ends held negated, rows looked up a chunk at a time)."""
     ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
-    neg_end = np.concatenate([cpu.dur[ops], launches.dur[calls]]).astype(np.int64)
-    np.maximum(neg_end, 0, out=neg_end)
-    neg_end += ts
-    np.negative(neg_end, out=neg_end)
+    # Later ends first at equal starts: longer durations first (held negated, 4 bytes where they fit).
+    neg_dur = np.concatenate([cpu.dur[ops], launches.dur[calls]])
+    np.maximum(neg_dur, 0, out=neg_dur)
+    np.negative(neg_dur, out=neg_dur)
     # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses.
     is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
-    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, neg_end, ts))
-    rows = np.concatenate([ops, calls + len(cpu)])
+    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, neg_dur, ts))
+    rows = np.concatenate([ops, calls + np.int32(len(cpu))])
     stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
     for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value
         at = order[lo:lo + _CHUNK]
-        chunk = zip(rows[at].tolist(), ts[at].tolist(), (-neg_end[at]).tolist(), is_launch[at].tolist())
+        start = ts[at]
+        chunk = zip(rows[at].tolist(), start.tolist(), (start - neg_dur[at]).tolist(), is_launch[at].tolist())
         for i, start, stop, leaf in chunk:
             # The top contains this one iff it starts inside the top and ends by the top's end.
             while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
@@ -75,3 +79,95 @@ def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table,
                 parent[i] = stack[-1][1]
             if not leaf and stop > start:
                 stack.append((stop, i))
+
+
+def scan_for_stacks(path: str, *, marked: Callable[[list[str]], np.ndarray] | None = None,
+                    joined_launches: bool = False, **kwargs) -> TraceColumns:
+    """``scan(path, **kwargs)`` keeping only the CPU ops (and, with ``joined_launches``, the
+    launch calls) that ``stack_ops`` keeps; they wait on disk during the scan."""
+    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launches=joined_launches, **kwargs)
+    return stack_ops(cols, None if marked is None else marked(cols.names))
+
+
+def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None) -> TraceColumns:
+    """``cols`` with the spilled CPU ops read back that can be on the call stack of a launch
+    call, or of a CPU op whose name id ``marked`` marks (kept too), and the profiler steps.
+    With spilled launch calls, only those a GPU op joins are such items, and of the rest only
+    those that can pop a kept op are read back: half or less of each on a big trace.
+
+    ``build_stacks`` gives every item the same ancestors as with all ops and calls. Why: op
+    X is on the stack when item I comes iff every op or call between them sorts inside X
+    (one that does not pops everything above X, which X contains, and X). Take X holding I
+    and Z between them, not inside X: Z starts in X and ends after it. An op Z then holds
+    I, so an op holding no item can go. A call Z never holds anything, so it can go unless
+    it starts in an op that holds an item and ends after that op does. Kept here: ops that
+    hold an item by (start, end) alone, and calls over the end of a kept op (supersets).
+    """
+    spilled_calls = cols.spilled_launches
+    if spilled_calls is None:
+        items = [(cols.launches.track, cols.launches.ts, cols.launches.dur)]
+    else:
+        joined = _joined(cols)
+        items = [(t.track, t.ts, t.dur) for t in (c.take(np.flatnonzero(joined(c))) for c in spilled_calls.chunks())]
+    if marked is not None:
+        parts = [t.take(np.flatnonzero(marked[t.name])) for t in cols.spilled_cpu_ops.chunks()]
+        items += [(t.track, t.ts, t.dur) for t in parts]
+    holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
+    keep_names = step_names(cols.names) | (False if marked is None else marked)
+    in_trace = cols.spilled_cpu_ops.size
+    cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: holders.hold(chunk) | keep_names[chunk.name])
+    cols = replace(cols, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=in_trace - len(cpu_ops))
+    if spilled_calls is not None:
+        ends = _Ends(cpu_ops)
+        cols = replace(cols, spilled_launches=None,
+                       launches=spilled_calls.select(lambda chunk: joined(chunk) | ends.inside(chunk)))
+    return cols
+
+
+def _joined(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
+    """Per launch call (a table's rows): does a GPU op join it on correlation?"""
+    launched = np.unique(cols.gpu.correlation)
+    return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
+
+
+class _Ends:
+    """The ends of CPU ops by thread: whether one lies strictly inside a call is two bisections."""
+
+    def __init__(self, ops: Table):
+        self._by_track = {t: np.sort(ops.ts[ops.track == t] + np.maximum(ops.dur[ops.track == t], 0))
+                          for t in np.unique(ops.track).tolist()}
+
+    def inside(self, calls: Table) -> np.ndarray:
+        out = np.zeros(len(calls), bool)
+        for t in np.intersect1d(calls.track, list(self._by_track)).tolist():
+            rows = np.flatnonzero(calls.track == t)
+            ends, start = self._by_track[t], calls.ts[rows]
+            stop = start + np.maximum(calls.dur[rows], 0)
+            out[rows] = np.searchsorted(ends, start, side="right") < np.searchsorted(ends, stop, side="left")
+        return out
+
+
+class _Holders:
+    """Items (track, start, duration) by thread: whether an interval holds one is one bisection
+    (the items starting in it from its start on, and the earliest end among them)."""
+
+    def __init__(self, track: np.ndarray, ts: np.ndarray, dur: np.ndarray):
+        self._by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for t in np.unique(track).tolist():
+            rows = np.flatnonzero(track == t)
+            order = np.argsort(ts[rows], kind="stable")
+            start = ts[rows][order].astype(np.int64)
+            end = start + np.maximum(dur[rows][order], 0)
+            self._by_track[t] = start, np.minimum.accumulate(end[::-1])[::-1]
+
+    def hold(self, ops: Table) -> np.ndarray:
+        """Per op: does a (positive-duration) op hold an item from start to end?"""
+        out = np.zeros(len(ops), bool)
+        end = ops.ts + np.maximum(ops.dur, 0)
+        for t in np.intersect1d(ops.track, list(self._by_track)).tolist():
+            rows = np.flatnonzero((ops.track == t) & (ops.dur > 0))
+            start, earliest_end = self._by_track[t]
+            first = np.searchsorted(start, ops.ts[rows], side="left")
+            inside = first < len(start)
+            out[rows[inside]] = earliest_end[first[inside]] <= end[rows[inside]]
+        return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -13,11 +14,11 @@ from ..analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS, DEFAULT_RUNTIME_CUTOFF_NS, launch_statistics, launch_table, outliers,
 )
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.stacks import scan_for_stacks
 from ..durations import duration_arg
 from ..errors import UsageError
 from ..exacttime import ns_to_us_text
 from ..rank_summary import Figures, gpu_figures, launch_figures
-from ..scan import scan
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
 OUTLIER_TITLES = {
@@ -54,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
-    cols = scan(args.input, keep_launch=calls_of(STREAM_LAUNCH_APIS))  # the table's launches only
+    # The table's launches only, and only the CPU ops that can enclose one.
+    cols = scan_for_stacks(args.input, keep_launch=calls_of(STREAM_LAUNCH_APIS))
     figures = gpu_figures(cols)
     table = launch_table(cols)
     del cols  # the table holds what is left to report
@@ -82,7 +84,7 @@ def _us_columns(stats: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, pd.DataFrame], args) -> dict:
+def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args) -> dict:
     return {
         "path": args.input,
         "launches": len(table),
@@ -92,18 +94,18 @@ def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, pd.DataFr
         "delay_cutoff_ns": args.delay_cutoff,
         "statistics_ns": stats.to_dict(orient="records"),
         "outliers": {
-            key: {"count": len(df), "worst": df.head(args.top)[list(WORST_COLUMNS)].to_dict(orient="records")}
-            for key, df in lists.items()
+            key: {"count": len(rows), "worst": table.iloc[rows[:args.top]][list(WORST_COLUMNS)].to_dict(orient="records")}
+            for key, rows in lists.items()
         },
     }
 
 
-def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, pd.DataFrame], args) -> None:
-    negative = table[table["negative_delay"]]
+def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args) -> None:
+    negative = table["launch_delay"].to_numpy()[table["negative_delay"].to_numpy()]
     print(f"{args.input}: {len(table):,} GPU ops with a launch call")
     if len(negative):
         print(f"{len(negative):,} launch delays are negative (the GPU op starts before its launch call ends: "
-              f"CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative['launch_delay'].min()))} us; kept, not clipped")
+              f"CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative.min()))} us; kept, not clipped")
     for by, title in (("all", "all launches"), ("stream", "per stream"), ("api", "per launch API")):
         rows = stats[stats["by"] == by]
         width = max(len("group"), *(len(k) for k in rows["key"]))
@@ -114,11 +116,11 @@ def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, pd.Da
             print(f"  {r.key:<{width}} {r.figure:<13}" + "".join(cells))
     cutoffs = f"runtime cutoff {ns_to_us_text(args.runtime_cutoff)} us, delay cutoff {ns_to_us_text(args.delay_cutoff)} us"
     print(f"\noutliers ({cutoffs})")
-    for key, df in lists.items():
-        print(f"\n{OUTLIER_TITLES[key]}: {len(df):,}")
-        if len(df) and args.top > 0:
+    for key, rows in lists.items():
+        print(f"\n{OUTLIER_TITLES[key]}: {len(rows):,}")
+        if len(rows) and args.top > 0:
             print(f"  {'delay us':>12} {'launch us':>10} {'GPU us':>10} {'GPU ts us':>22}  stream  api / CPU op / GPU op")
-            for r in df.head(args.top).itertuples(index=False):
+            for r in table.iloc[rows[:args.top]].itertuples(index=False):
                 print(f"  {ns_to_us_text(r.launch_delay):>12} {ns_to_us_text(r.cpu_duration):>10} "
                       f"{ns_to_us_text(r.gpu_duration):>10} {ns_to_us_text(r.gpu_ts):>22}  {r.device}:{r.stream:<4} "
                       f"{r.api} / {r.cpu_op or '-'} / {_short(r.name)}")

@@ -11,7 +11,7 @@ import orjson
 
 from .. import ranks
 from ..analyses.pattern_overlay import add_pattern_options, patterns_from_options
-from ..analyses.patterns import ARROW, Patterns
+from ..analyses.patterns import ARROW, Patterns, scan_for_operator
 from ..annotate import annotate
 from ..errors import UsageError
 from ..rank_summary import Figures, gpu_figures, pattern_figures
@@ -48,8 +48,10 @@ def patterns_one(args: argparse.Namespace) -> Figures:
     options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels")}
     figures: Figures = {}
     if args.output is None:
-        needs_cpu = args.op is not None or args.op_regex is not None
-        cols = scan(args.input, cpu_ops=needs_cpu, keep_launch=None if needs_cpu else lambda name: False)
+        if args.op is not None or args.op_regex is not None:
+            cols = scan_for_operator(args.input, args.op, args.op_regex)
+        else:
+            cols = scan(args.input, cpu_ops=False, keep_launch=lambda name: False)
         figures.update(gpu_figures(cols))
         result = patterns_from_options(cols, options)
     else:
