@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
-from .analyses.gpu_busy import merge_intervals
 from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
@@ -51,10 +50,16 @@ def gpu_figures(cols: TraceColumns) -> Figures:
 
 
 def _union_ns(ts: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals ``[ts, end)`` (in any order)."""
+    """Length of the union of the intervals ``[ts, end)`` (in any order, ``end >= ts``): the
+    span from the first start to the furthest end, less the gaps where a start lies beyond
+    every end before it (no merged interval arrays)."""
     order = np.argsort(ts, kind="stable")
-    starts, ends, _ = merge_intervals(ts[order], end[order])
-    return int((ends - starts).sum())
+    ts, reach = ts[order], end[order]
+    del order
+    np.maximum.accumulate(reach, out=reach)
+    gaps = ts[1:] - reach[:-1]
+    np.maximum(gaps, 0, out=gaps)
+    return int(reach[-1] - ts[0] - gaps.sum())
 
 
 def _lower_median(values: np.ndarray) -> int:

@@ -46,21 +46,29 @@ def launch_pairs(
     return gpu_rows, launch_rows, delay
 
 
+def launch_ops(cols: TraceColumns) -> np.ndarray:
+    """Per launch call row: the name id of the innermost CPU op around it (-1 when none)."""
+    op = build_stacks(cols).launch_op
+    names = np.full(len(op), -1, np.int32)
+    names[op >= 0] = cols.cpu_ops.name[op[op >= 0]]
+    return names
+
+
 def launch_table(
-    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None
+    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None,
+    op_names: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per launched GPU op, in trace order (times in ns; see ``TABLE_COLUMNS``).
 
-    ``cpu_op`` is the innermost CPU op around the launch call ("" when none encloses it).
+    ``cpu_op`` is the innermost CPU op around the launch call ("" when none encloses it):
+    ``op_names`` is ``launch_ops(cols)`` if the caller took it (and let the CPU ops go).
     An empty table carries the reason in ``df.attrs["message"]``.
     """
-    op_of_launch = build_stacks(cols).launch_op  # first: the stacks' memory is gone before the pairs'
+    op_names = launch_ops(cols) if op_names is None else op_names  # first: the stacks go before the pairs come
     gpu_rows, launch_rows, delay = launch_pairs(cols, apis=apis, launched_before_ns=launched_before_ns)
     gpu, launches = cols.gpu, cols.launches
-    op_rows = op_of_launch[launch_rows]
-    del op_of_launch
-    cpu_op_names = np.full(len(launch_rows), -1, np.int64)  # -1: no enclosing op
-    cpu_op_names[op_rows >= 0] = cols.cpu_ops.name[op_rows[op_rows >= 0]]
+    cpu_op_names = op_names[launch_rows]
+    del op_names
     names = np.array(cols.names + [""], dtype=object)
     df = pd.DataFrame({
         "device": gpu.device[gpu_rows],
