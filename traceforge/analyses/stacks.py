@@ -113,9 +113,11 @@ def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None) -> TraceColu
         parts = [t.take(np.flatnonzero(marked[t.name])) for t in cols.spilled_cpu_ops.chunks()]
         items += [(t.track, t.ts, t.dur) for t in parts]
     holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
+    del items
     keep_names = step_names(cols.names) | (False if marked is None else marked)
     in_trace = cols.spilled_cpu_ops.size
     cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: holders.hold(chunk) | keep_names[chunk.name])
+    del holders  # before the launch calls come back
     cols = replace(cols, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=in_trace - len(cpu_ops))
     if spilled_calls is not None:
         ends = _Ends(cpu_ops)
