@@ -24,7 +24,9 @@ from .analyses.counters.annotation import add_counter_options, build_counters
 from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, step_names, stream_launch_rows
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
+from .analyses.patterns import operator_marks
 from .analyses.queue_length import queue_length_tracks
+from .analyses.stacks import stack_keeper
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
 from .inject import Injections, TidAllocator
@@ -33,7 +35,7 @@ from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
 from .io.writer import EventSink, write_trace
-from .scan import TraceColumns, load_places, scan
+from .scan import Table, TraceColumns, load_places, scan
 
 
 @dataclass
@@ -51,14 +53,13 @@ Option = Callable[[dict[str, Any]], Any]  # a setting that depends on the run's 
 class Analysis:
     """An annotate flag: what it adds, its extra options, and what it reads of the trace.
 
-    The settings that say what it reads (``needs_cpu_ops``, ``launch_apis``, ``patches_args``)
-    are values or functions of the options; the scan keeps only what the chosen analyses read.
+    The settings that say what it reads (``launch_apis``, ``stack_marks``, ``patches_args``) are values or functions of the options; the scan keeps only what the
+    chosen analyses read.
     """
 
     name: str
     help: str
     build: Callable[[TraceColumns, AnnotateContext], Injections]
-    needs_cpu_ops: bool | Option = False
     add_options: Callable[[argparse.ArgumentParser], None] | None = None
     in_all: bool = True  # --all runs it (False for an analysis that cannot run without an option of its own)
     # Adds args to existing events: the trace is read twice.
@@ -67,6 +68,9 @@ class Analysis:
     launch_apis: frozenset[str] | None | Option = None
     # Draws arrows from stream launch calls: it needs the CPU-side slices near them, not all CPU ops.
     arrows_from_launches: bool = False
+    # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
+    # calls it reads and of the ops this function of the names marks (None: reads no stack).
+    stack_marks: Callable[[list[str]], np.ndarray] | None | Option = None
 
     def setting(self, name: str, options: dict[str, Any]) -> Any:
         value = getattr(self, name)
@@ -110,7 +114,9 @@ ANALYSES: dict[str, Analysis] = {
                  launch_apis=lambda options: None if options.get("ncu") else STREAM_LAUNCH_APIS),
         Analysis("patterns", "frequent GPU op sequences (--op NAME, or mined per stream without it): one slice per "
                  "occurrence of the --top-k patterns on a 'Patterns (stream N)' track",
-                 build_patterns, needs_cpu_ops=_op_patterns, add_options=add_pattern_options,
+                 build_patterns, add_options=add_pattern_options,
+                 stack_marks=lambda options: operator_marks(options.get("op"), options.get("op_regex"))
+                 if _op_patterns(options) else None,
                  patches_args=lambda options: bool(options.get("tag_kernels")),
                  launch_apis=lambda options: None if _op_patterns(options) else frozenset()),
     )
@@ -184,7 +190,7 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
         later = _Reads.of(order[i + 1:], options)
         if later.launch_apis == frozenset():
             cols.launches = cols.launches.take(np.zeros(0, np.int64))
-        if not (later.cpu_ops or later.near_launches):
+        if not (later.near_launches or later.stack_marks):
             cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
     injections = Injections()
     for analysis in chosen:
@@ -196,44 +202,48 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
 class _Reads:
     """What the chosen analyses read of the trace: the scan's settings and the columns' trim."""
 
-    cpu_ops: bool  # every CPU op
     launch_apis: frozenset[str] | None  # None: every launch call
     near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
+    stack_marks: tuple[Callable[[list[str]], np.ndarray], ...]  # the CPU ops call stacks pass through
 
     @property
     def cpu_side(self) -> bool:
         """Reads launch calls or CPU ops."""
-        return self.launch_apis != frozenset() or self.cpu_ops or self.near_launches
+        return self.launch_apis != frozenset() or self.near_launches or bool(self.stack_marks)
 
     @classmethod
     def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> _Reads:
         apis = [a.setting("launch_apis", options) for a in chosen]
-        return cls(any(a.setting("needs_cpu_ops", options) for a in chosen),
-                   None if None in apis else frozenset().union(*apis),
-                   any(a.arrows_from_launches for a in chosen))
+        marks = (a.setting("stack_marks", options) for a in chosen)
+        return cls(None if None in apis else frozenset().union(*apis),
+                   any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None))
 
     def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
-        near_only = self.near_launches and not self.cpu_ops
-        keep = None if self.launch_apis is None or near_only else calls_of(self.launch_apis)
-        cols = scan(path, cpu_ops=self.cpu_ops or self.near_launches, reader=reader, keep_launch=keep,
-                    spill_cpu_ops=near_only, **kwargs)
-        return self._near_launches_only(cols) if near_only else cols
+        some_ops = self.near_launches or bool(self.stack_marks)
+        keep = None if self.launch_apis is None or some_ops else calls_of(self.launch_apis)
+        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops, **kwargs)
+        return self._some_ops_only(cols) if some_ops else cols
 
-    def _near_launches_only(self, cols: TraceColumns) -> TraceColumns:
-        """Keep only the CPU ops (waiting on disk) and launch calls that an arrow can meet, the
-        profiler steps (rank figures read them) and the launch calls analyses read."""
-        windows = LaunchWindows(cols, stream_launch_rows(cols))
-        launches = windows.near(cols.launches)
+    def _some_ops_only(self, cols: TraceColumns) -> TraceColumns:
+        """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
+        passes through, the profiler steps (rank figures read them), and the launch calls
+        arrows can start at or analyses read."""
+        steps = step_names(cols.names)
+        keeps: list[Callable[[Table], np.ndarray]] = [lambda chunk: steps[chunk.name]]
+        launches = np.zeros(len(cols.launches), bool)
+        if self.near_launches:
+            windows = LaunchWindows(cols, stream_launch_rows(cols))
+            keeps.append(windows.near)
+            launches |= windows.near(cols.launches)
+        if self.stack_marks:
+            keeps.append(stack_keeper(cols, np.logical_or.reduce([m(cols.names) for m in self.stack_marks])))
         if self.launch_apis is None:
             launches[:] = True
         else:
             read = calls_of(self.launch_apis)
             launches |= np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
-        steps = step_names(cols.names)
-        in_trace = cols.spilled_cpu_ops.size
-        cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: windows.near(chunk) | steps[chunk.name])
-        return replace(cols, cpu_ops=cpu_ops, launches=cols.launches.take(np.flatnonzero(launches)),
-                       spilled_cpu_ops=None, dropped_cpu_ops=in_trace - len(cpu_ops))
+        cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
+        return replace(cols, launches=cols.launches.take(np.flatnonzero(launches)))
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:

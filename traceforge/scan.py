@@ -16,7 +16,7 @@ import mmap
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -238,6 +238,12 @@ class TraceColumns:
     spilled_cpu_ops: _SpilledColumns | None = None
     spilled_launches: _SpilledColumns | None = None  # likewise, with scan(spill_launches=True)
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
+
+    def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
+        """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
+        spilled = self.spilled_cpu_ops
+        cpu_ops = spilled.select(keep)
+        return replace(self, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=spilled.size - len(cpu_ops))
 
     @property
     def base_time_ns(self) -> int | None:

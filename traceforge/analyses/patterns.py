@@ -13,6 +13,7 @@ Without an operator, ``pattern_mining`` finds repeated runs of kernels per strea
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,8 +83,13 @@ def find_patterns(
 def scan_for_operator(path: str, op: str | None, op_regex: str | None) -> TraceColumns:
     """The columns operator patterns read: of the CPU ops, those named like the operator and
     those that can be on their or a launch call's stack (``stacks.stack_ops``)."""
-    return scan_for_stacks(path, marked=lambda names: _is_operator(names, op, op_regex) | _similar(names, op, op_regex),
-                           joined_launches=True)
+    return scan_for_stacks(path, marked=operator_marks(op, op_regex), joined_launches=True)
+
+
+def operator_marks(op: str | None, op_regex: str | None) -> Callable[[list[str]], np.ndarray]:
+    """Per name id, of a trace's names: the CPU ops operator patterns look at (the operator's,
+    and those its hint lists when none matches), whose call stacks they read."""
+    return lambda names: _is_operator(names, op, op_regex) | _similar(names, op, op_regex)
 
 
 def matching_names(cols: TraceColumns, op: str | None, op_regex: str | None) -> np.ndarray:

@@ -90,40 +90,52 @@ def scan_for_stacks(path: str, *, marked: Callable[[list[str]], np.ndarray] | No
 
 
 def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None) -> TraceColumns:
-    """``cols`` with the spilled CPU ops read back that can be on the call stack of a launch
-    call, or of a CPU op whose name id ``marked`` marks (kept too), and the profiler steps.
-    With spilled launch calls, only those a GPU op joins are such items, and of the rest only
-    those that can pop a kept op are read back: half or less of each on a big trace.
+    """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps, and the
+    profiler steps. With spilled launch calls, only those a GPU op joins are items, and of
+    the rest only those that can pop a kept op are read back: half or less on a big trace.
 
-    ``build_stacks`` gives every item the same ancestors as with all ops and calls. Why: op
-    X is on the stack when item I comes iff every op or call between them sorts inside X
-    (one that does not pops everything above X, which X contains, and X). Take X holding I
-    and Z between them, not inside X: Z starts in X and ends after it. An op Z then holds
-    I, so an op holding no item can go. A call Z never holds anything, so it can go unless
-    it starts in an op that holds an item and ends after that op does. Kept here: ops that
-    hold an item by (start, end) alone, and calls over the end of a kept op (supersets).
+    A call Z never holds anything, but it pops op X when it starts in X and ends after X
+    (see ``stack_keeper``): it can go unless X holds an item, so calls over the end of a
+    kept op are kept (a superset).
     """
     spilled_calls = cols.spilled_launches
-    if spilled_calls is None:
-        items = [(cols.launches.track, cols.launches.ts, cols.launches.dur)]
-    else:
-        joined = _joined(cols)
-        items = [(t.track, t.ts, t.dur) for t in (c.take(np.flatnonzero(joined(c))) for c in spilled_calls.chunks())]
-    if marked is not None:
-        parts = [t.take(np.flatnonzero(marked[t.name])) for t in cols.spilled_cpu_ops.chunks()]
-        items += [(t.track, t.ts, t.dur) for t in parts]
-    holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
-    del items
-    keep_names = step_names(cols.names) | (False if marked is None else marked)
-    in_trace = cols.spilled_cpu_ops.size
-    cpu_ops = cols.spilled_cpu_ops.select(lambda chunk: holders.hold(chunk) | keep_names[chunk.name])
-    del holders  # before the launch calls come back
-    cols = replace(cols, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=in_trace - len(cpu_ops))
+    joined = None if spilled_calls is None else _joined(cols)
+    keep = stack_keeper(cols, marked, joined)
+    steps = step_names(cols.names)
+    cols = cols.with_cpu_ops(lambda chunk: keep(chunk) | steps[chunk.name])
+    keep = None  # its items go before the launch calls come back
     if spilled_calls is not None:
-        ends = _Ends(cpu_ops)
+        ends = _Ends(cols.cpu_ops)
         cols = replace(cols, spilled_launches=None,
                        launches=spilled_calls.select(lambda chunk: joined(chunk) | ends.inside(chunk)))
     return cols
+
+
+def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
+                 joined: Callable[[Table], np.ndarray] | None = None) -> Callable[[Table], np.ndarray]:
+    """Per spilled CPU op (a chunk's rows): can it be on the call stack of a launch call (the
+    spilled ones ``joined`` picks, else those in ``cols.launches``) or of an op whose name id
+    ``marked`` marks, or is it such an op? Reads the spilled ops once if ``marked``.
+
+    ``build_stacks`` gives every such item the same ancestors as with all CPU ops. Why: op
+    X is on the stack when item I comes iff every op or call between them sorts inside X
+    (one that does not pops everything above X, which X contains, and X). Take X holding I
+    and op Z between them, not inside X: Z starts in X and ends after it, so Z holds I. An
+    op that holds no item therefore never decides whether an ancestor of one is on the
+    stack, and can go. Kept: ops that hold an item by (start, end) alone (a superset).
+    """
+    if joined is None:
+        items = [(cols.launches.track, cols.launches.ts, cols.launches.dur)]
+    else:
+        calls = (c.take(np.flatnonzero(joined(c))) for c in cols.spilled_launches.chunks())
+        items = [(t.track, t.ts, t.dur) for t in calls]
+    if marked is not None:
+        ops = (t.take(np.flatnonzero(marked[t.name])) for t in cols.spilled_cpu_ops.chunks())
+        items += [(t.track, t.ts, t.dur) for t in ops]
+    holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
+    if marked is None:
+        return holders.hold
+    return lambda chunk: holders.hold(chunk) | marked[chunk.name]
 
 
 def _joined(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
