@@ -26,7 +26,7 @@ from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.patterns import operator_marks
 from .analyses.queue_length import queue_length_tracks
-from .analyses.stacks import stack_keeper
+from .analyses.stacks import stack_keeper, stack_ops
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
 from .inject import Injections, TidAllocator
@@ -118,7 +118,7 @@ ANALYSES: dict[str, Analysis] = {
                  stack_marks=lambda options: operator_marks(options.get("op"), options.get("op_regex"))
                  if _op_patterns(options) else None,
                  patches_args=lambda options: bool(options.get("tag_kernels")),
-                 launch_apis=lambda options: None if _op_patterns(options) else frozenset()),
+                 launch_apis=frozenset()),  # its call stacks read the launch calls GPU ops join
     )
 }
 
@@ -188,7 +188,7 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     for i, analysis in enumerate(order):
         built[analysis.name] = analysis.build(cols, ctx)
         later = _Reads.of(order[i + 1:], options)
-        if later.launch_apis == frozenset():
+        if later.launch_apis == frozenset() and not later.stack_marks:
             cols.launches = cols.launches.take(np.zeros(0, np.int64))
         if not (later.near_launches or later.stack_marks):
             cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
@@ -221,8 +221,21 @@ class _Reads:
     def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
         some_ops = self.near_launches or bool(self.stack_marks)
         keep = None if self.launch_apis is None or some_ops else calls_of(self.launch_apis)
-        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops, **kwargs)
+        # Call stacks alone read the launch calls GPU ops join, and those of the APIs analyses read.
+        some_calls = bool(self.stack_marks) and not self.near_launches and self.launch_apis is not None
+        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
+                    spill_launches=some_calls, **kwargs)
+        if some_calls:
+            return stack_ops(cols, self._marked(cols.names), also_calls=self._calls_read(cols.names))
         return self._some_ops_only(cols) if some_ops else cols
+
+    def _marked(self, names: list[str]) -> np.ndarray:
+        return np.logical_or.reduce([m(names) for m in self.stack_marks])
+
+    def _calls_read(self, names: list[str]) -> np.ndarray:
+        """Per name id: is it a launch call of an API analyses read?"""
+        read = calls_of(self.launch_apis)
+        return np.array([read(n) for n in names] or [False], bool)
 
     def _some_ops_only(self, cols: TraceColumns) -> TraceColumns:
         """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
@@ -236,12 +249,12 @@ class _Reads:
             keeps.append(windows.near)
             launches |= windows.near(cols.launches)
         if self.stack_marks:
-            keeps.append(stack_keeper(cols, np.logical_or.reduce([m(cols.names) for m in self.stack_marks])))
+            keeps.append(stack_keeper(cols, self._marked(cols.names)))
+            launches[:] = True  # every call can pop an op off a stack
         if self.launch_apis is None:
             launches[:] = True
         else:
-            read = calls_of(self.launch_apis)
-            launches |= np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
+            launches |= self._calls_read(cols.names)[cols.launches.name]
         cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
         return replace(cols, launches=cols.launches.take(np.flatnonzero(launches)))
 

@@ -89,17 +89,18 @@ def scan_for_stacks(path: str, *, marked: Callable[[list[str]], np.ndarray] | No
     return stack_ops(cols, None if marked is None else marked(cols.names))
 
 
-def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None) -> TraceColumns:
+def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: np.ndarray | None = None) -> TraceColumns:
     """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps, and the
-    profiler steps. With spilled launch calls, only those a GPU op joins are items, and of
-    the rest only those that can pop a kept op are read back: half or less on a big trace.
+    profiler steps. With spilled launch calls, only those a GPU op joins (or whose name id
+    ``also_calls`` marks) are items, and of the rest only those that can pop a kept op are
+    read back: half or less on a big trace.
 
     A call Z never holds anything, but it pops op X when it starts in X and ends after X
     (see ``stack_keeper``): it can go unless X holds an item, so calls over the end of a
     kept op are kept (a superset).
     """
     spilled_calls = cols.spilled_launches
-    joined = None if spilled_calls is None else _joined(cols)
+    joined = None if spilled_calls is None else _joined(cols, also_calls)
     keep = stack_keeper(cols, marked, joined)
     steps = step_names(cols.names)
     cols = cols.with_cpu_ops(lambda chunk: keep(chunk) | steps[chunk.name])
@@ -138,10 +139,12 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
     return lambda chunk: holders.hold(chunk) | marked[chunk.name]
 
 
-def _joined(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
-    """Per launch call (a table's rows): does a GPU op join it on correlation?"""
+def _joined(cols: TraceColumns, also: np.ndarray | None) -> Callable[[Table], np.ndarray]:
+    """Per launch call (a table's rows): does a GPU op join it on correlation (or ``also`` mark its name)?"""
     launched = np.unique(cols.gpu.correlation)
-    return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
+    if also is None:
+        return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
+    return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0) | also[calls.name]
 
 
 class _Ends:
