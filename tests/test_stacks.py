@@ -8,6 +8,8 @@ import numpy as np
 import orjson
 import pytest
 
+import traceforge
+
 from traceforge.analyses.patterns import find_patterns, scan_for_operator
 from traceforge.analyses.stacks import build_stacks, scan_for_stacks
 from traceforge.scan import TraceColumns, scan
@@ -87,3 +89,33 @@ def test_stack_ops_on_real_traces(name, columns):
     kept = scan_for_stacks(str(TRACES[name]))
     assert len(kept.cpu_ops) < 0.65 * len(full.cpu_ops)
     assert _launch_ancestors(kept) == _launch_ancestors(full)
+
+
+def test_annotate_reads_stacks_beside_other_launch_calls(tmp_path):
+    """Queue length and operator patterns in one run (the stacks' launch calls read back
+    beside the stream launches queue length reads): each appends exactly what it does alone."""
+    from traceforge.io.reader import TraceReader
+
+    path, options = str(TRACES["negative_queue"]), {"op_regex": "aten::(mm|addmm|linear)"}
+
+    def appended(analyses: list[str]) -> list[dict]:
+        out = str(tmp_path / f"{'-'.join(analyses)}.json")
+        traceforge.annotate(path, out, analyses=analyses, options=options)
+        return [e for b in TraceReader(out).batches() for e in b.events][full_events:]
+
+    full_events = sum(len(b.events) for b in TraceReader(path).batches())
+    queue, patterns = appended(["queue_length"]), appended(["patterns"])
+    assert len(queue) > 10_000 and patterns
+    assert appended(["queue_length", "patterns"]) == queue + patterns
+
+
+def test_annotate_keeps_the_launch_calls_other_analyses_read(tmp_path):
+    """CUPTI range-profiler counters pair with launch calls that no GPU op joins (the trace
+    has no kernels): beside operator patterns, which draw nothing there, the output is the
+    counters' own, byte for byte."""
+    path = str(TRACES["cupti"])
+    both, alone = tmp_path / "both.json", tmp_path / "alone.json"
+    result = traceforge.annotate(path, str(both), analyses=["counters", "patterns"], options={"op": "aten::conv2d"})
+    traceforge.annotate(path, str(alone), analyses=["counters"])
+    assert "args on 77 launch events" in result.summary[0]
+    assert both.read_bytes() == alone.read_bytes()

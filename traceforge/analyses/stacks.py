@@ -56,7 +56,7 @@ def build_stacks(cols: TraceColumns) -> Stacks:
 def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
     """Fill ``parent`` (CPU op rows, then launch rows after them) for one thread's ``ops`` and
     launch ``calls``: one thread's arrays at a time, not the whole trace's, and no more of
-    them than the sort needs (ends held negated, rows looked up a chunk at a time)."""
+    them than the sort needs (durations held negated, rows looked up a chunk at a time)."""
     ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
     # Later ends first at equal starts: longer durations first (held negated, 4 bytes where they fit).
     neg_dur = np.concatenate([cpu.dur[ops], launches.dur[calls]])
@@ -142,9 +142,11 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
 def _joined(cols: TraceColumns, also: np.ndarray | None) -> Callable[[Table], np.ndarray]:
     """Per launch call (a table's rows): does a GPU op join it on correlation (or ``also`` mark its name)?"""
     launched = np.unique(cols.gpu.correlation)
-    if also is None:
-        return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
-    return lambda calls: in_sorted(launched, calls.correlation) & (calls.correlation >= 0) | also[calls.name]
+
+    def joined(calls: Table) -> np.ndarray:
+        hit = in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
+        return hit if also is None else hit | also[calls.name]
+    return joined
 
 
 class _Ends:
