@@ -40,7 +40,8 @@ _CHUNK = 1 << 16
 
 
 def build_stacks(cols: TraceColumns) -> Stacks:
-    """Nest CPU ops and launch calls per thread, and join GPU ops to their launch."""
+    """Nest CPU ops and launch calls per thread, and join GPU ops to their launch. Each
+    table's rows are in file order, as every scan and selection keeps them."""
     cpu, launches = cols.cpu_ops, cols.launches
     n_cpu, n_launch = len(cpu), len(launches)
     parent = np.full(n_cpu + n_launch, -1, np.int32)  # rows: 4 bytes each
@@ -62,9 +63,10 @@ def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table,
     neg_dur = np.concatenate([cpu.dur[ops], launches.dur[calls]])
     np.maximum(neg_dur, 0, out=neg_dur)
     np.negative(neg_dur, out=neg_dur)
-    # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses.
+    # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses,
+    # then file order. Ops come before calls here, each in file order: a stable sort does it.
     is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
-    order = np.lexsort((np.concatenate([cpu.ordinal[ops], launches.ordinal[calls]]), is_launch, neg_dur, ts))
+    order = np.lexsort((neg_dur, ts))
     rows = np.concatenate([ops, calls + np.int32(len(cpu))])
     stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
     for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value

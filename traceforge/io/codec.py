@@ -53,11 +53,14 @@ def input_codec(path: str) -> str:
 
 
 def iter_decompressed(
-    path: str, read_size: int = READ_SIZE, on_read: Callable[[int], None] | None = None
+    path: str, read_size: int = READ_SIZE, on_read: Callable[[int], None] | None = None, headroom: int = 0
 ) -> Iterator[bytes]:
     """Yield the decompressed bytes of ``path`` in chunks; errors name the compressed offset.
 
     ``on_read`` (a progress bar) is told the compressed bytes read so far after each read.
+    ``headroom``: yield bytearrays whose first ``headroom`` bytes are spare, filled by the
+    decompression thread: a reader can put the end of the previous chunk there instead of
+    copying both into one buffer on its own thread.
     """
     with _open_raw(path) as f:
         head = f.read(4)
@@ -66,9 +69,17 @@ def iter_decompressed(
         if on_read is not None:
             blocks = _counted(blocks, on_read)
         if codec == "plain":
-            yield from blocks
+            yield from _with_headroom(blocks, headroom) if headroom else blocks
         else:
-            yield from prefetched(_decompress(blocks, codec, path))
+            chunks = _decompress(blocks, codec, path)
+            yield from prefetched(_with_headroom(chunks, headroom) if headroom else chunks)
+
+
+def _with_headroom(chunks: Iterator[bytes], headroom: int) -> Iterator[bytearray]:
+    for chunk in chunks:
+        block = bytearray(headroom)
+        block += chunk
+        yield block
 
 
 def _blocks(f: BinaryIO, head: bytes, read_size: int, path: str) -> Iterator[bytes]:

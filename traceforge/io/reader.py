@@ -32,6 +32,7 @@ from . import rows as R
 from .codec import iter_decompressed
 
 BATCH_BYTES = 2 << 20
+HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
 MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
@@ -70,12 +71,12 @@ class EventBatch:
     ``data[lo:hi]`` of the reader's buffer: ``view`` shares them, ``raw`` copies them once.
     """
 
-    def __init__(self, first: int, data: bytes, lo: int, hi: int, offset: int, *, rows: np.ndarray | None = None,
+    def __init__(self, first: int, data: bytes | bytearray, lo: int, hi: int, offset: int, *, rows: np.ndarray | None = None,
                  events: list | None = None, spans: np.ndarray | None = None,
                  scanner: R.RowScanner | None = None):
         self.first = first
         self._data, self._lo, self._hi = data, lo, hi
-        self._raw: bytes | None = data if (lo, hi) == (0, len(data)) else None
+        self._raw: bytes | None = data if type(data) is bytes and (lo, hi) == (0, len(data)) else None
         self.offset = offset  # decompressed byte offset of raw[0]
         self._rows = rows
         self._raw_rows = rows is not None
@@ -87,7 +88,7 @@ class EventBatch:
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            self._raw = self._data[self._lo:self._hi]
+            self._raw = bytes(memoryview(self._data)[self._lo:self._hi])
         return self._raw
 
     @property
@@ -129,8 +130,9 @@ class EventBatch:
 
 @dataclass
 class _Buffer:
-    chunks: Iterator[bytes]
-    data: bytes = b""
+    chunks: Iterator[bytes]  # each with ``headroom`` spare bytes in front (``iter_decompressed``)
+    headroom: int = 0
+    data: bytes | bytearray = b""
     base: int = 0  # absolute offset of data[0]
     eof: bool = False
     start: int = 0  # data[:start] is consumed (dropped at the next fill: one copy, not two)
@@ -140,34 +142,39 @@ class _Buffer:
         return len(self.data) - self.start
 
     def fill(self) -> bool:
-        """Append the next chunk; False at end of input."""
+        """Append the next chunk; False at end of input. Held bytes keep their positions."""
         if self.eof:
             return False
         for chunk in self.chunks:
-            if chunk:
-                self._append([chunk])
+            if len(chunk) > self.headroom:
+                self._join([chunk])
                 return True
         self.eof = True
         return False
 
     def fill_to(self, n: int) -> None:
-        """Append chunks until ``n`` bytes are available (or the input ends), in one copy:
-        appending them one at a time would copy the held bytes again for each chunk."""
+        """Append chunks until ``n`` bytes are available (or the input ends). One chunk goes
+        behind the held bytes in its headroom when they fit (``start`` moves; no copy of the
+        chunk); else all are joined in one copy, not one per chunk."""
         chunks = []
         have = self.available
         while have < n and not self.eof:
             chunk = next(self.chunks, None)
             if chunk is None:
                 self.eof = True
-            elif chunk:
+            elif len(chunk) > self.headroom:
                 chunks.append(chunk)
-                have += len(chunk)
-        if chunks:
-            self._append(chunks)
+                have += len(chunk) - self.headroom
+        if len(chunks) == 1 and self.available <= self.headroom:
+            block, at = chunks[0], self.headroom - self.available
+            block[at:self.headroom] = memoryview(self.data)[self.start:]
+            self.data, self.base, self.start = block, self.base + self.start - at, at
+        elif chunks:
+            self._join(chunks)
 
-    def _append(self, chunks: list[bytes]) -> None:
+    def _join(self, chunks: list[bytes]) -> None:
         """The unconsumed bytes and ``chunks``, in one copy."""
-        self.data = b"".join([memoryview(self.data)[self.start:], *chunks])
+        self.data = b"".join([memoryview(self.data)[self.start:], *(memoryview(c)[self.headroom:] for c in chunks)])
         self.base += self.start
         self.start = 0
 
@@ -182,7 +189,7 @@ class _Buffer:
     def drop(self, pos: int) -> None:
         """Drop ``pos`` bytes after the consumed ones."""
         pos += self.start
-        self.data = self.data[pos:]
+        self.data = bytes(memoryview(self.data)[pos:])
         self.base += pos
         self.start = 0
 
@@ -215,7 +222,7 @@ class TraceReader:
     def batches(self) -> Iterator[EventBatch]:
         """Yield event batches (each knows its events' byte spans)."""
         on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path)
-        buf = _Buffer(iter_decompressed(self.path, on_read=on_read))
+        buf = _Buffer(iter_decompressed(self.path, on_read=on_read, headroom=HEADROOM), HEADROOM)
         pos = self._read_head(buf)
         buf.drop(pos)
         gc_was_enabled = gc.isenabled()
