@@ -58,13 +58,13 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     negative kept, flagged in negative_delay), the launching CPU op, ... (see
     ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
     ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
-    from .analyses.launch_delay import launch_table
+    from .analyses.launch_delay import launch_table_consuming
     from .analyses.launches import STREAM_LAUNCH_APIS, calls_of
     from .analyses.stacks import scan_for_stacks
 
     apis = apis or STREAM_LAUNCH_APIS
     cols = scan_for_stacks(path, keep_launch=calls_of(apis))
-    return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns)
+    return launch_table_consuming(cols, apis=apis, launched_before_ns=launched_before_ns)
 
 
 def stats(inputs: str | list[str], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:

@@ -92,6 +92,14 @@ def launch_table(
     return df
 
 
+def launch_table_consuming(cols: TraceColumns, **options) -> pd.DataFrame:
+    """``launch_table(cols, **options)`` for a caller done with ``cols``: the CPU ops go once
+    the launch calls' op names are taken, before the table (a row per launch) is built."""
+    op_names = launch_ops(cols)
+    cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
+    return launch_table(cols, op_names=op_names, **options)
+
+
 def no_launches_reason(cols: TraceColumns) -> str:
     """Why a trace has no launch delays, in words a user can act on."""
     kinds = ", ".join(f"{int(np.sum(cols.gpu.kind == k)):,} {n}" for k, n in enumerate(GPU_KIND_NAMES)) \

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import ranks
 from ..analyses.launch_delay import (
-    DEFAULT_DELAY_CUTOFF_NS, DEFAULT_RUNTIME_CUTOFF_NS, launch_ops, launch_statistics, launch_table, outliers,
+    DEFAULT_DELAY_CUTOFF_NS, DEFAULT_RUNTIME_CUTOFF_NS, launch_statistics, launch_table_consuming, outliers,
 )
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.stacks import scan_for_stacks
@@ -58,9 +58,7 @@ def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
     cols = scan_for_stacks(args.input, keep_launch=calls_of(STREAM_LAUNCH_APIS))
     figures = gpu_figures(cols)
-    op_names = launch_ops(cols)
-    cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))  # read: the table needs only those names
-    table = launch_table(cols, op_names=op_names)
+    table = launch_table_consuming(cols)
     del cols  # the table holds what is left to report
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
