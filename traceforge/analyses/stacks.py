@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._stacks import nest
 from ..inject import in_sorted
 from ..scan import Table, TraceColumns, scan
 from .launches import join_gpu_to_launch, step_names
@@ -36,9 +37,6 @@ class Stacks:
         return op
 
 
-_CHUNK = 1 << 16
-
-
 def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch. Each
     table's rows are in file order, as every scan and selection keeps them."""
@@ -57,7 +55,7 @@ def build_stacks(cols: TraceColumns) -> Stacks:
 def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
     """Fill ``parent`` (CPU op rows, then launch rows after them) for one thread's ``ops`` and
     launch ``calls``: one thread's arrays at a time, not the whole trace's, and no more of
-    them than the sort needs (durations held negated, rows looked up a chunk at a time)."""
+    them than the sort needs (durations held negated); the walk itself is C (``_stacks.nest``)."""
     ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
     # Later ends first at equal starts: longer durations first (held negated, 4 bytes where they fit).
     neg_dur = np.concatenate([cpu.dur[ops], launches.dur[calls]])
@@ -68,19 +66,7 @@ def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table,
     is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
     order = np.lexsort((neg_dur, ts))
     rows = np.concatenate([ops, calls + np.int32(len(cpu))])
-    stack: list[tuple[int, int]] = []  # (end, row) of the open ops, innermost last
-    for lo in range(0, len(order), _CHUNK):  # Python lists a chunk at a time: ~36 bytes per value
-        at = order[lo:lo + _CHUNK]
-        start = ts[at]
-        chunk = zip(rows[at].tolist(), start.tolist(), (start - neg_dur[at]).tolist(), is_launch[at].tolist())
-        for i, start, stop, leaf in chunk:
-            # The top contains this one iff it starts inside the top and ends by the top's end.
-            while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
-                stack.pop()
-            if stack:
-                parent[i] = stack[-1][1]
-            if not leaf and stop > start:
-                stack.append((stop, i))
+    nest(order, rows, ts, neg_dur, neg_dur.itemsize, is_launch, parent)
 
 
 def scan_for_stacks(path: str, *, marked: Callable[[list[str]], np.ndarray] | None = None,
