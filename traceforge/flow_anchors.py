@@ -21,6 +21,7 @@ from .scan import Table, TraceColumns
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128
 _SLACK_NS = 512  # how far Perfetto's reading of a fractional µs can move, with margin
+_ANCHOR_BLOCK = 4096  # slices whose candidates are read at once (~150 each)
 _CHUNK = 1 << 16  # rows per table visited at a time
 
 
@@ -59,8 +60,8 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) ->
     easy = out < limit
     easy &= drawn
     out[~easy] = -1
-    for i in np.flatnonzero(drawn & ~easy & (limit - start > 1)).tolist():
-        out[i] = _fractional_anchor(int(start[i]), int(limit[i]))
+    hard = np.flatnonzero(drawn & ~easy & (limit - start > 1))
+    out[hard] = _fractional_anchors(start[hard], limit[hard])
     return np.split(out, np.cumsum([len(rows) for _, rows in queries])[:-1])
 
 
@@ -149,19 +150,29 @@ def _followed_at_start(cols: TraceColumns, on_thread: np.ndarray, start: np.ndar
     return (pos + 1 < len(order)) & (tie_start[order[nxt]] == start)
 
 
-def _fractional_anchor(start: int, limit: int) -> int:
-    """A ts whose Perfetto reading lies in (start, limit), for slices with no whole µs there.
+def _fractional_anchors(start: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Per slice, a ts whose Perfetto reading lies in (start, limit), for slices with no
+    whole µs there; -1 where none is found.
 
     Perfetto's reading of a fractional µs truncates, moves by up to a few hundred ns at
     epoch magnitude and is not monotonic across whole µs, so candidates are sampled: the
-    first ns after the start, then a grid around the window.
+    first ns after the start, then a grid around the window; the first that reads inside
+    wins. A block of slices at a time, as one array of candidates per slice.
     """
-    step = max(1, (limit - start + 2 * _SLACK_NS) // _FALLBACK_SAMPLES)
-    candidates = np.concatenate([np.arange(start + 1, min(limit, start + 17), dtype=np.int64),
-                                 np.arange(start - _SLACK_NS, limit + _SLACK_NS, step, dtype=np.int64)])
-    seen = perfetto_ns(candidates)
-    inside = np.flatnonzero((start < seen) & (seen < limit))
-    return int(candidates[inside[0]]) if len(inside) else -1
+    out = np.empty(len(start), np.int64)
+    for lo in range(0, len(start), _ANCHOR_BLOCK):
+        s, limit_ = start[lo:lo + _ANCHOR_BLOCK, None], limit[lo:lo + _ANCHOR_BLOCK, None]
+        step = np.maximum(1, (limit_ - s + 2 * _SLACK_NS) // _FALLBACK_SAMPLES)
+        points = -(-(limit_ - s + 2 * _SLACK_NS) // step)  # grid points up to limit + slack
+        near = s + np.arange(1, 17)
+        grid = s - _SLACK_NS + step * np.arange(int(points.max()))
+        candidates = np.concatenate([near, grid], axis=1)
+        seen = perfetto_ns(candidates.ravel()).reshape(candidates.shape)
+        good = np.concatenate([near < limit_, np.arange(grid.shape[1]) < points], axis=1)
+        good &= (s < seen) & (seen < limit_)
+        first = good.argmax(axis=1)
+        out[lo:lo + len(s)] = np.where(good.any(axis=1), candidates[np.arange(len(s)), first], -1)
+    return out
 
 
 @dataclass
