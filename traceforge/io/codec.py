@@ -23,6 +23,7 @@ from .background import BackgroundSink, prefetched
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 READ_SIZE = 256 << 10
+PLAIN_READ_SIZE = 4 << 20
 GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
 ZSTD_LEVEL = 3
 
@@ -65,7 +66,8 @@ def iter_decompressed(
     with _open_raw(path) as f:
         head = f.read(4)
         codec = detect_codec(head)
-        blocks = _blocks(f, head, read_size, path)
+        # Plain JSON with headroom: reads as large as a reader's batch, so that one is enough.
+        blocks = _blocks(f, head, max(read_size, PLAIN_READ_SIZE) if codec == "plain" and headroom else read_size, path)
         if on_read is not None:
             blocks = _counted(blocks, on_read)
         if codec == "plain":
