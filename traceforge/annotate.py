@@ -26,7 +26,7 @@ from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.patterns import operator_marks
 from .analyses.queue_length import queue_length_tracks
-from .analyses.stacks import stack_keeper, stack_ops
+from .analyses.stacks import NameMask, scan_for_stacks, stack_keeper
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
 from .inject import Injections, TidAllocator
@@ -53,8 +53,8 @@ Option = Callable[[dict[str, Any]], Any]  # a setting that depends on the run's 
 class Analysis:
     """An annotate flag: what it adds, its extra options, and what it reads of the trace.
 
-    The settings that say what it reads (``launch_apis``, ``stack_marks``, ``patches_args``) are values or functions of the options; the scan keeps only what the
-    chosen analyses read.
+    The settings that say what it reads (``launch_apis``, ``stack_marks``, ``patches_args``)
+    are values or functions of the options; the scan keeps only what the chosen analyses read.
     """
 
     name: str
@@ -70,7 +70,7 @@ class Analysis:
     arrows_from_launches: bool = False
     # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
     # calls it reads and of the ops this function of the names marks (None: reads no stack).
-    stack_marks: Callable[[list[str]], np.ndarray] | None | Option = None
+    stack_marks: NameMask | None | Option = None
 
     def setting(self, name: str, options: dict[str, Any]) -> Any:
         value = getattr(self, name)
@@ -204,7 +204,7 @@ class _Reads:
 
     launch_apis: frozenset[str] | None  # None: every launch call
     near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
-    stack_marks: tuple[Callable[[list[str]], np.ndarray], ...]  # the CPU ops call stacks pass through
+    stack_marks: tuple[NameMask, ...]  # the CPU ops call stacks pass through
 
     @property
     def cpu_side(self) -> bool:
@@ -219,14 +219,13 @@ class _Reads:
                    any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None))
 
     def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
+        if self.stack_marks and not self.near_launches and self.launch_apis is not None:
+            # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
+            return scan_for_stacks(path, marked=self._marked, joined_launches=True, also_calls=self._calls_read,
+                                   reader=reader, **kwargs)
         some_ops = self.near_launches or bool(self.stack_marks)
         keep = None if self.launch_apis is None or some_ops else calls_of(self.launch_apis)
-        # Call stacks alone read the launch calls GPU ops join, and those of the APIs analyses read.
-        some_calls = bool(self.stack_marks) and not self.near_launches and self.launch_apis is not None
-        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
-                    spill_launches=some_calls, **kwargs)
-        if some_calls:
-            return stack_ops(cols, self._marked(cols.names), also_calls=self._calls_read(cols.names))
+        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops, **kwargs)
         return self._some_ops_only(cols) if some_ops else cols
 
     def _marked(self, names: list[str]) -> np.ndarray:

@@ -50,7 +50,8 @@ def launch_ops(cols: TraceColumns) -> np.ndarray:
     """Per launch call row: the name id of the innermost CPU op around it (-1 when none)."""
     op = build_stacks(cols).launch_op
     names = np.full(len(op), -1, np.int32)
-    names[op >= 0] = cols.cpu_ops.name[op[op >= 0]]
+    has = op >= 0
+    names[has] = cols.cpu_ops.name[op[has]]
     return names
 
 

@@ -13,7 +13,6 @@ Without an operator, ``pattern_mining`` finds repeated runs of kernels per strea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..scan import TraceColumns
 from .kernel_names import short_kernel_name
-from .stacks import Stacks, build_stacks, scan_for_stacks
+from .stacks import NameMask, Stacks, build_stacks, scan_for_stacks
 
 ARROW = " → "
 
@@ -86,7 +85,7 @@ def scan_for_operator(path: str, op: str | None, op_regex: str | None) -> TraceC
     return scan_for_stacks(path, marked=operator_marks(op, op_regex), joined_launches=True)
 
 
-def operator_marks(op: str | None, op_regex: str | None) -> Callable[[list[str]], np.ndarray]:
+def operator_marks(op: str | None, op_regex: str | None) -> NameMask:
     """Per name id, of a trace's names: the CPU ops operator patterns look at (the operator's,
     and those its hint lists when none matches), whose call stacks they read."""
     return lambda names: _is_operator(names, op, op_regex) | _similar(names, op, op_regex)

@@ -69,12 +69,16 @@ def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table,
     nest(order, rows, ts, neg_dur, neg_dur.itemsize, is_launch, parent)
 
 
-def scan_for_stacks(path: str, *, marked: Callable[[list[str]], np.ndarray] | None = None,
-                    joined_launches: bool = False, **kwargs) -> TraceColumns:
+NameMask = Callable[[list[str]], np.ndarray]  # per name id of a trace's names
+
+
+def scan_for_stacks(path: str, *, marked: NameMask | None = None, joined_launches: bool = False,
+                    also_calls: NameMask | None = None, **kwargs) -> TraceColumns:
     """``scan(path, **kwargs)`` keeping only the CPU ops (and, with ``joined_launches``, the
     launch calls) that ``stack_ops`` keeps; they wait on disk during the scan."""
     cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launches=joined_launches, **kwargs)
-    return stack_ops(cols, None if marked is None else marked(cols.names))
+    return stack_ops(cols, None if marked is None else marked(cols.names),
+                     also_calls=None if also_calls is None else also_calls(cols.names))
 
 
 def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: np.ndarray | None = None) -> TraceColumns:
@@ -113,14 +117,15 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
     op that holds no item therefore never decides whether an ancestor of one is on the
     stack, and can go. Kept: ops that hold an item by (start, end) alone (a superset).
     """
+    def intervals(table: Table, rows: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, ...]:
+        return table.track[rows], table.ts[rows], table.dur[rows]
+
     if joined is None:
-        items = [(cols.launches.track, cols.launches.ts, cols.launches.dur)]
+        items = [intervals(cols.launches)]
     else:
-        calls = (c.take(np.flatnonzero(joined(c))) for c in cols.spilled_launches.chunks())
-        items = [(t.track, t.ts, t.dur) for t in calls]
+        items = [intervals(chunk, joined(chunk)) for chunk in cols.spilled_launches.chunks()]
     if marked is not None:
-        ops = (t.take(np.flatnonzero(marked[t.name])) for t in cols.spilled_cpu_ops.chunks())
-        items += [(t.track, t.ts, t.dur) for t in ops]
+        items += [intervals(chunk, marked[chunk.name]) for chunk in cols.spilled_cpu_ops.chunks()]
     holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
     if marked is None:
         return holders.hold

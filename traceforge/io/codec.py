@@ -66,8 +66,9 @@ def iter_decompressed(
     with _open_raw(path) as f:
         head = f.read(4)
         codec = detect_codec(head)
-        # Plain JSON with headroom: reads as large as a reader's batch, so that one is enough.
-        blocks = _blocks(f, head, max(read_size, PLAIN_READ_SIZE) if codec == "plain" and headroom else read_size, path)
+        if codec == "plain" and headroom:  # reads as large as a reader's batch, so that one is enough
+            read_size = max(read_size, PLAIN_READ_SIZE)
+        blocks = _blocks(f, head, read_size, path)
         if on_read is not None:
             blocks = _counted(blocks, on_read)
         if codec == "plain":
