@@ -28,12 +28,14 @@ import zstandard
 
 try:  # what traceforge.io.codec uses; not imported from there so the floor's process stays light
     from isal import isal_zlib as gzip_zlib
+    from isal.igzip import IGzipFile as GzipReader
 except ImportError:
     import zlib as gzip_zlib
+    from gzip import GzipFile as GzipReader
 
 GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.codec's
 
-CHUNK = 1 << 20
+CHUNK = 4 << 20  # traceforge.io.codec.DECOMPRESSED_BLOCK
 REPO = Path(__file__).resolve().parent.parent
 CODECS = (".gz", ".zst")
 
@@ -83,24 +85,21 @@ def compressor(suffix: str) -> Compressor:
     return Passthrough()
 
 
-def new_decompressor(path: Path):
-    return gzip_zlib.decompressobj(wbits=31) if codec(path) == ".gz" else zstandard.ZstdDecompressor().decompressobj()
+def decompressing_reader(f, path: Path):
+    """A file-like reader of the decompressed bytes (every gzip member, every zstd frame)."""
+    if codec(path) == ".gz":
+        return GzipReader(fileobj=f)
+    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
 
 
-def decompressed_chunks(path: Path) -> Iterator[bytes]:
-    """The trace's uncompressed bytes, a chunk at a time, by traceforge's decompressor."""
+def decompressed_chunks(path: Path) -> Iterator[memoryview]:
+    """The trace's uncompressed bytes, a chunk at a time, decompressed as traceforge does:
+    into one block of memory, reused (fresh output buffers page-fault)."""
+    block = bytearray(CHUNK)
     with path.open("rb") as f:
-        if not codec(path):
-            while chunk := f.read(CHUNK):
-                yield chunk
-            return
-        d = new_decompressor(path)
-        while block := f.read(CHUNK):
-            while block:
-                yield d.decompress(block)
-                block = d.unused_data if d.eof else b""
-                if block:
-                    d = new_decompressor(path)
+        reader = decompressing_reader(f, path) if codec(path) else f
+        while n := reader.readinto(block):
+            yield memoryview(block)[:n]
 
 
 def floor(src: Path, dst: Path) -> int:
