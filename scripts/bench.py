@@ -35,7 +35,7 @@ except ImportError:
 
 GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.codec's
 
-CHUNK = 4 << 20  # traceforge.io.codec.DECOMPRESSED_BLOCK
+CHUNK = 4 << 20  # traceforge.io.codec.BLOCK
 FLOOR_RUNS = 3
 REPO = Path(__file__).resolve().parent.parent
 CODECS = (".gz", ".zst")

@@ -119,7 +119,7 @@ def test_compressed_batches_round_trip_across_chunks(tmp_path, codec, monkeypatc
     from traceforge.io import codec as codecs
     from traceforge.io.reader import HEADROOM
 
-    monkeypatch.setattr(codecs, "DECOMPRESSED_BLOCK", 500_000)  # ~14 chunks
+    monkeypatch.setattr(codecs, "BLOCK", 500_000)  # ~14 chunks
 
     rng = random.Random(7)
     sizes = [rng.choice([10, 200, 3000]) for _ in range(4000)] + [HEADROOM + 20_000] * 30 + [3 * HEADROOM]

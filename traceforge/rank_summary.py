@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
+from .analyses.intervals import union_ns
 from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
@@ -39,7 +40,7 @@ def gpu_figures(cols: TraceColumns) -> Figures:
             ts = gpu.ts[rows]
             end = ts + np.maximum(gpu.dur[rows], 0)
             del rows
-            busy += _union_ns(ts, end)
+            busy += union_ns(ts, end)
             last = int(end.max()) if last is None else max(last, int(end.max()))
         figures["gpu_busy_ns"] = busy
         figures["gpu_span_ns"] = last - int(gpu.ts.min())
@@ -47,19 +48,6 @@ def gpu_figures(cols: TraceColumns) -> Figures:
     if len(steps):
         figures["step_ns"] = _lower_median(cols.cpu_ops.dur[steps])
     return figures
-
-
-def _union_ns(ts: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals ``[ts, end)`` (in any order, ``end >= ts``): the
-    span from the first start to the furthest end, less the gaps where a start lies beyond
-    every end before it (no merged interval arrays)."""
-    order = np.argsort(ts, kind="stable")
-    ts, reach = ts[order], end[order]
-    del order
-    np.maximum.accumulate(reach, out=reach)
-    gaps = ts[1:] - reach[:-1]
-    np.maximum(gaps, 0, out=gaps)
-    return int(reach[-1] - ts[0] - gaps.sum())
 
 
 def _lower_median(values: np.ndarray) -> int:

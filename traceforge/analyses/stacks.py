@@ -146,8 +146,8 @@ class _Ends:
     """The ends of CPU ops by thread: whether one lies strictly inside a call is two bisections."""
 
     def __init__(self, ops: Table):
-        self._by_track = {t: np.sort(ops.ts[ops.track == t] + np.maximum(ops.dur[ops.track == t], 0))
-                          for t in np.unique(ops.track).tolist()}
+        end = ops.ts + np.maximum(ops.dur, 0)
+        self._by_track = {t: np.sort(end[ops.track == t]) for t in np.unique(ops.track).tolist()}
 
     def inside(self, calls: Table) -> np.ndarray:
         out = np.zeros(len(calls), bool)

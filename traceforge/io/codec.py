@@ -26,8 +26,7 @@ from .background import BackgroundSink, prefetched
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 READ_SIZE = 256 << 10
-PLAIN_READ_SIZE = 4 << 20
-DECOMPRESSED_BLOCK = 4 << 20
+BLOCK = 4 << 20  # bytes read (or decompressed) at a time: as large as a reader's batch
 GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
 ZSTD_LEVEL = 3
 
@@ -58,55 +57,22 @@ def input_codec(path: str) -> str:
 
 
 def iter_decompressed(
-    path: str, read_size: int = READ_SIZE, on_read: Callable[[int], None] | None = None, headroom: int = 0
-) -> Iterator[bytes]:
-    """Yield the decompressed bytes of ``path`` in chunks; errors name the compressed offset.
+    path: str, on_read: Callable[[int], None] | None = None, headroom: int = 0
+) -> Iterator[bytearray]:
+    """Yield the decompressed bytes of ``path`` in blocks of up to ``BLOCK`` bytes; errors
+    name the compressed offset.
 
     ``on_read`` (a progress bar) is told the compressed bytes read so far after each read.
-    ``headroom``: yield bytearrays whose first ``headroom`` bytes are spare, filled by the
-    decompression thread: a reader can put the end of the previous chunk there instead of
+    ``headroom``: each block's first ``headroom`` bytes are spare, filled by the
+    decompression thread: a reader can put the end of the previous block there instead of
     copying both into one buffer on its own thread.
     """
     with _open_raw(path) as f:
         head = f.read(4)
         codec = detect_codec(head)
-        if codec == "plain":
-            if headroom:  # reads as large as a reader's batch, so that one is enough
-                read_size = max(read_size, PLAIN_READ_SIZE)
-            blocks = _blocks(f, head, read_size, path)
-            if on_read is not None:
-                blocks = _counted(blocks, on_read)
-            yield from _with_headroom(blocks, headroom) if headroom else blocks
-        else:
-            yield from prefetched(_decompressed(_Source(f, head, path, on_read, codec), codec, headroom))
-
-
-def _with_headroom(chunks: Iterator[bytes], headroom: int) -> Iterator[bytearray]:
-    for chunk in chunks:
-        block = bytearray(headroom)
-        block += chunk
-        yield block
-
-
-def _blocks(f: BinaryIO, head: bytes, read_size: int, path: str) -> Iterator[bytes]:
-    if head:
-        yield head
-    while True:
-        try:
-            block = f.read(read_size)
-        except OSError as e:
-            raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
-        if not block:
-            return
-        yield block
-
-
-def _counted(blocks: Iterator[bytes], on_read: Callable[[int], None]) -> Iterator[bytes]:
-    read = 0
-    for block in blocks:
-        read += len(block)
-        on_read(read)
-        yield block
+        source = _Source(f, head, path, on_read, codec)
+        blocks = _blocks(source, codec, headroom)
+        yield from blocks if codec == "plain" else prefetched(blocks)
 
 
 def new_decompressor(codec: str):
@@ -120,7 +86,7 @@ CODEC_ERRORS = (gzip_zlib.error, zstandard.ZstdError)
 
 
 class _Source(io.RawIOBase):
-    """The compressed input, as a decompressing reader reads it: the sniffed ``head`` first,
+    """The input, as a decompressing reader (or, for plain JSON, ``_blocks``) reads it: the sniffed ``head`` first,
     read errors as ``TraceFormatError``, the count of bytes read told to ``on_read``, and
     zstd frames followed (``ZstdFrames``)."""
 
@@ -133,16 +99,15 @@ class _Source(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n], self._head = self._head[:n], self._head[n:]
-        else:
-            try:
-                n = self._f.readinto(buffer)
-            except OSError as e:
-                raise TraceFormatError(self.path, f"cannot read: {e.strerror or e}") from None
+        view = memoryview(buffer).cast("B")
+        n = min(len(view), len(self._head))
+        view[:n], self._head = self._head[:n], self._head[n:]
+        try:
+            n += self._f.readinto(view[n:]) or 0
+        except OSError as e:
+            raise TraceFormatError(self.path, f"cannot read: {e.strerror or e}") from None
         if self.frames is not None:
-            self.frames.follow(bytes(memoryview(buffer)[:n]))
+            self.frames.follow(view[:n])
         self.offset += n
         if self._on_read is not None and n:
             self._on_read(self.offset)
@@ -150,38 +115,46 @@ class _Source(io.RawIOBase):
 
 
 def _decompressing_reader(source: _Source, codec: str):
+    """A file-like reader of the input's bytes (``readinto``), decompressed."""
     if codec == "gzip":
         return GzipReader(fileobj=source)  # every member, like gzip(1)
-    return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True, closefd=False)
+    if codec == "zstd":
+        return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True, closefd=False)
+    return source
 
 
-def _decompressed(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
-    """The decompressed bytes in blocks of ``DECOMPRESSED_BLOCK`` (after ``headroom`` spare bytes).
+def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
+    """The input's (decompressed) bytes in fresh blocks of up to ``BLOCK`` after ``headroom``
+    spare bytes.
 
-    Decompressing into fresh blocks of one size lets malloc hand back the same memory each
-    time; the decompressors' own outputs (new, growing buffers) page-faulted for about half
-    of the decompression time.
+    Reading into blocks of one size lets malloc hand back the same memory each time; the
+    decompressors' own outputs (new, growing buffers) page-faulted for about half of the
+    decompression time.
     """
     reader = _decompressing_reader(source, codec)
     while True:
-        block = bytearray(headroom + DECOMPRESSED_BLOCK)
+        block = bytearray(headroom + BLOCK)
         view = memoryview(block)[headroom:]
         try:
             n = reader.readinto(view)
-        except EOFError:
-            n = -1
+        except EOFError:  # gzip: the input ends inside a member
+            raise _truncated(source, codec) from None
         except (*CODEC_ERRORS, BadGzipFile) as e:
             raise TraceFormatError(source.path, f"corrupt {codec} data: {e}", offset=source.offset) from None
         finally:
             view.release()
-        if n == -1 or (n == 0 and source.frames is not None and not source.frames.complete):
-            raise TraceFormatError(source.path, f"truncated {codec} stream (input ends before the compressed "
-                                   "data does)", offset=source.offset)
         if not n:
+            if source.frames is not None and not source.frames.complete:
+                raise _truncated(source, codec)
             return
-        if n < DECOMPRESSED_BLOCK:
+        if n < BLOCK:
             del block[headroom + n:]
         yield block
+
+
+def _truncated(source: _Source, codec: str) -> TraceFormatError:
+    return TraceFormatError(source.path, f"truncated {codec} stream (input ends before the compressed data does)",
+                            offset=source.offset)
 
 
 class ZstdFrames:
@@ -199,7 +172,7 @@ class ZstdFrames:
     def complete(self) -> bool:
         return not (self._in_frame or self._skip or self._held)
 
-    def follow(self, data: bytes) -> None:
+    def follow(self, data: bytes | memoryview) -> None:
         data, at = self._held + data, 0
         while True:
             at += self._skip
