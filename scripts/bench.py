@@ -9,15 +9,22 @@ uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastes
 Each command runs in its own child process, and its peak RSS is that child's own (from
 ``wait4``), so peaks never carry over between measurements. Prints a Markdown table; Linux only.
 
-    python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--out-dir DIR]
+With ``--hta PYTHON`` (a Python that has HTA 0.5 installed: it needs pandas < 3), each job
+that HTA has an equivalent of also runs HTA's feature on the same trace (``scripts/hta_job.py``;
+HTA reads ``.json`` and ``.json.gz`` only), and the table adds HTA's time, its peak RSS and how
+many times faster traceforge was. A run past ``--hta-timeout`` is stopped and shown as such.
+
+    python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--out-dir DIR] [--hta PYTHON]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,16 +122,22 @@ def floor(src: Path, dst: Path) -> int:
     return raw
 
 
-def run_child(cmd: list[str], env: dict[str, str]) -> Run:
-    """Run ``cmd``, capturing its stdout; time it and take its peak RSS from ``wait4``."""
+def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> Run:
+    """Run ``cmd``, capturing its stdout; time it and take its peak RSS from ``wait4``.
+    Past ``timeout`` seconds the child is killed (its return code is then -SIGKILL)."""
     read_fd, write_fd = os.pipe()
     start = time.perf_counter()
     pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[(os.POSIX_SPAWN_DUP2, write_fd, 1)])
     os.close(write_fd)
+    killer = threading.Timer(timeout, os.kill, (pid, signal.SIGKILL)) if timeout else None
+    if killer:
+        killer.start()
     with os.fdopen(read_fd, "rb") as pipe:
         stdout = pipe.read()
     _, status, usage = os.wait4(pid, 0)
     seconds = time.perf_counter() - start
+    if killer:
+        killer.cancel()
     return Run(seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout)
 
 
@@ -135,18 +148,42 @@ def warm_page_cache(path: Path) -> None:
             pass
 
 
+OPERATOR = "aten::addmm"  # the operator whose kernel sequences `patterns` looks for
+
 # name -> traceforge command line after the trace ({out} is replaced by an output path)
 JOBS = {
     "tracks": "annotate --queue-length --memcpy-bw -o {out}",
     "all": "annotate --all -o {out}",
-    "patterns": "patterns --op aten::addmm",
+    "patterns": f"patterns --op {OPERATOR}",
     "classify": "classify",
     "launch-stats": "launch-stats",
 }
 
+# job -> HTA's feature computing the same (scripts/hta_job.py); HTA's sequences also write
+# an overlay trace, which `patterns` does only with -o
+HTA_FEATURES = {"tracks": "counters", "patterns": "sequences", "classify": "breakdown", "launch-stats": "launch-stats"}
+HTA_CODECS = (".gz", "")
 
-def bench(trace: Path, out_dir: Path, jobs: list[str]) -> tuple[list[list[str]], bool]:
-    """Measure one trace: the floor, then each job; returns table rows and whether all succeeded."""
+
+def hta_columns(hta: Path, trace: Path, job: str, out_dir: Path, timeout: float, seconds: float | None) -> list[str]:
+    """HTA's time, peak RSS and traceforge's speed-up (``seconds``) on one job, where HTA has it."""
+    if job not in HTA_FEATURES or codec(trace) not in HTA_CODECS:
+        return ["–", "–", "–"]
+    with tempfile.TemporaryDirectory(dir=out_dir) as work:
+        run = run_child([str(hta), str(REPO / "scripts" / "hta_job.py"), HTA_FEATURES[job], str(trace), work, OPERATOR],
+                        dict(os.environ), timeout)
+    if run.returncode == -signal.SIGKILL and run.seconds >= timeout:
+        return [f"> {timeout:.0f} (stopped)", f"> {run.peak_mb:.0f}", "–"]
+    if run.returncode:
+        return [f"failed after {run.seconds:.0f} (exit {run.returncode})", f"{run.peak_mb:.0f}", "–"]
+    speedup = f"{run.seconds / seconds:.0f}" if seconds else "–"
+    return [f"{run.seconds:.1f}", f"{run.peak_mb:.0f}", speedup]
+
+
+def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
+          hta_timeout: float = 0) -> tuple[list[list[str]], bool]:
+    """Measure one trace: the floor, then each job (and HTA's equivalent, given ``hta``);
+    returns table rows and whether all traceforge runs succeeded."""
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))  # so that `-m traceforge` runs this checkout
     warm_page_cache(trace)
@@ -167,7 +204,10 @@ def bench(trace: Path, out_dir: Path, jobs: list[str]) -> tuple[list[list[str]],
         else:
             measured = [f"{run.seconds:.1f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}",
                         f"{run.seconds / base.seconds:.2f}"]
-        rows.append([trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"])
+        row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"]
+        if hta:
+            row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if run.returncode else run.seconds)
+        rows.append(row)
     return rows, ok
 
 
@@ -176,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("traces", nargs="*", type=Path, metavar="TRACE", help=".json, .json.gz or .json.zst")
     parser.add_argument("--jobs", default="tracks,all", help=f"comma-separated, from: {', '.join(JOBS)} (default: tracks,all)")
     parser.add_argument("--out-dir", type=Path, help="keep outputs here (default: a temporary directory)")
+    parser.add_argument("--hta", type=Path, metavar="PYTHON", help="also run HTA's equivalents with this Python")
+    parser.add_argument("--hta-timeout", type=float, default=3600, metavar="S",
+                        help="stop an HTA run after S seconds (default: 3600)")
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
@@ -188,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown job(s): {', '.join(unknown)}")
     header = ["file", "raw MB", "command", "s", "MB/s", "peak RSS MB", "x floor", "floor s"]
+    if args.hta:
+        header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = args.out_dir or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for trace in args.traces:
-            trace_rows, succeeded = bench(trace, out_dir, jobs)
+            trace_rows, succeeded = bench(trace, out_dir, jobs, args.hta, args.hta_timeout)
             rows.extend(trace_rows)
             ok &= succeeded
             for row in trace_rows:

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Run one Holistic Trace Analysis feature on one trace: HTA's side of ``scripts/bench.py --hta``.
+
+Runs under HTA's own Python (HTA 0.5 needs pandas < 3 and numpy < 2.3, which traceforge's
+environment does not have), so it imports nothing from traceforge. HTA writes its traces next
+to the input, so the trace is linked into OUT_DIR and HTA reads it from there.
+
+    HTA_PYTHON scripts/hta_job.py FEATURE TRACE OUT_DIR [OPERATOR]
+
+FEATURE: load, counters (queue length and memcpy bandwidth tracks), sequences (frequent kernel
+sequences of OPERATOR, with their overlay trace), breakdown (GPU time per kernel type) or
+launch-stats.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hta.trace_analysis import TraceAnalysis
+
+
+def run(feature: str, trace: str, out_dir: str, operator: str | None = None) -> None:
+    link = os.path.join(out_dir, os.path.basename(trace))
+    os.symlink(os.path.abspath(trace), link)
+    analyzer = TraceAnalysis(trace_files={0: link}, trace_dir=out_dir)
+    if feature == "counters":
+        analyzer.generate_trace_with_counters(ranks=[0])
+    elif feature == "sequences":
+        # Its default renaming of other kernels labels the one "PyTorch Profiler" span and
+        # fails on a tiled trace, which has one per copy; without it: the same time at 54 MB.
+        analyzer.get_frequent_cuda_kernel_sequences(operator, out_dir, rank=0, compress_other_kernels=False)
+    elif feature == "breakdown":
+        analyzer.get_gpu_kernel_breakdown(visualize=False)
+    elif feature == "launch-stats":
+        analyzer.get_cuda_kernel_launch_stats(ranks=[0], visualize=False)
+    elif feature != "load":
+        raise SystemExit(f"unknown feature {feature!r}")
+
+
+if __name__ == "__main__":
+    run(*sys.argv[1:])
