@@ -173,15 +173,18 @@ class ZstdFrames:
         return not (self._in_frame or self._skip or self._held)
 
     def follow(self, data: bytes | memoryview) -> None:
-        data, at = self._held + data, 0
+        """Move past ``data`` (a view of it is not kept: only a partial header is copied)."""
+        if self._held:
+            data, self._held = self._held + data, b""
+        at = 0
         while True:
             at += self._skip
             if at > len(data):
-                self._skip, self._held = at - len(data), b""
+                self._skip = at - len(data)
                 return
             self._skip, size = 0, self._header_size(data, at)
             if size is None or at + size > len(data):
-                self._held = data[at:]
+                self._held = bytes(data[at:])
                 return
             self._skip = self._take_header(data[at:at + size])
             at += size
