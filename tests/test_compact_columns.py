@@ -11,6 +11,8 @@ import pytest
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
 from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
+from traceforge.annotate import ANALYSES, _Reads
+from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
 
 from .conftest import TRACES
@@ -63,6 +65,20 @@ def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
 
     for full, kept in zip(anchors(cols), anchors(near)):
         assert np.array_equal(full, kept)
+
+
+@pytest.mark.parametrize("name", ["negative_queue", "df_index", "amd"])
+def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name):
+    path = str(TRACES[name])
+    cols = scan(path)
+    is_stream = np.array([api_name(n) in STREAM_LAUNCH_APIS for n in cols.names])[cols.launches.name]
+    near = LaunchWindows(cols, stream_launch_rows(cols)).near(cols.launches)
+    want = cols.launches.take(np.flatnonzero(is_stream | near))
+    got = _Reads.of([ANALYSES["launch_delay"]], {}).scan(path, TraceReader(path)).launches
+    assert {f: v.tolist() for f, v in got.cols.items()} == {f: v.tolist() for f, v in want.cols.items()}
+    assert len(got) < len(cols.launches)  # syncs, event records, ... far from a launch stay on disk
+    spilled = scan(path, spill_launch=lambda n: api_name(n) not in STREAM_LAUNCH_APIS).spilled_launches
+    assert spilled.size == np.count_nonzero(~is_stream) > 0
 
 
 @pytest.mark.parametrize("multiplier", [scan_module._ROW_HASH, 0])  # 0: every row collides

@@ -35,7 +35,7 @@ from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
 from .io.writer import EventSink, write_trace
-from .scan import Table, TraceColumns, load_places, scan
+from .scan import Table, TraceColumns, load_places, merged_by_ordinal, scan
 
 
 @dataclass
@@ -224,8 +224,15 @@ class _Reads:
             return scan_for_stacks(path, marked=self._marked, joined_launches=True, also_calls=self._calls_read,
                                    reader=reader, **kwargs)
         some_ops = self.near_launches or bool(self.stack_marks)
-        keep = None if self.launch_apis is None or some_ops else calls_of(self.launch_apis)
-        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops, **kwargs)
+        if self.launch_apis is None or self.stack_marks:  # every launch call
+            keep = spill = None
+        elif self.near_launches:  # arrows: calls of other APIs count only near a stream launch (seen later)
+            read = calls_of(self.launch_apis | STREAM_LAUNCH_APIS)
+            keep, spill = None, lambda name: not read(name)
+        else:
+            keep, spill = calls_of(self.launch_apis), None
+        cols = scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
+                    spill_launch=spill, **kwargs)
         return self._some_ops_only(cols) if some_ops else cols
 
     def _marked(self, names: list[str]) -> np.ndarray:
@@ -239,7 +246,7 @@ class _Reads:
     def _some_ops_only(self, cols: TraceColumns) -> TraceColumns:
         """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
         passes through, the profiler steps (rank figures read them), and the launch calls
-        arrows can start at or analyses read."""
+        arrows can start at or analyses read. Consumes ``cols``."""
         steps = step_names(cols.names)
         keeps: list[Callable[[Table], np.ndarray]] = [lambda chunk: steps[chunk.name]]
         launches = np.zeros(len(cols.launches), bool)
@@ -254,8 +261,13 @@ class _Reads:
             launches[:] = True
         else:
             launches |= self._calls_read(cols.names)[cols.launches.name]
+        cols.launches = cols.launches.take(np.flatnonzero(launches))  # in place: the full table goes now
         cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
-        return replace(cols, launches=cols.launches.take(np.flatnonzero(launches)))
+        if cols.spilled_launches is None:
+            return cols
+        # Calls of other APIs (waiting on disk): those near a stream launch come back.
+        return replace(cols, launches=merged_by_ordinal(cols.launches, cols.spilled_launches.select(windows.near)),
+                       spilled_launches=None)
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:

@@ -236,7 +236,7 @@ class TraceColumns:
     places: _SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
     spilled_cpu_ops: _SpilledColumns | None = None
-    spilled_launches: _SpilledColumns | None = None  # likewise, with scan(spill_launches=True)
+    spilled_launches: _SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
@@ -266,6 +266,13 @@ class TraceColumns:
         return device
 
 
+def merged_by_ordinal(a: Table, b: Table) -> Table:
+    """The rows of two tables of the same fields, in ordinal order. Empties both as it goes
+    (a column at a time): the copies are not all held at once."""
+    order = np.argsort(np.concatenate([a.ordinal, b.ordinal]), kind="stable")
+    return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
+
+
 def load_places(ordinals: np.ndarray, places: _SpilledColumns) -> EventPlaces:
     """``TraceColumns.gpu_places`` from its parts: a caller can free the columns first."""
     p = places.load()
@@ -282,7 +289,7 @@ def scan(
     places: bool = False,
     keep_launch: Callable[[str], bool] | None = None,
     spill_cpu_ops: bool = False,
-    spill_launches: bool = False,
+    spill_launch: Callable[[str], bool] | None = None,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -292,10 +299,11 @@ def scan(
     ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
     knows its analyses read only some APIs (half the launch columns on big traces).
     ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
-    caller that keeps only some of them (see ``_SpilledColumns``); ``spill_launches`` likewise.
+    caller that keeps only some of them (see ``_SpilledColumns``); ``spill_launch(name)``
+    likewise puts the launch calls it picks (of those kept) in ``spilled_launches``.
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launches)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -323,10 +331,11 @@ class _ColumnBuilder:
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
-                 spill_launches: bool = False):
+                 spill_launch: Callable[[str], bool] | None = None):
         self.scanner = scanner
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
+        self.spill_launch = spill_launch
         self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
         # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
         self._ph_code = np.zeros(0, np.int8)
@@ -335,6 +344,7 @@ class _ColumnBuilder:
         self._name_id = np.zeros(0, np.int32)
         self._cat_id = np.zeros(0, np.int32)
         self._kept_launch = np.zeros(0, bool)
+        self._spilled_launch = np.zeros(0, bool)
         self._texts: list[str] = []
         # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
         self._track_id = np.zeros(0, np.int32)
@@ -345,7 +355,7 @@ class _ColumnBuilder:
         self.places = _SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
         launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4"
         self.launch = _Columns(launch_fields)
-        self.spilled_launch = _SpilledColumns(launch_fields) if spill_launches else None
+        self.spilled_launch = _SpilledColumns(launch_fields) if spill_launch is not None else None
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
         self.cpu = _Columns(cpu_fields)
         self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
@@ -410,9 +420,15 @@ class _ColumnBuilder:
             kernel = r[:, R.KERNEL]
             kernel_id = np.full(len(r), -1, np.int32)
             kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
-            (self.spilled_launch or self.launch).extend(
-                ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
-                name, self._cat_ids(r[:, R.CAT]), kernel_id)
+            values = (ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
+                      name, self._cat_ids(r[:, R.CAT]), kernel_id)
+            if self.spill_launch is None:
+                self.launch.extend(*values)
+            else:
+                spill = _lookup(self._spilled_launch, r[:, R.NAME], self.spill_launch(""))
+                self.launch.extend(*(v[~spill] for v in values))
+                if spill.any():
+                    self.spilled_launch.extend(*(v[spill] for v in values))
         elif code == _KIND_CODES[_CPU]:
             (self.spilled_cpu or self.cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
         else:
@@ -444,6 +460,8 @@ class _ColumnBuilder:
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
                 self._kept_launch = np.append(self._kept_launch, np.array([self.keep_launch(t) for t in texts], bool))
+            if self.spill_launch is not None:
+                self._spilled_launch = np.append(self._spilled_launch, np.array([self.spill_launch(t) for t in texts], bool))
         new = self.scanner.tracks[len(self._track_id):]
         if new:
             decoded = [R.decode_track(raw) for raw in new]

@@ -76,7 +76,8 @@ def scan_for_stacks(path: str, *, marked: NameMask | None = None, joined_launche
                     also_calls: NameMask | None = None, **kwargs) -> TraceColumns:
     """``scan(path, **kwargs)`` keeping only the CPU ops (and, with ``joined_launches``, the
     launch calls) that ``stack_ops`` keeps; they wait on disk during the scan."""
-    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launches=joined_launches, **kwargs)
+    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=(lambda name: True) if joined_launches else None,
+                **kwargs)
     return stack_ops(cols, None if marked is None else marked(cols.names),
                      also_calls=None if also_calls is None else also_calls(cols.names))
 
