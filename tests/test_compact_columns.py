@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +13,7 @@ from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_
 from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
 from traceforge.annotate import ANALYSES, _Reads
+from traceforge.inject import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
 from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
 
@@ -105,3 +107,25 @@ def test_spilled_columns_read_back_exactly_at_their_widths():
     assert kept.length.dtype == np.int64 and kept.length[-1] == 2**33
     assert kept.ordinal.tolist() == ordinal[want].tolist() and kept.ts.tolist() == ts[want].tolist()
     assert kept.length.tolist() == length[want].tolist() and kept.flag.tolist() == (ordinal[want] % 2).tolist()
+
+
+def test_spilled_tracks_write_the_same_events():
+    ts = np.cumsum(np.arange(1, 200_001, dtype=np.int64)) + 2**50  # gaps past uint32: kept int64
+    tracks = [
+        CounterTrack(pid=0, name="queue length", key="stream 7", ts=ts, values=np.arange(len(ts)) % 9),
+        CounterTrack(pid="gpu", name="bw", key="HtoD", ts=np.arange(5) * 3, values=np.arange(5) * 7, decimals=3),
+        FlowArrows(cat="traceforge", first_id=10, tracks=[(1, 2), (0, 7)], start_track=np.zeros(3, np.int32),
+                   start_ts=np.array([5, 6, 7]), end_track=np.ones(3, np.int32), end_ts=np.array([8, 9, 10]),
+                   values=np.array([1, 2, 3]), label=str),
+    ]
+
+    def text(spill: bool) -> list:
+        slices = SliceTrack(pid=0, title="Patterns", sort_index=3, ts=np.array([1, 4]), dur=np.array([2, 2]),
+                            names=["a", "b"], args=[None, {"n": 1}], allocator=TidAllocator([(0, 7)]))
+        injections = Injections([*tracks[:2], slices, tracks[2]])
+        if spill:
+            injections.spill(tempfile.TemporaryFile())
+            assert sum(type(s).__name__ == "_OnDisk" for s in injections.sources) == 3
+        return list(injections.blocks())
+
+    assert text(spill=True) == text(spill=False)

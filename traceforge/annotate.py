@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -185,8 +186,10 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     order = sorted(chosen, key=lambda a: not _Reads.of([a], options).cpu_side)  # stable
     built: dict[str, Injections] = {}
+    spool = tempfile.TemporaryFile()  # their tracks wait here until written (deleted with the injections)
     for i, analysis in enumerate(order):
         built[analysis.name] = analysis.build(cols, ctx)
+        built[analysis.name].spill(spool)
         later = _Reads.of(order[i + 1:], options)
         if later.launch_apis == frozenset() and not later.stack_marks:
             cols.launches = cols.launches.take(np.zeros(0, np.int64))

@@ -8,10 +8,12 @@ event, series separated by name, exact ts text, never NaN/Infinity/null.
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 import orjson
@@ -311,6 +313,24 @@ class Injections:
         """Every source's events, in blocks (see ``Block``)."""
         for source in self.sources:
             yield from source.blocks() if hasattr(source, "blocks") else event_blocks(source.events())
+
+    def spill(self, file: BinaryIO) -> None:
+        """Move the counter tracks and arrows (the bulk: ~50 bytes a GPU op on big traces) to
+        ``file`` until their events are written: the analyses after and the copy run without them."""
+        self.sources = [_OnDisk(file, s) if isinstance(s, (CounterTrack, FlowArrows)) else s for s in self.sources]
+
+
+class _OnDisk:
+    """A block source pickled into a temporary file, loaded back when its blocks are read."""
+
+    def __init__(self, file: BinaryIO, source: BlockSource):
+        self._file = file
+        self._at = file.seek(0, os.SEEK_END)
+        pickle.dump(source, file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def blocks(self) -> Iterator[Block]:
+        self._file.seek(self._at)
+        yield from pickle.load(self._file).blocks()
 
 
 FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32
