@@ -17,8 +17,9 @@ import zstandard
 
 from traceforge.cli import main
 from traceforge.progress import ProgressBar
-from traceforge.rank_summary import summarize
+from traceforge.rank_summary import gpu_figures, summarize
 from traceforge.ranks import rank_files
+from traceforge.scan import scan
 
 from .conftest import ROOT, TRACES, raw_json
 
@@ -150,6 +151,17 @@ def test_fan_out_usage_errors(rank_dir, tmp_path, capsys, args, message):
     existing.write_bytes(b"")
     code, _, err = cli(capsys, "annotate", str(rank_dir), *[a.format(file=existing) for a in args], "--all")
     assert code == 1 and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["df_index", "negative_queue"])
+def test_step_time_needs_no_cpu_ops(name):
+    """Mined patterns, classify and the core tracks read no CPU op; their rank figures still
+    have the median ProfilerStep time, the same as from every CPU op."""
+    gpu_only = gpu_figures(scan(str(TRACES[name]), cpu_ops=False, keep_launch=lambda n: False))
+    every = scan(str(TRACES[name]))
+    steps = [d for n, d in zip(every.cpu_ops.name.tolist(), every.cpu_ops.dur.tolist())
+             if every.names[n].startswith("ProfilerStep#")]
+    assert len(steps) == 5 and gpu_only["step_ns"] == sorted(steps)[2] == gpu_figures(every)["step_ns"]
 
 
 def test_stragglers_are_far_from_the_median():

@@ -22,7 +22,7 @@ import numpy as np
 
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
-from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, step_names, stream_launch_rows
+from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, stream_launch_rows
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.patterns import operator_marks
@@ -248,10 +248,8 @@ class _Reads:
 
     def _some_ops_only(self, cols: TraceColumns) -> TraceColumns:
         """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
-        passes through, the profiler steps (rank figures read them), and the launch calls
-        arrows can start at or analyses read. Consumes ``cols``."""
-        steps = step_names(cols.names)
-        keeps: list[Callable[[Table], np.ndarray]] = [lambda chunk: steps[chunk.name]]
+        passes through, and the launch calls arrows can start at or analyses read. Consumes ``cols``."""
+        keeps: list[Callable[[Table], np.ndarray]] = []
         launches = np.zeros(len(cols.launches), bool)
         if self.near_launches:
             windows = LaunchWindows(cols, stream_launch_rows(cols))

@@ -17,7 +17,6 @@ import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
 from .analyses.intervals import union_ns
-from .analyses.launches import step_rows
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
 from .scan import TraceColumns
@@ -30,7 +29,7 @@ STRAGGLER_FIGURES = {"gpu_busy_ns": "GPU busy", "step_ns": "step time"}
 
 
 def gpu_figures(cols: TraceColumns) -> Figures:
-    """GPU ops, GPU busy time, GPU span and, if CPU ops were read, the median step time."""
+    """GPU ops, GPU busy time, GPU span and, where the trace has profiler steps, the median step time."""
     gpu = cols.gpu
     figures: Figures = {"gpu_ops": len(gpu)}
     if len(gpu):
@@ -44,9 +43,8 @@ def gpu_figures(cols: TraceColumns) -> Figures:
             last = int(end.max()) if last is None else max(last, int(end.max()))
         figures["gpu_busy_ns"] = busy
         figures["gpu_span_ns"] = last - int(gpu.ts.min())
-    steps = step_rows(cols)
-    if len(steps):
-        figures["step_ns"] = _lower_median(cols.cpu_ops.dur[steps])
+    if len(cols.steps):
+        figures["step_ns"] = _lower_median(cols.steps.dur)
     return figures
 
 

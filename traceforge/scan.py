@@ -36,6 +36,8 @@ _CPU_CATS = {"cpu_op", "operator", "user_annotation", "python_function"}
 _RANGE_CATS = {"cuda_profiler_range"}
 
 _GPU, _LAUNCH, _CPU, _RANGE = "gpu", "launch", "cpu", "range"
+STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step with
+_SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
 _KIND_BY_CAT: dict[str, str] = {}
 for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
     for _c in _cats:
@@ -238,6 +240,8 @@ class TraceColumns:
     spilled_cpu_ops: _SpilledColumns | None = None
     spilled_launches: _SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
+    # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
+    steps: Table = field(default_factory=lambda: _Columns(_SLICE_FIELDS).table())
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -359,7 +363,9 @@ class _ColumnBuilder:
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
         self.cpu = _Columns(cpu_fields)
         self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
-        self.ranges = _Columns("ordinal:n4 ts dur:n4 track:i4 name:i4")
+        self.ranges = _Columns(_SLICE_FIELDS)
+        self.steps = _Columns(_SLICE_FIELDS)
+        self._step_name = np.zeros(0, bool)
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()
         self.skipped: Counter = Counter()
@@ -384,11 +390,16 @@ class _ColumnBuilder:
             self.max_flow_id = max(self.max_flow_id, int(rows[flows, R.ID].max()))
         kind = _lookup(self._kind, rows[:, R.CAT], -1)
         kind[ph_code != _PH_X] = -1
+        timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
+        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & _lookup(self._step_name, rows[:, R.NAME], False))
+        if len(steps):
+            r = rows[steps]
+            self.steps.extend(steps + batch.first, r[:, R.TS], r[:, R.DUR], self._track_id[r[:, R.TRACK]],
+                              self._name_ids(r[:, R.NAME]))
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
         if self.keep_launch is not None:
             kind[(kind == _KIND_CODES[_LAUNCH]) & ~_lookup(self._kept_launch, rows[:, R.NAME], False)] = -1
-        timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
         for name, code in _KIND_CODES.items():
             mine = kind == code
             if not mine.any():
@@ -456,6 +467,7 @@ class _ColumnBuilder:
             self._kind = np.append(self._kind, np.array([_KIND_CODES.get(k, -1) for k in kinds], np.int8))
             self._gpu_kind = np.append(self._gpu_kind, np.array(
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
+            self._step_name = np.append(self._step_name, np.array([t.startswith(STEP_PREFIX) for t in texts], bool))
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
@@ -510,6 +522,7 @@ class _ColumnBuilder:
             launches=self.launch.table(),
             cpu_ops=self.cpu.table(),
             ranges=self.ranges.table(),
+            steps=self.steps.table(),
             range_args=self.range_args,
             names=self.names.values,
             tracks=self.tracks.values,

@@ -51,22 +51,9 @@ def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_
     return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))
 
 
-def step_rows(cols: TraceColumns) -> np.ndarray:
-    """Rows of ``cols.cpu_ops`` that are ``ProfilerStep#N`` ranges."""
-    if not len(cols.cpu_ops):
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(step_names(cols.names)[cols.cpu_ops.name])
-
-
-def step_names(names: list[str]) -> np.ndarray:
-    """Per name id: whether it names a ``ProfilerStep#N`` range."""
-    return np.array([n.startswith("ProfilerStep#") for n in names] or [False], dtype=bool)
-
-
 def last_step_start(cols: TraceColumns) -> int | None:
     """Start (ns) of the last ``ProfilerStep#N`` range, which HTA leaves out of everything."""
-    steps = step_rows(cols)
-    return int(cols.cpu_ops.ts[steps].max()) if len(steps) else None
+    return int(cols.steps.ts.max()) if len(cols.steps) else None
 
 
 def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 from .._stacks import nest
 from ..inject import in_sorted
 from ..scan import Table, TraceColumns, scan
-from .launches import join_gpu_to_launch, step_names
+from .launches import join_gpu_to_launch
 
 
 @dataclass
@@ -83,8 +83,7 @@ def scan_for_stacks(path: str, *, marked: NameMask | None = None, joined_launche
 
 
 def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: np.ndarray | None = None) -> TraceColumns:
-    """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps, and the
-    profiler steps. With spilled launch calls, only those a GPU op joins (or whose name id
+    """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps. With spilled launch calls, only those a GPU op joins (or whose name id
     ``also_calls`` marks) are items, and of the rest only those that can pop a kept op are
     read back: half or less on a big trace.
 
@@ -95,8 +94,7 @@ def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: 
     spilled_calls = cols.spilled_launches
     joined = None if spilled_calls is None else _joined(cols, also_calls)
     keep = stack_keeper(cols, marked, joined)
-    steps = step_names(cols.names)
-    cols = cols.with_cpu_ops(lambda chunk: keep(chunk) | steps[chunk.name])
+    cols = cols.with_cpu_ops(keep)
     keep = None  # its items go before the launch calls come back
     if spilled_calls is not None:
         ends = _Ends(cols.cpu_ops)
