@@ -83,9 +83,9 @@ def scan_for_stacks(path: str, *, marked: NameMask | None = None, joined_launche
 
 
 def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: np.ndarray | None = None) -> TraceColumns:
-    """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps. With spilled launch calls, only those a GPU op joins (or whose name id
-    ``also_calls`` marks) are items, and of the rest only those that can pop a kept op are
-    read back: half or less on a big trace.
+    """``cols`` with the spilled CPU ops read back that ``stack_keeper`` keeps. With spilled
+    launch calls, only those a GPU op joins (or whose name id ``also_calls`` marks) are items,
+    and of the rest only those that can pop a kept op are read back: half or less on a big trace.
 
     A call Z never holds anything, but it pops op X when it starts in X and ends after X
     (see ``stack_keeper``): it can go unless X holds an item, so calls over the end of a
