@@ -393,9 +393,7 @@ class _ColumnBuilder:
         timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
         steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & _lookup(self._step_name, rows[:, R.NAME], False))
         if len(steps):
-            r = rows[steps]
-            self.steps.extend(steps + batch.first, r[:, R.TS], r[:, R.DUR], self._track_id[r[:, R.TRACK]],
-                              self._name_ids(r[:, R.NAME]))
+            self.steps.extend(*self._slice_fields(batch, rows[steps], steps))
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
         if self.keep_launch is not None:
@@ -409,14 +407,16 @@ class _ColumnBuilder:
                 self.skipped[f"{name} event without a numeric ts/dur"] += bad
             self._add_kind(code, batch, rows, np.flatnonzero(mine & timed))
 
+    def _slice_fields(self, batch: EventBatch, r: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Ordinal, ts, dur, track id and name id of rows ``r`` (rows ``at`` of ``batch``)."""
+        return at + batch.first, r[:, R.TS], r[:, R.DUR], self._track_id[r[:, R.TRACK]], self._name_ids(r[:, R.NAME])
+
     def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
         if not len(at):
             return
         r = rows[at]
         flags = r[:, R.FLAGS]
-        ordinal, ts, dur = at + batch.first, r[:, R.TS], r[:, R.DUR]
-        track = self._track_id[r[:, R.TRACK]]
-        name = self._name_ids(r[:, R.NAME])
+        ordinal, ts, dur, track, name = self._slice_fields(batch, r, at)
         if code == _KIND_CODES[_GPU]:
             self.gpu.extend(
                 ordinal, self._gpu_kind[r[:, R.CAT]], ts, dur,
