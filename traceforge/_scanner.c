@@ -646,7 +646,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyBuffer_Release(&view);
     if (no_memory) PyErr_NoMemory();
     if (PyErr_Occurred()) { PyMem_RawFree(rows); return NULL; }
-    PyObject *out = PyBytes_FromStringAndSize((const char *)rows, count * NFIELDS * sizeof(int64_t));
+    PyObject *out = PyByteArray_FromStringAndSize((const char *)rows, count * NFIELDS * sizeof(int64_t));  /* writable rows */
     PyMem_RawFree(rows);
     if (!out) return NULL;
     return Py_BuildValue("innnzN", status, count, stop, p.err_pos, p.msg, out);
