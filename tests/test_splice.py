@@ -56,11 +56,13 @@ def test_spans_containing_edges():
         spans_containing(data, _i64([0]), _i64([len(data) + 1]), [b"x"])
 
 
-def test_spans_containing_agrees_with_find():
+@pytest.mark.parametrize("keys", [False, True])  # keys: needles that all begin with '"' (a faster path)
+def test_spans_containing_agrees_with_find(keys):
     rng = random.Random(7)
     for _ in range(2000):
-        data = bytes(rng.choice(b'ab"c') for _ in range(rng.randint(0, 80)))
-        needles = [bytes(rng.choice(b'ab"c') for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 3))]
+        data = bytes(rng.choice(b'ab"c') for _ in range(rng.randint(0, 80 if not keys else 200)))
+        needles = [(b'"' if keys else b"") + bytes(rng.choice(b'ab"c') for _ in range(rng.randint(keys, 5)))
+                   for _ in range(rng.randint(keys, 3))]
         starts = sorted(rng.randint(0, len(data)) for _ in range(rng.randint(0, 4)))
         stops = [rng.randint(a, len(data)) for a in starts]
         want = [any(data.find(k, a, b) >= 0 for k in needles) for a, b in zip(starts, stops)]

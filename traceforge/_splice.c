@@ -9,6 +9,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     Py_ssize_t n;
@@ -79,6 +82,57 @@ done:
     return out;
 }
 
+/* Needles that all begin with one byte (the new keys: '"' then the name): one pass over a
+ * span finds each place that byte is, and only there are the needles whose second byte
+ * follows compared. Several memmem calls per span read it once per needle. */
+typedef struct {
+    unsigned char first;
+    uint8_t second[256];  /* 1 where some needle's second byte is this */
+} Anchor;
+
+static int anchor_of(const Buffers *needles, Anchor *a) {
+    memset(a->second, 0, sizeof a->second);
+    if (!needles->n) return 0;
+    for (Py_ssize_t k = 0; k < needles->n; k++) {
+        const unsigned char *nk = needles->views[k].buf;
+        if (needles->views[k].len < 2 || nk[0] != ((const unsigned char *)needles->views[0].buf)[0]) return 0;
+        a->second[nk[1]] = 1;
+    }
+    a->first = ((const unsigned char *)needles->views[0].buf)[0];
+    return 1;
+}
+
+static int needle_at(const unsigned char *p, Py_ssize_t room, const Buffers *needles) {
+    for (Py_ssize_t k = 0; k < needles->n; k++) {
+        Py_ssize_t len = needles->views[k].len;
+        if (len <= room && memcmp(p, needles->views[k].buf, len) == 0) return 1;
+    }
+    return 0;
+}
+
+static int span_has_anchored(const unsigned char *b, Py_ssize_t n, const Anchor *a, const Buffers *needles) {
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    const __m128i first = _mm_set1_epi8((char)a->first);
+    for (; i + 16 <= n; i += 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(b + i)), first));
+        for (; mask; mask &= mask - 1) {
+            Py_ssize_t j = i + __builtin_ctz(mask);
+            if (j + 1 < n && a->second[b[j + 1]] && needle_at(b + j, n - j, needles)) return 1;
+        }
+    }
+#endif
+    for (; i < n; i++)
+        if (b[i] == a->first && i + 1 < n && a->second[b[i + 1]] && needle_at(b + i, n - i, needles)) return 1;
+    return 0;
+}
+
+static int span_has(const unsigned char *b, Py_ssize_t n, const Buffers *needles) {
+    for (Py_ssize_t k = 0; k < needles->n; k++)
+        if (memmem(b, n, needles->views[k].buf, needles->views[k].len)) return 1;
+    return 0;
+}
+
 static PyObject *spans_containing(PyObject *self, PyObject *args) {
     Py_buffer data, starts, stops;
     PyObject *needles_arg;
@@ -101,11 +155,12 @@ static PyObject *spans_containing(PyObject *self, PyObject *args) {
     out = PyBytes_FromStringAndSize(NULL, n);
     if (!out) goto done;
     char *found = PyBytes_AS_STRING(out);
+    Anchor anchor;
+    int anchored = anchor_of(&needles, &anchor);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        found[i] = 0;
-        for (Py_ssize_t k = 0; k < needles.n && !found[i]; k++)
-            found[i] = memmem((const char *)data.buf + a[i], b[i] - a[i], needles.views[k].buf, needles.views[k].len) != NULL;
+        const unsigned char *span = (const unsigned char *)data.buf + a[i];
+        found[i] = anchored ? span_has_anchored(span, b[i] - a[i], &anchor, &needles) : span_has(span, b[i] - a[i], &needles);
     }
     Py_END_ALLOW_THREADS
 done:
