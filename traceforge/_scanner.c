@@ -606,11 +606,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
 
     Parser p = {(const unsigned char *)view.buf + start, view.len - start, 0, 0, -1, NULL, 0, NULL};
-    Py_ssize_t cap = 4096, count = 0, stop = 0, keycap = 256;
-    int64_t *rows = PyMem_RawMalloc(cap * NFIELDS * sizeof(int64_t));
+    /* Rows go straight into the bytearray returned: room for an event every 64 bytes of the run
+     * (pages never written are never touched), grown with the GIL in the rare longer case. */
+    const Py_ssize_t row_bytes = NFIELDS * sizeof(int64_t);
+    Py_ssize_t cap = (limit < p.n ? limit : p.n) / 64 + 64, count = 0, stop = 0, keycap = 256;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, cap * row_bytes);
     char *keybuf = PyMem_RawMalloc(keycap);
-    int status = ST_OK, no_memory = 0;
-    if (!rows || !keybuf) { PyMem_RawFree(rows); PyMem_RawFree(keybuf); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    int status = ST_OK, grow_failed = 0;
+    if (!out || !keybuf) { Py_XDECREF(out); PyMem_RawFree(keybuf); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    int64_t *rows = (int64_t *)PyByteArray_AS_STRING(out);
     p.released = PyEval_SaveThread();  /* (de)compression threads run meanwhile */
 
     skip_ws(&p);
@@ -620,9 +624,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (p.b[start] == ']' && count) { status = ST_END; p.err_pos = start; break; }  /* a trailing comma */
         if (p.b[start] != '{') { fail(&p, "expected an event (an object)"); status = ST_STOPPED; break; }
         if (count == cap) {
-            int64_t *grown = PyMem_RawRealloc(rows, cap * 2 * NFIELDS * sizeof(int64_t));
-            if (!grown) { no_memory = 1; break; }
-            rows = grown;
+            PyEval_RestoreThread(p.released);
+            grow_failed = PyByteArray_Resize(out, cap * 2 * row_bytes) < 0;
+            p.released = PyEval_SaveThread();
+            if (grow_failed) break;
+            rows = (int64_t *)PyByteArray_AS_STRING(out);
             cap *= 2;
         }
         p.depth = 0;
@@ -644,11 +650,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyEval_RestoreThread(p.released);
     PyMem_RawFree(keybuf);
     PyBuffer_Release(&view);
-    if (no_memory) PyErr_NoMemory();
-    if (PyErr_Occurred()) { PyMem_RawFree(rows); return NULL; }
-    PyObject *out = PyByteArray_FromStringAndSize((const char *)rows, count * NFIELDS * sizeof(int64_t));  /* writable rows */
-    PyMem_RawFree(rows);
-    if (!out) return NULL;
+    if (PyErr_Occurred() || PyByteArray_Resize(out, count * row_bytes) < 0) { Py_DECREF(out); return NULL; }
     return Py_BuildValue("innnzN", status, count, stop, p.err_pos, p.msg, out);
 }
 
