@@ -182,3 +182,13 @@ def test_parts_scanned_at_once_give_the_rows_of_one_scan(tmp_path, monkeypatch):
     reader = TraceReader(str(path), batch_bytes=30_000)
     assert _decoded_rows(reader) == one and len(one) == 3000
     assert parts[3] > 5 and parts[1] + parts[2] > 5, parts  # guesses taken and guesses thrown away
+
+
+def test_runs_of_tiny_events_outgrow_the_first_guess_of_rows():
+    """The scanner sizes its rows for an event per 64 bytes; denser runs grow them."""
+    from traceforge.io import rows as R
+
+    data = b",".join(b'{"ph":"i","ts":%d}' % i for i in range(20_000)) + b"]"
+    result = R.RowScanner().scan(data, len(data))
+    assert result.status == R.END_OF_ARRAY and len(result.rows) == 20_000
+    assert result.rows[:, R.TS].tolist() == [i * 1000 for i in range(20_000)]
