@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pytest
 
@@ -134,54 +133,6 @@ def test_compressed_batches_round_trip_across_chunks(tmp_path, codec, monkeypatc
     assert len(batches) > 5 and reader.event_count == len(events)
     assert reader.head + b"".join(b.raw for b in batches) + reader.tail == data
     assert all(data[b.offset:b.offset + len(b.raw)] == b.raw for b in batches)
-
-
-def _decoded_rows(reader: TraceReader) -> list[tuple]:
-    """Every event's row with absolute spans and its strings' text (ids depend on the order strings met)."""
-    from traceforge.io import rows as R
-
-    out = []
-    for batch in reader.batches():
-        for row in batch.rows.tolist():
-            strings = tuple(reader.scanner.strings[row[f]] if row[f] >= 0 else row[f]
-                            for f in (R.PH, R.CAT, R.NAME, R.KERNEL))
-            rest = [v for f, v in enumerate(row) if f not in (R.START, R.END, R.PH, R.CAT, R.NAME, R.KERNEL, R.TRACK, R.ARGS_AT)]
-            out.append((batch.offset + row[R.START], batch.offset + row[R.END], row[R.ARGS_AT] - row[R.START],
-                        strings, reader.scanner.tracks[row[R.TRACK]], *rest))
-    return out
-
-
-def test_parts_scanned_at_once_give_the_rows_of_one_scan(tmp_path, monkeypatch):
-    """Runs cut into parts at likely event starts ("}, {"), some of them inside args (arrays
-    of objects, strings): the guesses that were no event start are thrown away, and the rows,
-    spans and strings are those of one scan from the start."""
-    import random
-
-    from traceforge.io import codec as codecs
-    from traceforge.io import rows as R
-
-    monkeypatch.setattr(codecs, "BLOCK", 20_000)
-    rng = random.Random(3)
-    events = []
-    for i in range(3000):
-        args = ARGS % i
-        if i % 3 == 0:  # a nested "}, {" and one in a string
-            args = '{"stream": 7, "shapes": [{"name": "x%d"}, {"name": "y"}], "note": "a}, {b", "correlation": %d}' % (i, i)
-        name = json.dumps(f"k{rng.randrange(400)}" + "\u00e9\\" * (i % 5 == 0))
-        events.append(KERNEL % (name, f"{i}.{i % 1000:03d}", "2", args))
-    path = tmp_path / "t.json"
-    path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}", encoding="utf-8")
-
-    monkeypatch.setattr(R, "scan_threads", 1)
-    one = _decoded_rows(TraceReader(str(path)))
-    monkeypatch.setattr(R, "scan_threads", 3)
-    monkeypatch.setattr(R, "PART_BYTES", 2000)
-    parts = Counter()
-    scan_parts = R.RowScanner.scan_parts
-    monkeypatch.setattr(R.RowScanner, "scan_parts", lambda *a: parts.update([len(r := scan_parts(*a))]) or r)
-    reader = TraceReader(str(path), batch_bytes=30_000)
-    assert _decoded_rows(reader) == one and len(one) == 3000
-    assert parts[3] > 5 and parts[1] + parts[2] > 5, parts  # guesses taken and guesses thrown away
 
 
 def test_runs_of_tiny_events_outgrow_the_first_guess_of_rows():

@@ -31,8 +31,6 @@ from . import progress
 from .rank_files import metadata_rank, name_rank, trace_paths
 from .annotate import default_output
 from .errors import TraceforgeError, TraceFormatError, UsageError
-from .io import rows as event_rows
-from .io.background import usable_cores
 from .io.reader import TraceReader
 from .rank_summary import Figures, Summary, summarize
 
@@ -105,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser, input_help: str) -> None:
                         "traces: each runs as on its own, in parallel, followed by a summary across ranks")
     group = parser.add_argument_group("several traces (one per rank)")
     group.add_argument("--jobs", type=_positive, metavar="N",
-                       help=f"traces processed at once on this machine (default: the CPU cores, {usable_cores()})")
+                       help=f"traces processed at once on this machine (default: the CPU cores, {_cores()})")
     group.add_argument("--cluster", metavar="ADDRESS",
                        help="run the per-trace jobs on this Dask distributed scheduler (e.g. tcp://head:8786) "
                        "instead; the traces (and any -o directory) must be on storage every worker reaches at "
@@ -120,6 +118,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def fans_out(args: argparse.Namespace) -> bool:
@@ -268,7 +273,7 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
     done = 0
     bar = progress.active()
     guarded = partial(_guarded, job)
-    completed = _on_cluster(guarded, items, cluster) if cluster is not None else _here(guarded, items, jobs or usable_cores())
+    completed = _on_cluster(guarded, items, cluster) if cluster is not None else _here(guarded, items, jobs or _cores())
     for i, result in completed:
         if isinstance(result, _Failed):
             raise TraceforgeError(result.message)
@@ -307,9 +312,7 @@ def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tupl
             yield i, job(item)
         return
     # forkserver: workers start clean (no inherited threads or progress bar) and fork from a warm server
-    workers = min(jobs, len(items))
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver"),
-                               initializer=_share_cores, initargs=(workers,))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=get_context("forkserver"))
     try:
         pending = {pool.submit(job, item): i for i, item in enumerate(items)}
         while pending:
@@ -318,11 +321,6 @@ def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tupl
                 yield pending.pop(future), future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _share_cores(workers: int) -> None:
-    """A worker process scans with its share of the cores (see ``io.rows.scan_threads``)."""
-    event_rows.scan_threads = max(1, min(event_rows.scan_threads, usable_cores() // workers))
 
 
 def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iterator[tuple[int, R]]:

@@ -6,7 +6,6 @@ compressing the output in threads overlaps them with JSON parsing in the main th
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -14,14 +13,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 _DONE = object()
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def prefetched(items: Iterator[T], depth: int = 4) -> Iterator[T]:

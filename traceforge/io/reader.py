@@ -350,12 +350,11 @@ class TraceReader:
             return
         while True:
             buf.fill_to(self.batch_bytes)
-            batches, ended = self._scanned_batches(buf, ordinal)
-            if not batches:
+            batch, ended = self._scanned_batch(buf, ordinal)
+            if batch is None:
                 buf.compact()
                 batch, ended = self._precise_batch(buf, ordinal)
-                batches = [batch] if batch.count else []
-            for batch in batches:
+            if batch.count:
                 ordinal += batch.count
                 self.event_count = ordinal
                 self.trailing_comma = ends_with_comma(batch.view)
@@ -363,26 +362,20 @@ class TraceReader:
             if ended:
                 return
 
-    def _scanned_batches(self, buf: _Buffer, ordinal: int) -> tuple[list[EventBatch], bool]:
-        """The events the C scanner takes from the buffer (a batch per part scanned); True when the array ended."""
+    def _scanned_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch | None, bool]:
+        """The events the C scanner takes from the buffer; None where it takes none."""
         while True:
             # All that is in hand: what is left for the next fill is at most one partial event.
-            parts = self.scanner.scan_parts(buf.data, max(self.batch_bytes, buf.available), buf.start)
-            last = parts[-1]
-            if last.status == R.INCOMPLETE and len(parts) == 1 and not len(last.rows) and buf.fill():
+            result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
+            if result.status == R.INCOMPLETE and not len(result.rows) and buf.fill():
                 continue  # an event longer than the buffer
             break
-        batches = []
-        for part in parts:
-            if len(part.rows):
-                lo = buf.start + part.start
-                batches.append(EventBatch(ordinal, buf.data, lo, buf.start + part.stop, buf.base + lo, rows=part.rows,
-                                          scanner=self.scanner))
-                ordinal += len(part.rows)
-        if not batches:
-            return [], False
-        buf.consume(last.stop)
-        return batches, last.status == R.END_OF_ARRAY
+        if not len(result.rows):
+            return None, False
+        lo = buf.start
+        batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
+        buf.consume(result.stop)
+        return batch, result.status == R.END_OF_ARRAY
 
     def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
         """Walk events one by one up to about ``batch_bytes``; True when the array ended."""
