@@ -136,7 +136,7 @@ def test_compressed_batches_round_trip_across_chunks(tmp_path, codec, monkeypatc
 
 
 def test_runs_of_tiny_events_outgrow_the_first_guess_of_rows():
-    """The scanner sizes its rows for an event per 64 bytes; denser runs grow them."""
+    """The scanner sizes its rows for an event per 200 bytes; denser runs grow them."""
     from traceforge.io import rows as R
 
     data = b",".join(b'{"ph":"i","ts":%d}' % i for i in range(20_000)) + b"]"
