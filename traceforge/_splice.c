@@ -1,4 +1,5 @@
-/* Byte strings made of slices of a few buffers, and substring tests over many spans.
+/* Byte strings made of slices of a few buffers, substring tests over many spans, and
+ * buffers to fill.
  *
  * The second read of an annotate run adds args to about every GPU op: a few hundred
  * insertions per 2 MB of input. Done with a bytes object and a Python call per event
@@ -171,7 +172,17 @@ done:
     return out;
 }
 
+/* A bytearray of n bytes left as malloc gives them: a block that is about to be filled
+ * (bytearray(n) zeroes it first, a pass over every decompressed byte for nothing). */
+static PyObject *uninitialized(PyObject *self, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "negative size"); return NULL; }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
 static PyMethodDef methods[] = {
+    {"uninitialized", uninitialized, METH_O, "uninitialized(n) -> a bytearray of n bytes, not zeroed"},
     {"join_slices", join_slices, METH_VARARGS,
      "join_slices(sources, which, starts, lengths) -> the concatenation of sources[which[i]][starts[i]:starts[i] + "
      "lengths[i]] (which: uint8, starts and lengths: int64 arrays)"},

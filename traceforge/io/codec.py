@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover (a platform without isal wheels)
     import zlib as gzip_zlib
     from gzip import BadGzipFile, GzipFile as GzipReader
 
+from .._splice import uninitialized
 from ..errors import TraceFormatError, UsageError
 from .background import BackgroundSink, prefetched
 
@@ -133,7 +134,7 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
     """
     reader = _decompressing_reader(source, codec)
     while True:
-        block = bytearray(headroom + BLOCK)
+        block = uninitialized(headroom + BLOCK)  # filled by readinto; headroom by the reader
         view = memoryview(block)[headroom:]
         try:
             n = reader.readinto(view)
