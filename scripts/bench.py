@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark ``traceforge annotate`` against the cost of merely re-compressing each trace.
 
-For each trace this measures (a) the wall time and peak RSS of traceforge commands (``--jobs``:
-``annotate`` with the core tracks or ``--all``, ``patterns``, ``classify``, ``launch-stats``),
+For each trace this measures (a) the wall time, CPU time (all threads) and peak RSS of
+traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``, ``patterns``,
+``classify``, ``launch-stats``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and
 re-compressing the same bytes with the codec and level traceforge writes, with the library it
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs.
@@ -68,6 +69,7 @@ class Run:
     """One measured child process."""
 
     seconds: float
+    cpu_seconds: float  # user + system, all threads: the VM's slow phases change it less than wall time
     peak_mb: float
     returncode: int
     stdout: bytes
@@ -138,7 +140,7 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None)
     seconds = time.perf_counter() - start
     if killer:
         killer.cancel()
-    return Run(seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout)
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout)
 
 
 def warm_page_cache(path: Path) -> None:
@@ -199,10 +201,10 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
         words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).split()
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
         if run.returncode:
-            measured = [f"failed (exit {run.returncode})", "–", "–", "–"]
+            measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–"]
             ok = False
         else:
-            measured = [f"{run.seconds:.1f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}",
+            measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}",
                         f"{run.seconds / base.seconds:.2f}"]
         row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"]
         if hta:
@@ -230,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [j for j in jobs if j not in JOBS]
     if unknown:
         parser.error(f"unknown job(s): {', '.join(unknown)}")
-    header = ["file", "raw MB", "command", "s", "MB/s", "peak RSS MB", "x floor", "floor s"]
+    header = ["file", "raw MB", "command", "s", "CPU s", "MB/s", "peak RSS MB", "x floor", "floor s"]
     if args.hta:
         header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
