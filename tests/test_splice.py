@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from traceforge._counter_text import fixed_point_texts
-from traceforge._splice import join_slices, spans_containing
+from traceforge._splice import join_slices, spans_containing, uninitialized
 from traceforge.inject import ArgColumns, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
@@ -54,6 +54,15 @@ def test_spans_containing_edges():
         spans_containing(data, _i64([3]), _i64([2]), [b"x"])
     with pytest.raises(IndexError):
         spans_containing(data, _i64([0]), _i64([len(data) + 1]), [b"x"])
+
+
+def test_uninitialized_blocks_are_writable_bytearrays_of_the_size_asked():
+    block = uninitialized(1 << 20)
+    assert type(block) is bytearray and len(block) == 1 << 20
+    block[-3:] = b"end"
+    assert block.endswith(b"end") and uninitialized(0) == bytearray()
+    with pytest.raises(ValueError):
+        uninitialized(-1)
 
 
 @pytest.mark.parametrize("keys", [False, True])  # keys: needles that all begin with '"' (a faster path)
