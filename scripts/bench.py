@@ -140,7 +140,8 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None)
     seconds = time.perf_counter() - start
     if killer:
         killer.cancel()
-    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout)
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
+               stdout)
 
 
 def warm_page_cache(path: Path) -> None:
@@ -204,8 +205,8 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
             measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–"]
             ok = False
         else:
-            measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}", f"{run.peak_mb:.0f}",
-                        f"{run.seconds / base.seconds:.2f}"]
+            measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}",
+                        f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}"]
         row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"]
         if hta:
             row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if run.returncode else run.seconds)

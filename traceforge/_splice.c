@@ -94,19 +94,22 @@ typedef struct {
 static int anchor_of(const Buffers *needles, Anchor *a) {
     memset(a->second, 0, sizeof a->second);
     if (!needles->n) return 0;
+    a->first = ((const unsigned char *)needles->views[0].buf)[0];
     for (Py_ssize_t k = 0; k < needles->n; k++) {
         const unsigned char *nk = needles->views[k].buf;
-        if (needles->views[k].len < 2 || nk[0] != ((const unsigned char *)needles->views[0].buf)[0]) return 0;
+        if (needles->views[k].len < 2 || nk[0] != a->first) return 0;
         a->second[nk[1]] = 1;
     }
-    a->first = ((const unsigned char *)needles->views[0].buf)[0];
     return 1;
 }
 
-static int needle_at(const unsigned char *p, Py_ssize_t room, const Buffers *needles) {
+/* Whether a needle starts at b[j] (b[j] is the needles' first byte). */
+static inline int needle_at(const unsigned char *b, Py_ssize_t n, Py_ssize_t j, const Anchor *a,
+                            const Buffers *needles) {
+    if (j + 1 >= n || !a->second[b[j + 1]]) return 0;
     for (Py_ssize_t k = 0; k < needles->n; k++) {
         Py_ssize_t len = needles->views[k].len;
-        if (len <= room && memcmp(p, needles->views[k].buf, len) == 0) return 1;
+        if (len <= n - j && memcmp(b + j, needles->views[k].buf, len) == 0) return 1;
     }
     return 0;
 }
@@ -117,14 +120,12 @@ static int span_has_anchored(const unsigned char *b, Py_ssize_t n, const Anchor 
     const __m128i first = _mm_set1_epi8((char)a->first);
     for (; i + 16 <= n; i += 16) {
         unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(b + i)), first));
-        for (; mask; mask &= mask - 1) {
-            Py_ssize_t j = i + __builtin_ctz(mask);
-            if (j + 1 < n && a->second[b[j + 1]] && needle_at(b + j, n - j, needles)) return 1;
-        }
+        for (; mask; mask &= mask - 1)
+            if (needle_at(b, n, i + __builtin_ctz(mask), a, needles)) return 1;
     }
 #endif
     for (; i < n; i++)
-        if (b[i] == a->first && i + 1 < n && a->second[b[i + 1]] && needle_at(b + i, n - i, needles)) return 1;
+        if (b[i] == a->first && needle_at(b, n, i, a, needles)) return 1;
     return 0;
 }
 
@@ -161,7 +162,8 @@ static PyObject *spans_containing(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *span = (const unsigned char *)data.buf + a[i];
-        found[i] = anchored ? span_has_anchored(span, b[i] - a[i], &anchor, &needles) : span_has(span, b[i] - a[i], &needles);
+        Py_ssize_t len = b[i] - a[i];
+        found[i] = anchored ? span_has_anchored(span, len, &anchor, &needles) : span_has(span, len, &needles);
     }
     Py_END_ALLOW_THREADS
 done:
