@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -143,3 +144,48 @@ def test_runs_of_tiny_events_outgrow_the_first_guess_of_rows():
     result = R.RowScanner().scan(data, len(data))
     assert result.status == R.END_OF_ARRAY and len(result.rows) == 20_000
     assert result.rows[:, R.TS].tolist() == [i * 1000 for i in range(20_000)]
+
+
+def _number_texts() -> list[str]:
+    """Integers of every length the scanner reads in eight-byte steps, the int64 edges,
+    fractions and exponents, and random ones."""
+    rng = random.Random(7)
+    texts = ["0", "-0", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+             "-9223372036854775809", "18446744073709551615", "18446744073709551616", "9223372036854774", "9223372036854775",
+             "1e3", "1.5E-2", "0.000", "-0.1234", "12.3456789"]
+    for length in range(1, 26):
+        texts += ["9" * length, "1" + "0" * (length - 1), str(rng.randrange(10 ** (length - 1), 10 ** length))]
+        texts += [f"{rng.randrange(10 ** length)}.{rng.randrange(10 ** rng.randint(1, 5))}"]
+    return texts + [("-" if rng.random() < 0.3 else "") + t for t in texts if not t.startswith("-")]
+
+
+def _expected(text: str) -> tuple[int | None, int | None]:
+    """(int value, exact ns of µs) as the scanner must read them; None where it must not."""
+    plain = "e" not in text.lower()
+    value = int(text) if plain and "." not in text and -2 ** 63 <= int(text) < 2 ** 63 else None
+    whole, _, frac = text.lstrip("-").partition(".")
+    ns = None
+    if plain and len(frac) <= 3 and int(whole) <= (2 ** 63 - 1) // 1000 - 1:
+        ns = (int(whole) * 1000 + int(frac.ljust(3, "0") or 0)) * (-1 if text.startswith("-") else 1)
+    return value, ns
+
+
+@pytest.mark.parametrize("at_end", [False, True], ids=["mid-data", "last-bytes"])
+def test_numbers_of_every_length_are_read_exactly(at_end):
+    """Digits go eight at a time except in the last bytes of the data: both ways agree with Python."""
+    from traceforge.io import rows as R
+
+    texts = _number_texts()
+    for text in texts:
+        event = b'{"ph":"i","ts":%s,"id":%s}' % (text.encode(), text.encode())
+        data = event + (b"]" if at_end else b"," + b" " * 64 + b'{"ph":"i"}]')
+        rows = R.RowScanner().scan(data, len(data)).rows
+        value, ns = _expected(text)
+        flags = int(rows[0, R.FLAGS])
+        assert bool(flags & R.F_ID) == (value is not None), text
+        assert bool(flags & R.F_TS) == (ns is not None), text
+        assert bool(flags & R.F_ODD) == (value is None or ns is None), text
+        if value is not None:
+            assert rows[0, R.ID] == value, text
+        if ns is not None:
+            assert rows[0, R.TS] == ns, text

@@ -94,7 +94,14 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
         h ^= h >> 31;
     }
     w = 0;
-    memcpy(&w, p, n);
+    if (n >= 4) {  /* the tail in at most two loads (a memcpy of n bytes became a byte loop) */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        w = (uint64_t)lo | (uint64_t)hi << 32;
+    } else if (n) {
+        w = (uint64_t)(unsigned char)p[0] | (uint64_t)(unsigned char)p[n / 2] << 8 | (uint64_t)(unsigned char)p[n - 1] << 16;
+    }
     h = (h ^ w) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
@@ -254,6 +261,63 @@ static int parse_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *esca
     return 0;
 }
 
+/* Eight bytes of b at i, the first in the low byte. */
+static inline uint64_t load8(const unsigned char *b, Py_ssize_t i) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* How many of the eight bytes in w, from the first, are ASCII digits (SWAR: timestamps
+ * have 16-19 digits, read here eight at a time). A carry out of a byte that is not a digit
+ * can only spoil the bytes after it. */
+static inline int leading_digits(uint64_t w) {
+    uint64_t x = w ^ 0x3030303030303030ULL;  /* digits become 0-9 */
+    uint64_t other = (x | (x + 0x0606060606060606ULL)) & 0xF0F0F0F0F0F0F0F0ULL;
+    return other ? __builtin_ctzll(other) >> 3 : 8;
+}
+
+/* The value of the first k (1-8) digits in w. */
+static inline uint64_t digits_value(uint64_t w, int k) {
+    w = (w & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - k));  /* leading zeros in front */
+    w = (w * 2561) >> 8;
+    w = ((w & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+    return ((w & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+}
+
+static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* Digits from b[*i] on: their count (*i moves past them) and, for up to 19, their value in
+ * *value (*overflow set for more: such a number is beyond every int64 field). */
+static inline void digit_run(const unsigned char *b, Py_ssize_t *i, Py_ssize_t n, uint64_t *value, int *overflow) {
+    Py_ssize_t j = *i;
+    uint64_t v = 0;
+    int count = 0;
+    for (;;) {
+        if (j + 8 <= n) {
+            uint64_t w = load8(b, j);
+            int k = leading_digits(w);
+            if (k) {
+                if (count + k <= 19) v = v * POW10[k] + digits_value(w, k);
+                count += k;
+                j += k;
+            }
+            if (k < 8) break;
+        } else {
+            if (j >= n || b[j] < '0' || b[j] > '9') break;
+            if (count < 19) v = v * 10 + (b[j] - '0');
+            count++;
+            j++;
+        }
+    }
+    *i = j;
+    *value = v;
+    if (count > 19) *overflow = 1;
+}
+
 typedef struct {
     int is_int;       /* no fraction or exponent, and fits int64 */
     int64_t ival;
@@ -271,11 +335,7 @@ static int parse_number(Parser *p, Number *num) {
     if (b[i] == '0') {
         i++;
     } else if (b[i] >= '1' && b[i] <= '9') {
-        while (i < n && b[i] >= '0' && b[i] <= '9') {
-            if (whole > (UINT64_MAX - 9) / 10) overflow = 1;
-            else whole = whole * 10 + (b[i] - '0');
-            i++;
-        }
+        digit_run(b, &i, n, &whole, &overflow);
     } else {
         p->pos = i; return fail(p, "invalid number");
     }
