@@ -41,10 +41,14 @@ enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
 /* ---- interner: byte strings -> dense ids, values kept in a Python list ---- */
 
 typedef struct {
+    uint64_t hash;
+    int64_t id;           /* together: a probe reads one cache line */
+} Slot;
+
+typedef struct {
     Py_ssize_t cap;       /* slots, a power of two */
     Py_ssize_t count;
-    int64_t *ids;         /* -1: empty slot */
-    uint64_t *hashes;
+    Slot *slots;          /* id -1: empty */
     PyObject *values;     /* list of bytes, index = id */
 } Interner;
 
@@ -53,17 +57,15 @@ static const char *INTERNER = "traceforge._scanner.Interner";
 static void interner_free(PyObject *capsule) {
     Interner *in = PyCapsule_GetPointer(capsule, INTERNER);
     if (!in) return;
-    PyMem_Free(in->ids);
-    PyMem_Free(in->hashes);
+    PyMem_Free(in->slots);
     Py_XDECREF(in->values);
     PyMem_Free(in);
 }
 
 static int interner_alloc(Interner *in, Py_ssize_t cap) {
-    in->ids = PyMem_Malloc(cap * sizeof(int64_t));
-    in->hashes = PyMem_Malloc(cap * sizeof(uint64_t));
-    if (!in->ids || !in->hashes) return -1;
-    memset(in->ids, 0xff, cap * sizeof(int64_t));
+    in->slots = PyMem_Malloc(cap * sizeof(Slot));
+    if (!in->slots) return -1;
+    for (Py_ssize_t j = 0; j < cap; j++) in->slots[j].id = -1;
     in->cap = cap;
     return 0;
 }
@@ -75,7 +77,7 @@ static PyObject *new_interner(PyObject *self, PyObject *values) {
     }
     Interner *in = PyMem_Calloc(1, sizeof(Interner));
     if (!in || interner_alloc(in, 1024) < 0) {
-        if (in) { PyMem_Free(in->ids); PyMem_Free(in->hashes); PyMem_Free(in); }
+        if (in) { PyMem_Free(in->slots); PyMem_Free(in); }
         return PyErr_NoMemory();
     }
     Py_INCREF(values);
@@ -108,18 +110,15 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
 
 static int interner_grow(Interner *in) {
     Py_ssize_t old_cap = in->cap;
-    int64_t *old_ids = in->ids;
-    uint64_t *old_hashes = in->hashes;
-    if (interner_alloc(in, old_cap * 2) < 0) { in->ids = old_ids; in->hashes = old_hashes; return -1; }
+    Slot *old = in->slots;
+    if (interner_alloc(in, old_cap * 2) < 0) { in->slots = old; return -1; }
     for (Py_ssize_t i = 0; i < old_cap; i++) {
-        if (old_ids[i] < 0) continue;
-        Py_ssize_t j = old_hashes[i] & (in->cap - 1);
-        while (in->ids[j] >= 0) j = (j + 1) & (in->cap - 1);
-        in->ids[j] = old_ids[i];
-        in->hashes[j] = old_hashes[i];
+        if (old[i].id < 0) continue;
+        Py_ssize_t j = old[i].hash & (in->cap - 1);
+        while (in->slots[j].id >= 0) j = (j + 1) & (in->cap - 1);
+        in->slots[j] = old[i];
     }
-    PyMem_Free(old_ids);
-    PyMem_Free(old_hashes);
+    PyMem_Free(old);
     return 0;
 }
 
@@ -128,9 +127,9 @@ static int interner_grow(Interner *in) {
 static int64_t lookup(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t *slot) {
     Py_ssize_t j = h & (in->cap - 1);
     for (;; j = (j + 1) & (in->cap - 1)) {
-        int64_t id = in->ids[j];
+        int64_t id = in->slots[j].id;
         if (id < 0) break;
-        if (in->hashes[j] == h) {
+        if (in->slots[j].hash == h) {
             PyObject *v = PyList_GET_ITEM(in->values, id);
             if (PyBytes_GET_SIZE(v) == n && memcmp(PyBytes_AS_STRING(v), p, n) == 0) return id;
         }
@@ -147,8 +146,8 @@ static int64_t insert(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_
     int rc = PyList_Append(in->values, v);
     Py_DECREF(v);
     if (rc < 0) return -3;
-    in->ids[j] = id;
-    in->hashes[j] = h;
+    in->slots[j].id = id;
+    in->slots[j].hash = h;
     if (++in->count * 2 > in->cap && interner_grow(in) < 0) { PyErr_NoMemory(); return -3; }
     return id;
 }
