@@ -102,7 +102,8 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
         memcpy(&hi, p + n - 4, 4);
         w = (uint64_t)lo | (uint64_t)hi << 32;
     } else if (n) {
-        w = (uint64_t)(unsigned char)p[0] | (uint64_t)(unsigned char)p[n / 2] << 8 | (uint64_t)(unsigned char)p[n - 1] << 16;
+        const unsigned char *u = (const unsigned char *)p;
+        w = (uint64_t)u[0] | (uint64_t)u[n / 2] << 8 | (uint64_t)u[n - 1] << 16;
     }
     h = (h ^ w) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
