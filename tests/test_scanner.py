@@ -190,3 +190,36 @@ def test_numbers_of_every_length_are_read_exactly(at_end):
             assert rows[0, R.ID] == value, text
         if ns is not None:
             assert rows[0, R.TS] == ns, text
+
+
+def _string_literals() -> list[bytes]:
+    """JSON string literals, valid or not, with escapes, quotes and control characters at
+    every place around the first 16 bytes (the scanner's inlined case looks at those only)."""
+    rng = random.Random(11)
+    pieces = [b"a", b"Z", b" ", b"\xc3\xa9", b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\/", b"\x01", b"\\q", b"\\u12"]
+    literals = []
+    for length in range(0, 40):
+        for _ in range(6):
+            body = b"".join(rng.choice(pieces[:4]) for _ in range(length))
+            at = rng.randrange(length + 1)
+            odd = rng.choice(pieces[4:]) if rng.random() < 0.7 else b""
+            literals.append(b'"' + body[:at] + odd + body[at:] + b'"')
+    return literals + [b'"' + b"x" * 15, b'"' + b"x" * 40]  # unterminated
+
+
+@pytest.mark.parametrize("after", [b"}]", b"}" + b" " * 32 + b"]"], ids=["at-end", "padded"])
+def test_strings_agree_with_the_json_decoder(after):
+    """Every literal scans to the decoder's string, or stops the scan where the decoder fails."""
+    from traceforge.io import rows as R
+
+    for literal in _string_literals():
+        data = b'{"ph":"i","name":' + literal + after
+        scanner = R.RowScanner()
+        result = scanner.scan(data, len(data))
+        try:
+            expected = json.loads(literal.decode("utf-8", "surrogateescape"))  # bytes >= 0x80 pass through
+        except ValueError:
+            assert result.status in (R.STOPPED, R.INCOMPLETE) and not len(result.rows), literal
+            continue
+        assert result.status == R.END_OF_ARRAY, literal
+        assert R.decode_string(scanner.strings[result.rows[0, R.NAME]]) == expected, literal
