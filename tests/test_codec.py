@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import io
 import random
 
 import pytest
 import zstandard
 
-from traceforge.errors import TraceFormatError
-from traceforge.io.codec import ZstdFrames, iter_decompressed
+from traceforge.errors import TraceFormatError, UsageError
+from traceforge.io.codec import COMPRESSIONS, Compressor, ZstdFrames, iter_decompressed, output_compression
+
+from .conftest import TRACES, raw_json, run_cli
 
 _rng = random.Random(5)
 DATA = b"".join(b'{"ph":"X","name":"%s","ts":%d,"dur":%d},' % (_rng.randbytes(_rng.randint(4, 60)).hex().encode(), i,
@@ -56,3 +59,35 @@ def test_all_members_read_and_any_cut_is_an_error(tmp_path, codec):
         path.write_bytes(data[:cut])
         with pytest.raises(TraceFormatError, match=f"truncated {codec} stream"):
             b"".join(iter_decompressed(str(path)))
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".json.zst"])
+def test_small_compression_writes_the_same_trace_smaller(tmp_path, suffix):
+    """``--compression small`` (gzip 6 through zlib, zstd 9) changes the file's size, not its bytes."""
+    src = TRACES["negative_queue"]
+    out = {c: tmp_path / f"{c}{suffix}" for c in COMPRESSIONS}
+    for compression, path in out.items():
+        r = run_cli("annotate", str(src), "--queue-length", "--compression", compression, "-o", str(path))
+        assert r.returncode == 0, r.stderr
+    assert raw_json(out["small"]) == raw_json(out["fast"])
+    assert out["small"].stat().st_size < 0.85 * out["fast"].stat().st_size
+
+
+def _gzip_size(data: bytes) -> int:
+    buf = io.BytesIO()
+    c = Compressor(buf, "gzip")  # its level is the one in force now
+    c.write(data)
+    c.close()
+    assert gzip.decompress(buf.getvalue()) == data
+    return len(buf.getvalue())
+
+
+def test_output_compression_applies_inside_only_and_names_unknown_ones():
+    data = b'{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2},\n' * 20_000
+    fast = _gzip_size(data)
+    with output_compression("small"):
+        small = _gzip_size(data)
+    assert small < fast and _gzip_size(data) == fast  # the default again outside
+    with pytest.raises(UsageError, match="unknown compression 'tiny'"):
+        with output_compression("tiny"):
+            pass

@@ -7,7 +7,9 @@ import sys
 
 from .. import ranks
 from ..annotate import ANALYSES, annotate
+from ..io.codec import output_compression
 from ..rank_summary import Figures, gpu_figures
+from . import add_compression_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for a in ANALYSES.values():
         p.add_argument(f"--{a.name.replace('_', '-')}", dest=a.name, action="store_true", help=a.help)
     p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
+    add_compression_argument(p)
     options = p.add_argument_group("analysis options")
     for a in ANALYSES.values():
         if a.add_options is not None:
@@ -39,12 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures"}
+    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures",
+                             "compression"}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
     if getattr(args, "rank_figures", True):
         options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
-    result = annotate(args.input, args.output, analyses=chosen, options=options)
+    with output_compression(args.compression):
+        result = annotate(args.input, args.output, analyses=chosen, options=options)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
     return figures

@@ -14,8 +14,10 @@ from ..analyses.pattern_overlay import add_pattern_options, patterns_from_option
 from ..analyses.patterns import ARROW, Patterns, scan_for_operator
 from ..annotate import annotate
 from ..errors import UsageError
+from ..io.codec import output_compression
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from ..scan import scan
+from . import add_compression_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", help="also write the trace with the patterns drawn on it "
                    "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
                    "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each")
+    add_compression_argument(p)
     p.set_defaults(func=run)
 
 
@@ -56,9 +59,10 @@ def patterns_one(args: argparse.Namespace) -> Figures:
         result = patterns_from_options(cols, options)
     else:
         found: list[Patterns] = []
-        written = annotate(args.input, args.output, analyses=["patterns"],
-                           options={**options, "on_patterns": found.append,
-                                    "on_columns": lambda cols: figures.update(gpu_figures(cols))})
+        with output_compression(args.compression):
+            written = annotate(args.input, args.output, analyses=["patterns"],
+                               options={**options, "on_patterns": found.append,
+                                        "on_columns": lambda cols: figures.update(gpu_figures(cols))})
         result = found[0]
         print(f"{written.out}: {'; '.join(written.summary)} ({written.appended:,} events appended, "
               f"{written.seconds:.1f} s)", file=sys.stderr)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..io.codec import output_compression
 from ..repair import repair
+from . import add_compression_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,11 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write every ts relative to the trace start (exact, on the number's text) and add the "
                    "start to the top-level baseTimeNanoseconds, so Perfetto's rounding of epoch-size fractional "
                    "µs stops inventing overlaps (absolute time = baseTimeNanoseconds + ts*1000 is unchanged)")
+    add_compression_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = repair(args.input, args.output, rebase_time=args.rebase_time)
+    with output_compression(args.compression):
+        result = repair(args.input, args.output, rebase_time=args.rebase_time)
     print(f"{result.out}: {result.events:,} events ({result.seconds:.1f} s)", file=sys.stderr)
     for line in result.summary():
         print(f"  {line}", file=sys.stderr)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..io.codec import output_compression
 from ..trim import trim
+from . import add_compression_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--steps", metavar="N[-M]",
                       help="from the start of ProfilerStep#N to the end of ProfilerStep#M, extended to the end of "
                       "the GPU work those steps launched")
+    add_compression_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = trim(args.input, args.output, window=args.window, steps=args.steps)
+    with output_compression(args.compression):
+        result = trim(args.input, args.output, window=args.window, steps=args.steps)
     print(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)", file=sys.stderr)
     return 0
