@@ -50,6 +50,7 @@ static PyObject *counter_events(PyObject *self, PyObject *args) {
     if (!out || !n) goto done;
     char *p = PyBytes_AS_STRING(out);
     const int64_t *t = ts.buf, *v = values.buf;
+    Py_BEGIN_ALLOW_THREADS  /* the compression thread's Python steps run meanwhile */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i) { *p++ = ','; *p++ = '\n'; }
         memcpy(p, head.buf, head.len); p += head.len;
@@ -58,6 +59,7 @@ static PyObject *counter_events(PyObject *self, PyObject *args) {
         p += fixed_point(p, v[i], decimals, scale);
         memcpy(p, tail.buf, tail.len); p += tail.len;
     }
+    Py_END_ALLOW_THREADS
     _PyBytes_Resize(&out, p - PyBytes_AS_STRING(out));
 done:
     PyBuffer_Release(&head);
@@ -86,10 +88,12 @@ static PyObject *fixed_point_texts(PyObject *self, PyObject *args) {
     char *start = PyBytes_AS_STRING(blob), *p = start;
     int64_t *e = (int64_t *)PyBytes_AS_STRING(ends);
     const int64_t *v = values.buf;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         p += fixed_point(p, v[i], decimals, scale);
         e[i] = p - start;
     }
+    Py_END_ALLOW_THREADS
     if (_PyBytes_Resize(&blob, p - start) == 0) out = PyTuple_Pack(2, blob, ends);
 done:
     Py_XDECREF(blob);
