@@ -15,7 +15,7 @@ Python API (the CLI is a thin layer over it)::
     df = traceforge.patterns("trace.json.gz", op="aten::addmm")  # top GPU op sequences the operator launched
     r = traceforge.repair("trace.json.gz", "fixed.json.gz", rebase_time=True)  # RepairResult: what changed
     r = traceforge.trim("trace.json.gz", "part.json.gz", steps="3-5")  # or window="+100ms:+300ms"
-    with traceforge.output_compression("small"):  # traces written inside: 25-30 % smaller, slower
+    with traceforge.output_compression("small"):  # traces written inside: 24-32 % smaller, slower
         traceforge.annotate("trace.json.gz", "out.json.gz", all=True)
 """
 
