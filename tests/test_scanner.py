@@ -12,6 +12,8 @@ from traceforge.errors import TraceFormatError
 from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
 
+from .conftest import TRACES, raw_json
+
 KERNEL = '{"ph": "X", "cat": "kernel", "name": %s, "pid": 0, "tid": 7, "ts": %s, "dur": %s, "args": %s}'
 ARGS = '{"device": 0, "stream": 7, "correlation": %s}'
 
@@ -232,8 +234,6 @@ def test_rows_do_not_depend_on_where_the_data_ends():
     scan of the whole, offsets aside. The buffers are views into the whole trace, as the
     reader's are into its blocks."""
     from traceforge.io import rows as R
-
-    from .conftest import TRACES, raw_json
 
     data = raw_json(TRACES["negative_queue"])
     start = data.index(b"[", data.index(b'"traceEvents"')) + 1

@@ -206,17 +206,23 @@ static inline int is_hex(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+#ifdef __SSE2__
+/* A bit for each of the 16 bytes at b that is '"', '\\' or a control character. */
+static inline int stop_bits(const unsigned char *b) {
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    __m128i v = _mm_loadu_si128((const __m128i *)b);
+    /* unsigned v < 0x20, as a signed compare after flipping the top bit */
+    __m128i control = _mm_cmplt_epi8(_mm_xor_si128(v, flip), _mm_xor_si128(_mm_set1_epi8(0x20), flip));
+    __m128i quote_or_backslash = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+    return _mm_movemask_epi8(_mm_or_si128(quote_or_backslash, control));
+}
+#endif
+
 /* Offset of the first '"', '\\' or control character in b[i:n], or n. */
 static inline Py_ssize_t string_stop(const unsigned char *b, Py_ssize_t i, Py_ssize_t n) {
 #ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
-    const __m128i flip = _mm_set1_epi8((char)0x80);
     for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(b + i));
-        /* unsigned v < 0x20, as a signed compare after flipping the top bit */
-        __m128i control = _mm_cmplt_epi8(_mm_xor_si128(v, flip), _mm_xor_si128(space, flip));
-        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
-        int mask = _mm_movemask_epi8(hit);
+        int mask = stop_bits(b + i);
         if (mask) return i + __builtin_ctz(mask);
     }
 #endif
@@ -267,15 +273,10 @@ static __attribute__((noinline)) int parse_string_slow(Parser *p, Py_ssize_t *st
 static inline int parse_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *escaped) {
 #ifdef __SSE2__
     Py_ssize_t i = p->pos + 1;
-    if (i + 16 <= p->n) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(p->b + i));
-        __m128i flip = _mm_set1_epi8((char)0x80);
-        __m128i control = _mm_cmplt_epi8(_mm_xor_si128(v, flip), _mm_xor_si128(_mm_set1_epi8(0x20), flip));
-        int quote = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
-        int other = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')), control));
-        /* the first quote comes before any backslash or control character */
-        if (quote && (quote & -quote) < (other & -other ? other & -other : 1 << 16)) {
-            Py_ssize_t e = i + __builtin_ctz(quote);
+    int stops = i + 16 <= p->n ? stop_bits(p->b + i) : 0;
+    if (stops) {
+        Py_ssize_t e = i + __builtin_ctz(stops);
+        if (p->b[e] == '"') {  /* the first stop is the closing quote: no escape before it */
             *start = i;
             *end = e;
             *escaped = 0;
