@@ -76,13 +76,12 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
 def _running_at(gpu: Table, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
     """How many GPU ops of ``rows`` run at each of ``times`` (sorted, holding every start and
     end of them): +1/-1 at their positions, summed up; no sort of their own."""
-    count = np.zeros(len(times), np.int32)
     edge = gpu.ts[rows]
-    np.add.at(count, np.searchsorted(times, edge), 1)
+    count = np.bincount(np.searchsorted(times, edge), minlength=len(times))
     edge += np.maximum(gpu.dur[rows], 0)
-    np.add.at(count, np.searchsorted(times, edge), -1)
+    count -= np.bincount(np.searchsorted(times, edge), minlength=len(times))
     del edge
-    return np.cumsum(count, out=count)
+    return np.cumsum(count, out=count).astype(np.int32)  # at most the device's ops
 
 
 def _starts_and_ends(gpu: Table, rows: np.ndarray) -> np.ndarray:
