@@ -25,13 +25,12 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from .analyses.gpu_busy import KERNEL_WAIT_NS
 from .annotate import ANALYSES, AnnotateResult, annotate
 from .errors import TraceforgeError, TraceFormatError, UsageError
 from .info import trace_info
 from .io.codec import output_compression
+from .lazy_pandas import pd
 from .repair import RepairResult, repair  # imported, not wrapped: the function must shadow its module
 from .scan import TraceColumns, scan
 from .trim import TrimResult, trim

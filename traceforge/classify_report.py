@@ -13,9 +13,9 @@ from html import escape
 from pathlib import Path
 
 import orjson
-import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
+from .lazy_pandas import pd
 
 # Distinct hues for the first categories (a preset's order), then lighter ones; non-GPU is grey.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .analyses.classify import NON_GPU, Classified
 from .analyses.intervals import union_ns
 from .analyses.patterns import Patterns
 from .commands.output import Col, count, ms, pct, render, short, us
+from .lazy_pandas import pd
 from .scan import TraceColumns
 
 Figures = dict[str, int | float | str]

@@ -17,9 +17,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..inject import ArgColumns, CounterTrack, Injections
+from ..lazy_pandas import pd
 from ..scan import Table, TraceColumns
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError
 from ..io.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
+from ..lazy_pandas import pd
 from ..scan import TraceColumns, scan
 from .intervals import grouped_first_start_owned
 from .rules import RuleSet, load_rules

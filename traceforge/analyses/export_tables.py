@@ -13,9 +13,9 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError
+from ..lazy_pandas import pd
 from ..op_args import OpArgsCollector, lookup
 from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns, scan
 from .activity import activities

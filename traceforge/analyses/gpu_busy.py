@@ -26,8 +26,8 @@ come from merged intervals, so overlapping ops never give negative idle time.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from ..lazy_pandas import pd
 from ..scan import TraceColumns
 from .launches import join_gpu_to_launch
 

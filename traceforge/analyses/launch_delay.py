@@ -10,8 +10,8 @@ clocks overlap) and flag it, so a clock problem is seen rather than hidden.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from ..lazy_pandas import pd
 from ..scan import GPU_KIND_NAMES, TraceColumns
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
 from .stacks import build_stacks

@@ -18,8 +18,8 @@ so that launches from different threads do not interleave.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from ..lazy_pandas import pd
 from ..scan import KERNEL, TraceColumns
 from .launches import join_gpu_to_launch
 

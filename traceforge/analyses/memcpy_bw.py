@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
 from ..inject import CounterTrack
+from ..lazy_pandas import pd
 from ..scan import MEMCPY, MEMSET, TraceColumns
 from .series import net_steps
 
@@ -65,7 +65,10 @@ def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray,
     One group at a time: its working set, not every copy's, is what the sort holds.
     """
     rows, kinds = copy_rows(cols)
-    kind_codes, kind_names = pd.factorize(kinds) if len(kinds) else (np.zeros(0, np.int64), [])
+    kind_names = list(dict.fromkeys(kinds.tolist()))  # a handful, in order of appearance (no pandas to import)
+    kind_codes = np.zeros(len(kinds), np.int64)
+    for code, name in enumerate(kind_names):
+        kind_codes[kinds == name] = code
     del kinds
     gpu = cols.gpu
     device = gpu.device[rows]

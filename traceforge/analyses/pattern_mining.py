@@ -24,9 +24,9 @@ import itertools
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
 from ..inject import compact_ints
+from ..lazy_pandas import pd
 from ..scan import TraceColumns
 from .patterns import Patterns, concat_runs, pattern_table
 

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError
+from ..lazy_pandas import pd
 from ..scan import TraceColumns
 from .kernel_names import short_kernel_name
 from .stacks import NameMask, Stacks, build_stacks, scan_for_stacks

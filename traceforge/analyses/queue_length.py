@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
 from ..inject import CounterTrack
+from ..lazy_pandas import pd
 from ..scan import TraceColumns
 from .launches import STREAM_LAUNCH_APIS, launch_of_gpu, stream_launch_rows
 from .series import running_count, stream_groups

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError
+from ..lazy_pandas import pd
 from ..rank_files import metadata_rank, name_rank, trace_paths
 from ..scan import KERNEL, TraceColumns, scan
 from .activity import GPU_ACTIVITY, activities, cat_kinds

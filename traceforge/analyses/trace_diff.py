@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from ..lazy_pandas import pd
 from ..scan import TraceColumns, scan
 from .activity import GPU_ACTIVITY
 from .classify import label_ops

@@ -7,11 +7,11 @@ import math
 import sys
 
 import orjson
-import pandas as pd
 
 from ..analyses.counters import CounterTables, counter_tables
 from ..analyses.counters.annotation import add_counter_options, counter_options
 from ..analyses.kernel_names import short_kernel_name
+from ..lazy_pandas import pd
 from ..scan import scan
 
 TABLES = ("kernels", "operators", "problems")

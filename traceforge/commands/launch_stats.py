@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from .. import ranks
 from ..analyses.launch_delay import (
@@ -18,6 +17,7 @@ from ..analyses.stacks import scan_for_stacks
 from ..durations import duration_arg
 from ..errors import UsageError
 from ..exacttime import ns_to_us_text
+from ..lazy_pandas import pd
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")

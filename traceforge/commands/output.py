@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
-import pandas as pd
+
+from ..lazy_pandas import pd
 
 FORMATS = ("text", "csv", "json")
 

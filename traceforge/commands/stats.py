@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.stats import TraceStats, stats
 from ..exacttime import ns_to_us_text, to_ns
+from ..lazy_pandas import pd
 from .output import FORMATS, Col, count, emit, ms, pct, render, short, us
 
 TABLES = tuple(TraceStats.__dataclass_fields__)

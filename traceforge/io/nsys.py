@@ -15,9 +15,9 @@ from collections import Counter
 from itertools import islice
 
 import numpy as np
-import pandas as pd
 
 from ..errors import TraceFormatError
+from ..lazy_pandas import pd
 from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns
 from .codec import detect_codec, iter_decompressed
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ...errors import UsageError
 from ...inject import CounterTrack, Injections
+from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..series import net_steps
 from .derived import DERIVED

@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from ...lazy_pandas import pd
 
 SECTOR_BYTES = 32
 FLOP_COUNTERS: dict[str, int] = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
+from ...lazy_pandas import pd
 from ...scan import KERNEL, TraceColumns
 from ..stacks import Stacks
 

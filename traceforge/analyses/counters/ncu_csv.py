@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from ...errors import TraceFormatError, UsageError
 from ...io.codec import iter_decompressed
+from ...lazy_pandas import pd
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC")

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ...errors import UsageError
+from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, examples, kernel_launch_order, problems_frame

@@ -21,8 +21,8 @@ are reported, never dropped, and the rest of the device still pairs (HTA drops t
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..launches import STREAM_LAUNCH_APIS
 from ..stacks import Stacks

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
+from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..stacks import Stacks, build_stacks
 from .derived import Peaks, add_derived, add_efficiency, choose_peaks
