@@ -7,4 +7,5 @@ setup(ext_modules=[
     Extension("traceforge._counter_text", ["traceforge/_counter_text.c"]),
     Extension("traceforge._splice", ["traceforge/_splice.c"]),
     Extension("traceforge._stacks", ["traceforge/_stacks.c"]),
+    Extension("traceforge._factorize", ["traceforge/_factorize.c"]),
 ])

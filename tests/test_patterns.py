@@ -12,6 +12,7 @@ import traceforge
 from traceforge.cli import main
 from traceforge.analyses.kernel_names import short_kernel_name
 from traceforge.analyses.launches import last_step_start
+from traceforge.analyses.pattern_mining import factorized
 from traceforge.analyses.patterns import find_patterns
 from traceforge.analyses.stacks import build_stacks
 from traceforge.exacttime import to_ns
@@ -279,3 +280,20 @@ def test_patterns_command_text_csv_and_errors(capsys):
         assert main(["patterns", trace, *args]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("distinct", [1, 7, 300, 200_000])
+def test_factorized_equals_pandas(distinct):
+    """The C hash table gives pandas.factorize's codes (first appearance), through its growth
+    from 1,024 slots, for keys at the edges (0, 2**64 - 1) and all-equal or all-distinct runs."""
+    import pandas as pd
+
+    rng = np.random.default_rng(distinct)
+    keys = rng.integers(0, 2**63, distinct, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    keys[:2] = [0, 2**64 - 1][:distinct] if distinct >= 2 else [0]
+    values = np.concatenate([keys, keys[rng.integers(0, distinct, 400_000)]])
+    codes, n = factorized(values)
+    expected, uniques = pd.factorize(values)
+    assert codes.dtype == np.int32 and n == len(uniques) == distinct
+    assert np.array_equal(codes, expected)
+    assert factorized(np.zeros(0, np.uint64))[1] == 0

@@ -3,7 +3,7 @@
 Each stream's GPU ops in start order form a sequence of names. Every window of n ops
 (``min_len <= n <= max_len``) gets a polynomial hash, the window of n - 1 ops' plus one
 term (mod 2**64, numpy's wrapping uint64), so one length costs a few vector passes and
-grouping is ``pd.factorize`` (a hash table): time and memory stay linear in the number
+grouping is a hash table (``_factorize``, C): time and memory stay linear in the number
 of GPU ops per length.
 
 Patterns are picked greedily by count x the GPU time their occurrences cover, which
@@ -25,16 +25,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .._factorize import factorize
 from ..inject import compact_ints
-from ..lazy_pandas import pd
 from ..scan import TraceColumns
-from .patterns import Patterns, concat_runs, pattern_table
+from .patterns import Patterns, concat_runs, pattern_columns
 
 DEFAULT_MAX_LEN = 32
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2**64
 _MASK = (1 << 64) - 1
 _CHUNK = 1 << 16  # ops per in-place hash update
-_TABLE_START = 1 << 10  # initial factorize hash table: names and repeated windows are few
 
 
 class _Sequence:
@@ -45,7 +44,7 @@ class _Sequence:
         self.order = compact_ints(np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device)))
         self.size = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
-        self.codes = pd.factorize(gpu.name[self.order], size_hint=_TABLE_START)[0].astype(np.int32)
+        self.codes, _ = factorized(gpu.name[self.order].astype(np.int64))
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
@@ -108,10 +107,10 @@ def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None =
     occ = np.lexsort((first_ts, occ_pattern))
     offsets, members = concat_runs(seq.order, starts[occ], ends[occ])
     members = members.astype(np.int64)  # rows of cols.gpu, as the operator patterns give them
-    table = pattern_table(cols, kernels, counts, covered, total)
+    columns = pattern_columns(cols, kernels, counts, covered, total)
     n_streams = int(seq.seg[-1]) if seq.size else 0
     note = f"{seq.size:,} GPU ops on {n_streams} stream{'s' * (n_streams != 1)}, {len(lengths):,} candidate runs"
-    return Patterns("mined", searched, table, total, occ_pattern[occ], np.full(len(occ), -1, np.int64),
+    return Patterns("mined", searched, columns, total, occ_pattern[occ], np.full(len(occ), -1, np.int64),
                     offsets, members, note)
 
 
@@ -129,14 +128,14 @@ def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[
             continue
         starts = seq.one_stream_starts(n)
         # One stream: no copy. The hash table grows with the distinct windows, not sized for all.
-        codes, uniques = pd.factorize(hashes if len(starts) == len(hashes) else hashes[starts], size_hint=_TABLE_START)
-        count = np.bincount(codes, minlength=len(uniques))
-        time = np.zeros(len(uniques), np.int64)
+        codes, distinct = factorized(hashes if len(starts) == len(hashes) else hashes[starts])
+        count = np.bincount(codes, minlength=distinct)
+        time = np.zeros(distinct, np.int64)
         np.add.at(time, codes, seq.window_time(n, starts))
         repeated = np.flatnonzero(count >= 2)
         if not len(repeated):
             break
-        example = np.full(len(uniques), seq.size, np.int64)
+        example = np.full(distinct, seq.size, np.int64)
         np.minimum.at(example, codes, starts)
         rough = count[repeated] * time[repeated].astype(np.float64)
         ranked = repeated[np.argsort(-rough, kind="stable")].tolist()
@@ -183,6 +182,13 @@ def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[
             chosen_of[i] = chosen
             heapq.heappush(heap, (-score, neg_n, i))
     return picked
+
+
+def factorized(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """``pd.factorize`` of 8-byte ints without pandas: int32 codes by first appearance, and
+    how many distinct values there are."""
+    codes = np.empty(len(values), np.int32)
+    return codes, factorize(np.ascontiguousarray(values), codes)
 
 
 def _is_power(window: np.ndarray) -> bool:

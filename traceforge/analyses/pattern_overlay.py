@@ -62,14 +62,14 @@ def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
 def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocator, *,
                     tag_kernels: bool = False) -> Injections:
     """One ``SliceTrack`` per (device, stream) holding the occurrences of the top patterns."""
-    gpu, table = cols.gpu, result.table
+    gpu, columns = cols.gpu, result.columns
     if not len(result.occ_pattern):
         return Injections([], [f"patterns: none drawn ({result.note})"])
     first_op = result.members[result.offsets[:-1]]
     start = np.minimum.reduceat(gpu.ts[result.members], result.offsets[:-1])
     end = np.maximum.reduceat(gpu.ts[result.members] + np.maximum(gpu.dur[result.members], 0), result.offsets[:-1])
-    ids, counts, kernels = table["pattern"].tolist(), table["count"].tolist(), table["kernel_names"].tolist()
-    labels = [f"{p} ×{c}: {_label(k)}" for p, c, k in zip(ids, counts, table["kernels"])]
+    ids, counts, kernels = list(columns["pattern"]), columns["count"].tolist(), list(columns["kernel_names"])
+    labels = [f"{p} ×{c}: {_label(k)}" for p, c, k in zip(ids, counts, columns["kernels"])]
     names, args = [], []
     for p, n, op in zip(result.occ_pattern.tolist(), _occurrence_numbers(result.occ_pattern).tolist(),
                         result.occ_op.tolist()):
@@ -100,7 +100,7 @@ def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocato
                 mine.append(ids[p])
         patches = {ordinal: {"pattern": ",".join(mine)} for ordinal, mine in tags.items()}
     what = f"of {result.searched}" if result.mode == "operator" else "mined"
-    summary = (f"patterns {what}: {len(table)} drawn, {len(start):,} slices on {len(tracks)} stream "
+    summary = (f"patterns {what}: {len(ids)} drawn, {len(start):,} slices on {len(tracks)} stream "
                f"track{'s' * (len(tracks) != 1)}{f', {len(patches):,} GPU ops tagged' if tag_kernels else ''}")
     return Injections(tracks, [summary], patches)
 

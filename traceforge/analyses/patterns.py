@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +39,7 @@ class Patterns:
 
     mode: str  # "operator" or "mined"
     searched: str  # what was looked for, for messages
-    table: pd.DataFrame
+    columns: dict[str, Any]  # the table's, by name (see ``pattern_columns``)
     total_gpu_ns: int
     occ_pattern: np.ndarray
     occ_op: np.ndarray
@@ -45,11 +47,16 @@ class Patterns:
     members: np.ndarray
     note: str = ""  # why the table is empty, or what was counted
 
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """One row per pattern, best first (made on first use: drawing them needs no pandas)."""
+        return pd.DataFrame(self.columns)
+
     @property
     def coverage(self) -> float:
         """Share of all GPU time inside the occurrences of the top patterns (nested operator
         instances overlap, so with ``nested`` their time counts once per instance)."""
-        return float(self.table["gpu_share"].sum()) if len(self.table) else 0.0
+        return float(np.sum(self.columns["gpu_share"])) if len(self.columns["pattern"]) else 0.0
 
 
 def find_patterns(
@@ -182,13 +189,13 @@ def operator_patterns(
     _, example = np.unique(pattern_of, return_index=True)  # an instance of each pattern
     kernels = [name_seq[starts[example[p]]:ends[example[p]]] for p in top.tolist()]
     operators = [_operator_label(cols, cpu.name[inst_row[pattern_of == p]]) for p in top.tolist()]
-    table = pattern_table(cols, kernels, count[top], gpu_ns[top], int(dur.sum()), cpu_ns=cpu_ns[top],
-                          operators=operators)
-    return Patterns("operator", searched, table, int(dur.sum()), rank_of[pattern_of[occ]],
+    columns = pattern_columns(cols, kernels, count[top], gpu_ns[top], int(dur.sum()), cpu_ns=cpu_ns[top],
+                              operators=operators)
+    return Patterns("operator", searched, columns, int(dur.sum()), rank_of[pattern_of[occ]],
                     inst_row[occ], offsets, members, note + f" -> {n_patterns:,} patterns")
 
 
-def pattern_table(
+def pattern_columns(
     cols: TraceColumns,
     kernels: list[np.ndarray],
     count: np.ndarray,
@@ -197,8 +204,9 @@ def pattern_table(
     *,
     cpu_ns: np.ndarray | None = None,
     operators: list[str] | None = None,
-) -> pd.DataFrame:
-    """One row per pattern, best first: ``P1``, ``P2``, ... with short and full kernel names."""
+) -> dict[str, Any]:
+    """The patterns table's columns, a row per pattern, best first: ``P1``, ``P2``, ... with
+    short and full kernel names."""
     full = [tuple(cols.names[i] for i in k.tolist()) for k in kernels]
     short = _short_names([n for names in full for n in names])
     data = {
@@ -216,7 +224,7 @@ def pattern_table(
     if operators is not None:
         data["operator"] = operators
     data["kernel_names"] = full
-    return pd.DataFrame(data)
+    return data
 
 
 def _short_names(full_names: list[str]) -> dict[str, str]:

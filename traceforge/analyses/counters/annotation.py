@@ -22,7 +22,7 @@ from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..series import net_steps
 from .derived import DERIVED
-from .tables import CounterTables, counter_tables
+from .tables import NO_COUNTERS, CounterTables, counter_tables
 
 if TYPE_CHECKING:
     from ...annotate import AnnotateContext
@@ -119,7 +119,10 @@ def rate_tracks(cols: TraceColumns, tables: CounterTables) -> list[CounterTrack]
 
 def build_counters(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """The ``counters`` analysis (see the module docstring); a no-op without counters."""
-    tables = counter_tables(cols, **counter_options(ctx.options))
+    options = counter_options(ctx.options)
+    if not len(cols.ranges) and options["ncu"] is None:  # no tables to make (nor pandas to import)
+        return Injections(summary=[f"counters: nothing to add ({NO_COUNTERS})"])
+    tables = counter_tables(cols, **options)
     if tables.kernels.empty:
         return Injections(summary=[f"counters: nothing to add ({'; '.join(tables.summary)})"])
     patches = counter_args(tables)

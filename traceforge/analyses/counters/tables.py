@@ -28,6 +28,7 @@ from .ranges import match_ranges
 
 OPERATOR_CATS = frozenset({"cpu_op", "operator"})
 NO_OP = "(no operator)"
+NO_COUNTERS = "the trace has no cuda_profiler_range events and no --ncu file was given"
 
 
 @dataclass
@@ -122,8 +123,7 @@ def counter_tables(
     """Counters from the trace's CUPTI ranges and/or an ncu CSV, tied to kernels and operators."""
     if not len(cols.ranges) and ncu is None:
         empty = pd.DataFrame(columns=list(ID_COLUMNS))
-        return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)),
-                             ["the trace has no cuda_profiler_range events and no --ncu file was given"])
+        return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)), [NO_COUNTERS])
     stacks = build_stacks(cols)
     parts: list[Measurements] = []
     if len(cols.ranges):
