@@ -223,5 +223,6 @@ class LaunchWindows:
             at = table.ts[lo:lo + _CHUNK]
             thread = self._thread_of_track[table.track[lo:lo + _CHUNK]]
             for t, windows in self._windows.items():
-                out[lo:lo + _CHUNK] |= windows.inside(at) & (thread == t)
+                mine = np.flatnonzero(thread == t)  # each row is looked up on its own thread only
+                out[lo + mine] = windows.inside(at[mine])
         return out
