@@ -294,6 +294,6 @@ def test_factorized_equals_pandas(distinct):
     values = np.concatenate([keys, keys[rng.integers(0, distinct, 400_000)]])
     codes, n = factorized(values)
     expected, uniques = pd.factorize(values)
-    assert codes.dtype == np.int32 and n == len(uniques) == distinct
+    assert codes.dtype == np.intp and n == len(uniques) == distinct
     assert np.array_equal(codes, expected)
     assert factorized(np.zeros(0, np.uint64))[1] == 0

@@ -2,8 +2,8 @@
  * mining (analyses/pattern_mining.py) without importing pandas (~0.35 s a process).
  *
  * factorize(values, codes) -> number of distinct values. `values` is a buffer of 8-byte
- * items (uint64 or int64), `codes` a writable int32 buffer as long; code k is the k-th
- * distinct value met. A table with open addressing holds the distinct values only, kept
+ * items (uint64 or int64), `codes` a writable int64 buffer as long (numpy's index type:
+ * ufunc.at takes its fast path only with it); code k is the k-th distinct value met. A table with open addressing holds the distinct values only, kept
  * at most half full; the GIL is released while it is filled.
  */
 #define PY_SSIZE_T_CLEAN
@@ -13,7 +13,7 @@
 
 typedef struct {
     uint64_t value;
-    int32_t code;  /* -1: an empty slot */
+    int64_t code;  /* -1: an empty slot */
 } Slot;
 
 static inline size_t slot_of(uint64_t value, size_t mask) {
@@ -47,12 +47,8 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
     }
     PyObject *result = NULL;
     Py_ssize_t n = values.len / 8;
-    if (values.len % 8 || codes.len != n * 4) {
-        PyErr_SetString(PyExc_ValueError, "values must be 8-byte items and codes int32, as many");
-        goto done;
-    }
-    if (n >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "too many values for int32 codes");
+    if (values.len % 8 || codes.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "values and codes must be 8-byte items, as many");
         goto done;
     }
     size_t cap = 1024;
@@ -60,8 +56,8 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
     if (!table) { PyErr_NoMemory(); goto done; }
     memset(table, 0xff, cap * sizeof(Slot));
     const uint64_t *v = values.buf;
-    int32_t *out = codes.buf;
-    int32_t distinct = 0;
+    int64_t *out = codes.buf;
+    int64_t distinct = 0;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -83,7 +79,7 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_RawFree(table);
     if (failed) { PyErr_NoMemory(); goto done; }
-    result = PyLong_FromLong(distinct);
+    result = PyLong_FromLongLong(distinct);
 done:
     PyBuffer_Release(&values);
     PyBuffer_Release(&codes);

@@ -44,7 +44,7 @@ class _Sequence:
         self.order = compact_ints(np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device)))
         self.size = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
-        self.codes, _ = factorized(gpu.name[self.order].astype(np.int64))
+        self.codes = factorized(gpu.name[self.order].astype(np.int64))[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
@@ -185,9 +185,9 @@ def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[
 
 
 def factorized(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """``pd.factorize`` of 8-byte ints without pandas: int32 codes by first appearance, and
+    """``pd.factorize`` of 8-byte ints without pandas: codes (intp) by first appearance, and
     how many distinct values there are."""
-    codes = np.empty(len(values), np.int32)
+    codes = np.empty(len(values), np.intp)
     return codes, factorize(np.ascontiguousarray(values), codes)
 
 
