@@ -14,13 +14,14 @@ from traceforge import annotate, launch_stats
 from traceforge.analyses.launch_delay import (
     HTA_LAUNCH_STATS_APIS, launch_pairs, launch_statistics, launch_table, outliers,
 )
-from traceforge.analyses.launch_delay_marks import FLOW_CATEGORY, delay_label
+from traceforge.analyses.launch_delay_marks import FLOW_CATEGORY, delay_counters, delay_label
 from traceforge.analyses.launches import last_step_start
 from traceforge.check import check_trace
 from traceforge.durations import parse_duration_ns
 from traceforge.errors import UsageError
 from traceforge.exacttime import to_ns
 from traceforge.perfetto_time import perfetto_ns_of as perfetto_ns
+from traceforge.scan import scan
 from traceforge.flow_anchors import perfetto_thread
 from traceforge.io.reader import TraceReader
 
@@ -260,3 +261,39 @@ def test_annotate_launch_delay(columns, tmp_path, name, cutoff, most_unplaced):
     report = check_trace(str(out))
     assert set(report.stats) <= {"flow_end_without_start", "slice_spill_overlapping_complete_event"}, report.stats
     assert report.stats.get("flow_end_without_start", 0) == report.warnings.get("dangling_flow_end", 0)
+
+
+def _two_kernels_starting_together(path) -> str:
+    """Two launches on one stream whose kernels start at the same ts (delays 85 and 75 us)."""
+    def event(cat, name, ts, dur, correlation, tid):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if cat == "kernel" else 1, "tid": tid, "ts": ts,
+                "dur": dur, "args": {"correlation": correlation, "device": 0, "stream": 7}}
+    events = [event("cuda_runtime", "cudaLaunchKernel", 10, 5, 1, 2), event("cuda_runtime", "cudaLaunchKernel", 20, 5, 2, 2),
+              event("kernel", "k1", 100, 1, 1, 7), event("kernel", "k2", 100, 2, 2, 7)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+TOGETHER = "two kernels at one ts"
+
+
+@pytest.mark.parametrize("name", [TOGETHER, "negative_queue", "df_index", "trace_diff"])
+def test_delay_counter_is_the_largest_delay_starting_at_each_ts(columns, name, tmp_path):
+    """Brute force per stream: one point per distinct op start, the largest delay among the
+    ops starting there (on the real traces no two launched ops of a stream start together)."""
+    cols = scan(_two_kernels_starting_together(tmp_path / "t.json")) if name == TOGETHER else columns(name)
+    gpu_rows, _, delay = launch_pairs(cols)
+    expected: dict[tuple, dict[int, int]] = {}
+    for row, d in zip(gpu_rows.tolist(), delay.tolist()):
+        points = expected.setdefault((int(cols.gpu.device[row]), int(cols.gpu.stream[row])), {})
+        ts = int(cols.gpu.ts[row])
+        points[ts] = max(points.get(ts, d), d)
+    ties = 0
+    for track in delay_counters(cols, gpu_rows, delay):
+        stream = int(track.key.split()[-1])
+        points = next(p for (dev, st), p in expected.items() if st == stream and cols.gpu_pid(dev) == track.pid)
+        ts = track.ts if isinstance(track.ts, np.ndarray) else np.concatenate(list(track.ts.chunks(1 << 20)))
+        assert ts.tolist() == sorted(points)
+        assert track.values.tolist() == [points[t] for t in sorted(points)]
+        ties += len(gpu_rows[cols.gpu.stream[gpu_rows] == stream]) - len(points)
+    assert ties == (name == TOGETHER)

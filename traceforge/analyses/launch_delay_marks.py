@@ -93,12 +93,13 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
         pick = mine[gpu_rows]
         ts, value = gpu.ts[gpu_rows[pick]], delay[pick]
-        order = np.lexsort((-value, ts))
+        order = np.argsort(ts, kind="stable")  # a stream's ops in file order: nearly sorted, fast
         ts, value = ts[order], value[order]
         del order
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
+        largest = np.maximum.reduceat(value, np.flatnonzero(first)) if len(ts) else value
         tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
-                                   ts=ts[first], values=compact_ints(value[first]), decimals=3))
-        del mine, pick, ts, value, first  # not held while the next stream is done
+                                   ts=ts[first], values=compact_ints(largest), decimals=3))
+        del mine, pick, ts, value, first, largest  # not held while the next stream is done
     return tracks
