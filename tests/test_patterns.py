@@ -292,8 +292,9 @@ def test_factorized_equals_pandas(distinct):
     keys = rng.integers(0, 2**63, distinct, dtype=np.int64).astype(np.uint64) * np.uint64(2)
     keys[:2] = [0, 2**64 - 1][:distinct] if distinct >= 2 else [0]
     values = np.concatenate([keys, keys[rng.integers(0, distinct, 400_000)]])
-    codes, n = factorized(values)
+    codes, first = factorized(values)
     expected, uniques = pd.factorize(values)
-    assert codes.dtype == np.intp and n == len(uniques) == distinct
-    assert np.array_equal(codes, expected)
-    assert factorized(np.zeros(0, np.uint64))[1] == 0
+    assert codes.dtype == np.intp and len(first) == len(uniques) == distinct
+    assert np.array_equal(codes, expected) and np.array_equal(values[first], uniques)
+    assert np.array_equal(first, np.unique(codes, return_index=True)[1])  # where each is first met
+    assert len(factorized(np.zeros(0, np.uint64))[1]) == 0

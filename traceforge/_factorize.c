@@ -1,9 +1,10 @@
 /* Codes of 64-bit values in order of first appearance: pandas.factorize for the pattern
  * mining (analyses/pattern_mining.py) without importing pandas (~0.35 s a process).
  *
- * factorize(values, codes) -> number of distinct values. `values` is a buffer of 8-byte
- * items (uint64 or int64), `codes` a writable int64 buffer as long (numpy's index type:
- * ufunc.at takes its fast path only with it); code k is the k-th distinct value met. A table with open addressing holds the distinct values only, kept
+ * factorize(values, codes, first) -> number of distinct values. `values` is a buffer of
+ * 8-byte items (uint64 or int64); `codes` and `first` are writable int64 buffers as long
+ * (numpy's index type: ufunc.at takes its fast path only with it). Code k is the k-th
+ * distinct value met, and first[k] the index where it is first met. A table with open addressing holds the distinct values only, kept
  * at most half full; the GIL is released while it is filled.
  */
 #define PY_SSIZE_T_CLEAN
@@ -37,18 +38,23 @@ static Slot *grown(Slot *table, size_t cap) {
 }
 
 static PyObject *factorize(PyObject *self, PyObject *args) {
-    PyObject *values_obj, *codes_obj;
-    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj)) return NULL;
-    Py_buffer values, codes;
+    PyObject *values_obj, *codes_obj, *first_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &values_obj, &codes_obj, &first_obj)) return NULL;
+    Py_buffer values, codes, first;
     if (PyObject_GetBuffer(values_obj, &values, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_WRITABLE) < 0) {
         PyBuffer_Release(&values);
         return NULL;
     }
+    if (PyObject_GetBuffer(first_obj, &first, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&values);
+        PyBuffer_Release(&codes);
+        return NULL;
+    }
     PyObject *result = NULL;
     Py_ssize_t n = values.len / 8;
-    if (values.len % 8 || codes.len != n * 8) {
-        PyErr_SetString(PyExc_ValueError, "values and codes must be 8-byte items, as many");
+    if (values.len % 8 || codes.len != n * 8 || first.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "values, codes and first must be 8-byte items, as many");
         goto done;
     }
     size_t cap = 1024;
@@ -56,7 +62,7 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
     if (!table) { PyErr_NoMemory(); goto done; }
     memset(table, 0xff, cap * sizeof(Slot));
     const uint64_t *v = values.buf;
-    int64_t *out = codes.buf;
+    int64_t *out = codes.buf, *first_at = first.buf;
     int64_t distinct = 0;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -64,6 +70,7 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
         size_t mask = cap - 1, j = slot_of(v[i], mask);
         while (table[j].code >= 0 && table[j].value != v[i]) j = (j + 1) & mask;
         if (table[j].code < 0) {
+            first_at[distinct] = i;
             table[j] = (Slot){v[i], distinct++};
             if ((size_t)distinct * 2 > cap) {
                 Slot *bigger = grown(table, cap);
@@ -83,11 +90,13 @@ static PyObject *factorize(PyObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&values);
     PyBuffer_Release(&codes);
+    PyBuffer_Release(&first);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"factorize", factorize, METH_VARARGS, "factorize(values, codes) -> distinct count (codes by first appearance)"},
+    {"factorize", factorize, METH_VARARGS,
+     "factorize(values, codes, first) -> distinct count (codes by first appearance, first index of each)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -60,6 +60,8 @@ class _Sequence:
         return np.flatnonzero(self.seg[:m] == self.seg[n - 1:n - 1 + m])
 
     def window_time(self, n: int, starts: np.ndarray) -> np.ndarray:
+        if len(starts) == self.size - n + 1:  # every window (one stream): slices, not gathers
+            return self.time[n:] - self.time[:-n]
         return self.time[starts + n] - self.time[starts]
 
     def window_hashes(self, max_len: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -128,15 +130,14 @@ def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[
             continue
         starts = seq.one_stream_starts(n)
         # One stream: no copy. The hash table grows with the distinct windows, not sized for all.
-        codes, distinct = factorized(hashes if len(starts) == len(hashes) else hashes[starts])
-        count = np.bincount(codes, minlength=distinct)
-        time = np.zeros(distinct, np.int64)
+        codes, first = factorized(hashes if len(starts) == len(hashes) else hashes[starts])
+        count = np.bincount(codes, minlength=len(first))
+        time = np.zeros(len(first), np.int64)
         np.add.at(time, codes, seq.window_time(n, starts))
         repeated = np.flatnonzero(count >= 2)
         if not len(repeated):
             break
-        example = np.full(distinct, seq.size, np.int64)
-        np.minimum.at(example, codes, starts)
+        example = starts[first]  # each window's first start
         rough = count[repeated] * time[repeated].astype(np.float64)
         ranked = repeated[np.argsort(-rough, kind="stable")].tolist()
         best = np.array(list(itertools.islice(
@@ -184,11 +185,11 @@ def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[
     return picked
 
 
-def factorized(values: np.ndarray) -> tuple[np.ndarray, int]:
+def factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize`` of 8-byte ints without pandas: codes (intp) by first appearance, and
-    how many distinct values there are."""
-    codes = np.empty(len(values), np.intp)
-    return codes, factorize(np.ascontiguousarray(values), codes)
+    where each distinct value is first met."""
+    codes, first = np.empty(len(values), np.intp), np.empty(len(values), np.intp)
+    return codes, first[:factorize(np.ascontiguousarray(values), codes, first)].copy()
 
 
 def _is_power(window: np.ndarray) -> bool:
