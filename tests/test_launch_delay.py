@@ -268,7 +268,8 @@ def _two_kernels_starting_together(path) -> str:
     def event(cat, name, ts, dur, correlation, tid):
         return {"ph": "X", "cat": cat, "name": name, "pid": 0 if cat == "kernel" else 1, "tid": tid, "ts": ts,
                 "dur": dur, "args": {"correlation": correlation, "device": 0, "stream": 7}}
-    events = [event("cuda_runtime", "cudaLaunchKernel", 10, 5, 1, 2), event("cuda_runtime", "cudaLaunchKernel", 20, 5, 2, 2),
+    events = [event("cuda_runtime", "cudaLaunchKernel", 10, 5, 1, 2),
+              event("cuda_runtime", "cudaLaunchKernel", 20, 5, 2, 2),
               event("kernel", "k1", 100, 1, 1, 7), event("kernel", "k2", 100, 2, 2, 7)]
     path.write_text(json.dumps({"traceEvents": events}))
     return str(path)

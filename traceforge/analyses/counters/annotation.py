@@ -22,7 +22,7 @@ from ...lazy_pandas import pd
 from ...scan import TraceColumns
 from ..series import net_steps
 from .derived import DERIVED
-from .tables import NO_COUNTERS, CounterTables, counter_tables
+from .tables import NO_COUNTERS, CounterTables, counter_tables, has_counters
 
 if TYPE_CHECKING:
     from ...annotate import AnnotateContext
@@ -120,7 +120,7 @@ def rate_tracks(cols: TraceColumns, tables: CounterTables) -> list[CounterTrack]
 def build_counters(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """The ``counters`` analysis (see the module docstring); a no-op without counters."""
     options = counter_options(ctx.options)
-    if not len(cols.ranges) and options["ncu"] is None:  # no tables to make (nor pandas to import)
+    if not has_counters(cols, options["ncu"]):  # no tables to make (nor pandas to import)
         return Injections(summary=[f"counters: nothing to add ({NO_COUNTERS})"])
     tables = counter_tables(cols, **options)
     if tables.kernels.empty:

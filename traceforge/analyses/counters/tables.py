@@ -112,6 +112,11 @@ def operator_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().sort_values(["kernels", "top_op"], ascending=[False, True], ignore_index=True)
 
 
+def has_counters(cols: TraceColumns, ncu: str | None) -> bool:
+    """Whether there is anything to tie to kernels: the trace's CUPTI ranges or an ncu CSV."""
+    return bool(len(cols.ranges)) or ncu is not None
+
+
 def counter_tables(
     cols: TraceColumns,
     *,
@@ -121,7 +126,7 @@ def counter_tables(
     peak_tensor_pct: float | None = None,
 ) -> CounterTables:
     """Counters from the trace's CUPTI ranges and/or an ncu CSV, tied to kernels and operators."""
-    if not len(cols.ranges) and ncu is None:
+    if not has_counters(cols, ncu):
         empty = pd.DataFrame(columns=list(ID_COLUMNS))
         return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)), [NO_COUNTERS])
     stacks = build_stacks(cols)
