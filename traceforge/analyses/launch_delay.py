@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..lazy_pandas import pd
-from ..scan import GPU_KIND_NAMES, TraceColumns
+from ..scan import GPU_KIND_NAMES, Table, TraceColumns
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
-from .stacks import build_stacks
+from .stacks import nest_calls
 
 # HTA 0.5's launch-stats set (no ExC, driver API, graph launches or HIP).
 HTA_LAUNCH_STATS_APIS = frozenset({"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"})
@@ -48,7 +48,7 @@ def launch_pairs(
 
 def launch_ops(cols: TraceColumns) -> np.ndarray:
     """Per launch call row: the name id of the innermost CPU op around it (-1 when none)."""
-    op = build_stacks(cols).launch_op
+    op = nest_calls(cols)[1]
     names = np.full(len(op), -1, np.int32)
     has = op >= 0
     names[has] = cols.cpu_ops.name[op[has]]
@@ -57,48 +57,56 @@ def launch_ops(cols: TraceColumns) -> np.ndarray:
 
 def launch_table(
     cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None,
-    op_names: np.ndarray | None = None,
+    op_names: np.ndarray | None = None, consume: bool = False,
 ) -> pd.DataFrame:
     """One row per launched GPU op, in trace order (times in ns; see ``TABLE_COLUMNS``).
 
     ``cpu_op`` is the innermost CPU op around the launch call ("" when none encloses it):
     ``op_names`` is ``launch_ops(cols)`` if the caller took it (and let the CPU ops go).
-    An empty table carries the reason in ``df.attrs["message"]``.
+    With ``consume``, each column of ``cols`` the table reads leaves it once read, so the
+    trace's columns and the table are not held whole at once. An empty table carries the
+    reason in ``df.attrs["message"]``.
     """
     op_names = launch_ops(cols) if op_names is None else op_names  # first: the stacks go before the pairs come
     gpu_rows, launch_rows, delay = launch_pairs(cols, apis=apis, launched_before_ns=launched_before_ns)
+    message = None if len(gpu_rows) else no_launches_reason(cols)
     gpu, launches = cols.gpu, cols.launches
     cpu_op_names = op_names[launch_rows]
     del op_names
+
+    def take(table: Table, column: str, rows: np.ndarray) -> np.ndarray:
+        return (table.cols.pop(column) if consume else table.cols[column])[rows]
+
     names = np.array(cols.names + [""], dtype=object)
     df = pd.DataFrame({
-        "device": gpu.device[gpu_rows],
-        "stream": gpu.stream[gpu_rows],
-        "kind": np.array(GPU_KIND_NAMES, dtype=object)[gpu.kind[gpu_rows]],
-        "name": names[gpu.name[gpu_rows]],
-        "gpu_ts": gpu.ts[gpu_rows],
-        "gpu_duration": gpu.dur[gpu_rows],
-        "api": names[launches.name[launch_rows]],
-        "launch_ts": launches.ts[launch_rows],
-        "cpu_duration": launches.dur[launch_rows],
+        "device": take(gpu, "device", gpu_rows),
+        "stream": take(gpu, "stream", gpu_rows),
+        "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
+        "name": names[take(gpu, "name", gpu_rows)],
+        "gpu_ts": take(gpu, "ts", gpu_rows),
+        "gpu_duration": take(gpu, "dur", gpu_rows),
+        "api": names[take(launches, "name", launch_rows)],
+        "launch_ts": take(launches, "ts", launch_rows),
+        "cpu_duration": take(launches, "dur", launch_rows),
         "launch_delay": delay,
         "negative_delay": delay < 0,
-        "correlation": gpu.correlation[gpu_rows],
+        "correlation": take(gpu, "correlation", gpu_rows),
         "cpu_op": names[cpu_op_names],
-        "gpu_ordinal": gpu.ordinal[gpu_rows],
-        "launch_ordinal": launches.ordinal[launch_rows],
+        "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
+        "launch_ordinal": take(launches, "ordinal", launch_rows),
     }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
-    if df.empty:
-        df.attrs["message"] = no_launches_reason(cols)
+    if message is not None:
+        df.attrs["message"] = message
     return df
 
 
 def launch_table_consuming(cols: TraceColumns, **options) -> pd.DataFrame:
     """``launch_table(cols, **options)`` for a caller done with ``cols``: the CPU ops go once
-    the launch calls' op names are taken, before the table (a row per launch) is built."""
+    the launch calls' op names are taken, and each GPU op and launch column once the table
+    has read it."""
     op_names = launch_ops(cols)
     cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
-    return launch_table(cols, op_names=op_names, **options)
+    return launch_table(cols, op_names=op_names, consume=True, **options)
 
 
 def no_launches_reason(cols: TraceColumns) -> str:

@@ -40,16 +40,22 @@ class Stacks:
 def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch. Each
     table's rows are in file order, as every scan and selection keeps them."""
+    cpu_parent, launch_op = nest_calls(cols)
+    gpu_launch = np.full(len(cols.gpu), -1, np.int64)
+    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(cols.launches)))
+    gpu_launch[gpu_rows] = launch_rows
+    return Stacks(cpu_parent, launch_op, gpu_launch)
+
+
+def nest_calls(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """``Stacks.cpu_parent`` and ``Stacks.launch_op`` without the GPU join (a caller that
+    joins GPU ops to their launches itself need not hold it twice)."""
     cpu, launches = cols.cpu_ops, cols.launches
-    n_cpu, n_launch = len(cpu), len(launches)
-    parent = np.full(n_cpu + n_launch, -1, np.int32)  # rows: 4 bytes each
+    parent = np.full(len(cpu) + len(launches), -1, np.int32)  # rows: 4 bytes each
     for track in np.union1d(cpu.track, launches.track).tolist():
         ops, calls = (np.flatnonzero(t.track == track).astype(np.int32) for t in (cpu, launches))
         _nest_track(ops, calls, cpu, launches, parent)
-    gpu_launch = np.full(len(cols.gpu), -1, np.int64)
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(n_launch))
-    gpu_launch[gpu_rows] = launch_rows
-    return Stacks(parent[:n_cpu], parent[n_cpu:], gpu_launch)
+    return parent[:len(cpu)], parent[len(cpu):]
 
 
 def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
