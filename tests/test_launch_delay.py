@@ -8,14 +8,16 @@ from decimal import Decimal
 
 import numpy as np
 import orjson
+import pandas as pd
 import pytest
 
 from traceforge import annotate, launch_stats
 from traceforge.analyses.launch_delay import (
-    HTA_LAUNCH_STATS_APIS, launch_pairs, launch_statistics, launch_table, outliers,
+    HTA_LAUNCH_STATS_APIS, launch_pairs, launch_statistics, launch_table, launch_table_consuming, outliers,
 )
 from traceforge.analyses.launch_delay_marks import FLOW_CATEGORY, delay_counters, delay_label
-from traceforge.analyses.launches import last_step_start
+from traceforge.analyses.launches import STREAM_LAUNCH_APIS, calls_of, last_step_start
+from traceforge.analyses.stacks import scan_for_stacks
 from traceforge.check import check_trace
 from traceforge.durations import parse_duration_ns
 from traceforge.errors import UsageError
@@ -298,3 +300,13 @@ def test_delay_counter_is_the_largest_delay_starting_at_each_ts(columns, name, t
         assert track.values.tolist() == [points[t] for t in sorted(points)]
         ties += len(gpu_rows[cols.gpu.stream[gpu_rows] == stream]) - len(points)
     assert ties == (name == TOGETHER)
+
+
+def test_consuming_table_equals_the_table():
+    """The table that takes each column out of the trace's columns as it reads them (so the
+    two are not held whole at once) is the same table."""
+    cols = scan_for_stacks(str(TRACES["negative_queue"]), keep_launch=calls_of(STREAM_LAUNCH_APIS))
+    expected = launch_table(cols)
+    got = launch_table_consuming(cols)
+    pd.testing.assert_frame_equal(got, expected)
+    assert len(got) == 6875 and "ts" not in cols.gpu.cols and "ts" not in cols.launches.cols
