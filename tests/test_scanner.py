@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from traceforge.errors import TraceFormatError
+from traceforge.io import rows as R
 from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
 
@@ -141,8 +142,6 @@ def test_compressed_batches_round_trip_across_chunks(tmp_path, codec, monkeypatc
 
 def test_runs_of_tiny_events_outgrow_the_first_guess_of_rows():
     """The scanner sizes its rows for an event per 200 bytes; denser runs grow them."""
-    from traceforge.io import rows as R
-
     data = b",".join(b'{"ph":"i","ts":%d}' % i for i in range(20_000)) + b"]"
     result = R.RowScanner().scan(data, len(data))
     assert result.status == R.END_OF_ARRAY and len(result.rows) == 20_000
@@ -177,8 +176,6 @@ def _expected(text: str) -> tuple[int | None, int | None]:
 @pytest.mark.parametrize("at_end", [False, True], ids=["mid-data", "last-bytes"])
 def test_numbers_of_every_length_are_read_exactly(at_end):
     """Digits go eight at a time except in the last bytes of the data: both ways agree with Python."""
-    from traceforge.io import rows as R
-
     texts = _number_texts()
     for text in texts:
         event = b'{"ph":"i","ts":%s,"id":%s}' % (text.encode(), text.encode())
@@ -213,8 +210,6 @@ def _string_literals() -> list[bytes]:
 @pytest.mark.parametrize("after", [b"}]", b"}" + b" " * 32 + b"]"], ids=["at-end", "padded"])
 def test_strings_agree_with_the_json_decoder(after):
     """Every literal scans to the decoder's string, or stops the scan where the decoder fails."""
-    from traceforge.io import rows as R
-
     for literal in _string_literals():
         data = b'{"ph":"i","name":' + literal + after
         scanner = R.RowScanner()
@@ -233,8 +228,6 @@ def test_rows_do_not_depend_on_where_the_data_ends():
     their ends: the scanner's 8- and 16-byte fast paths fall back there) gives the rows of one
     scan of the whole, offsets aside. The buffers are views into the whole trace, as the
     reader's are into its blocks."""
-    from traceforge.io import rows as R
-
     data = raw_json(TRACES["negative_queue"])
     start = data.index(b"[", data.index(b'"traceEvents"')) + 1
     start += len(data[start:]) - len(data[start:].lstrip())

@@ -9,7 +9,7 @@ looked up imports pandas (the import system makes that safe from any thread).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class _LazyPandas:
@@ -17,4 +17,7 @@ class _LazyPandas:
         return getattr(importlib.import_module("pandas"), name)
 
 
-pd: Any = _LazyPandas()
+if TYPE_CHECKING:  # type checkers see pandas itself
+    import pandas as pd
+else:
+    pd = _LazyPandas()

@@ -17,7 +17,7 @@ import numpy as np
 from .._stacks import nest
 from ..inject import in_sorted
 from ..scan import Table, TraceColumns, scan
-from .launches import join_gpu_to_launch
+from .launches import launch_of_gpu
 
 
 @dataclass
@@ -41,10 +41,7 @@ def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch. Each
     table's rows are in file order, as every scan and selection keeps them."""
     cpu_parent, launch_op = nest_calls(cols)
-    gpu_launch = np.full(len(cols.gpu), -1, np.int64)
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(cols.launches)))
-    gpu_launch[gpu_rows] = launch_rows
-    return Stacks(cpu_parent, launch_op, gpu_launch)
+    return Stacks(cpu_parent, launch_op, launch_of_gpu(cols, np.arange(len(cols.launches))))
 
 
 def nest_calls(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:

@@ -128,7 +128,8 @@ def counter_tables(
     """Counters from the trace's CUPTI ranges and/or an ncu CSV, tied to kernels and operators."""
     if not has_counters(cols, ncu):
         empty = pd.DataFrame(columns=list(ID_COLUMNS))
-        return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)), [NO_COUNTERS])
+        return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)),
+                             [NO_COUNTERS])
     stacks = build_stacks(cols)
     parts: list[Measurements] = []
     if len(cols.ranges):
