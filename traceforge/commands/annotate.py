@@ -46,8 +46,10 @@ def annotate_one(args: argparse.Namespace) -> Figures:
                              "compression"}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
-    if getattr(args, "rank_figures", True):
+    if getattr(args, "rank_figures", True):  # one of several ranks
         options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
+        # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.
+        options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
     with output_compression(args.compression):
         result = annotate(args.input, args.output, analyses=chosen, options=options)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
