@@ -161,6 +161,8 @@ def annotate(
 
     Analyses can also be switched on as keywords, like the CLI flags:
     ``annotate("t.json.gz", queue_length=True, memcpy_bw=True)`` or ``all=True``.
+    ``options`` are the analyses' (CLI ``--x-y`` -> ``x_y``), plus ``side_by_side=False`` to run
+    the analyses one at a time (when other work keeps the cores busy; see ``_side_by_side``).
     """
     wanted = [*analyses, *(name for name, a in ANALYSES.items()
                            if flags.get(name) or (flags.get("all") and a.in_all))]
