@@ -12,7 +12,7 @@ import traceforge
 from traceforge.cli import main
 from traceforge.analyses.kernel_names import short_kernel_name
 from traceforge.analyses.launches import last_step_start
-from traceforge.analyses.pattern_mining import factorized
+from traceforge.distinct import factorized
 from traceforge.analyses.patterns import find_patterns
 from traceforge.analyses.stacks import build_stacks
 from traceforge.exacttime import to_ns

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .distinct import factorized
 from .exacttime import to_ns
 from .inject import fits_int32
 from .io import rows as R
@@ -321,13 +322,18 @@ _PH_X, _PH_M, _PH_FLOW = 1, 2, 3
 _TIMES = R.F_TS | R.F_DUR
 
 
-def _lookup(table: np.ndarray, ids: np.ndarray, missing: int) -> np.ndarray:
-    """``table[ids]``, with ``missing`` where an id is negative (absent, or not a string)."""
-    if not len(table):
-        return np.full(len(ids), missing, table.dtype)
-    out = table[np.maximum(ids, 0)]
-    out[ids < 0] = missing
-    return out
+class _ByString:
+    """A value per scanner string id, read in one gather: the last two cells answer ids -2 (a
+    value that is not a string) and -1 (absent) with the ``missing`` value."""
+
+    def __init__(self, dtype: type, missing: object) -> None:
+        self.values = np.full(2, missing, dtype)
+
+    def extend(self, new: list) -> None:
+        self.values = np.concatenate([self.values[:-2], np.array(new, self.values.dtype), self.values[-2:]])
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        return self.values[ids]
 
 
 class _ColumnBuilder:
@@ -342,13 +348,13 @@ class _ColumnBuilder:
         self.spill_launch = spill_launch
         self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
         # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
-        self._ph_code = np.zeros(0, np.int8)
-        self._kind = np.zeros(0, np.int8)
+        self._ph_code = _ByString(np.int8, 0)
+        self._kind = _ByString(np.int8, -1)
         self._gpu_kind = np.zeros(0, np.int8)
         self._name_id = np.zeros(0, np.int32)
         self._cat_id = np.zeros(0, np.int32)
-        self._kept_launch = np.zeros(0, bool)
-        self._spilled_launch = np.zeros(0, bool)
+        self._kept_launch = _ByString(bool, False)
+        self._spilled_launch = _ByString(bool, spill_launch("") if spill_launch is not None else False)
         self._texts: list[str] = []
         # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
         self._track_id = np.zeros(0, np.int32)
@@ -365,7 +371,7 @@ class _ColumnBuilder:
         self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = _Columns(_SLICE_FIELDS)
         self.steps = _Columns(_SLICE_FIELDS)
-        self._step_name = np.zeros(0, bool)
+        self._step_name = _ByString(bool, False)
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()
         self.skipped: Counter = Counter()
@@ -381,23 +387,23 @@ class _ColumnBuilder:
             for i in odd.tolist():
                 _resolve_odd(rows[i], batch.event(i), self.scanner)
         self._learn()
-        ph_code = _lookup(self._ph_code, rows[:, R.PH], 0)
+        ph_code = self._ph_code[rows[:, R.PH]]
         self._count(rows)
         for i in np.flatnonzero(ph_code == _PH_M).tolist():
             _note_metadata(batch.event(i), self.track_names, self.process_names)
         flows = (ph_code == _PH_FLOW) & (rows[:, R.FLAGS] & R.F_ID != 0)
         if flows.any():
             self.max_flow_id = max(self.max_flow_id, int(rows[flows, R.ID].max()))
-        kind = _lookup(self._kind, rows[:, R.CAT], -1)
+        kind = self._kind[rows[:, R.CAT]]
         kind[ph_code != _PH_X] = -1
         timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
-        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & _lookup(self._step_name, rows[:, R.NAME], False))
+        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[rows[:, R.NAME]])
         if len(steps):
             self.steps.extend(*self._slice_fields(batch, rows[steps], steps))
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
         if self.keep_launch is not None:
-            kind[(kind == _KIND_CODES[_LAUNCH]) & ~_lookup(self._kept_launch, rows[:, R.NAME], False)] = -1
+            kind[(kind == _KIND_CODES[_LAUNCH]) & ~self._kept_launch[rows[:, R.NAME]]] = -1
         for name, code in _KIND_CODES.items():
             mine = kind == code
             if not mine.any():
@@ -436,7 +442,7 @@ class _ColumnBuilder:
             if self.spill_launch is None:
                 self.launch.extend(*values)
             else:
-                spill = _lookup(self._spilled_launch, r[:, R.NAME], self.spill_launch(""))
+                spill = self._spilled_launch[r[:, R.NAME]]
                 self.launch.extend(*(v[~spill] for v in values))
                 if spill.any():
                     self.spilled_launch.extend(*(v[spill] for v in values))
@@ -450,7 +456,10 @@ class _ColumnBuilder:
 
     def _count(self, rows: np.ndarray) -> None:
         key = (rows[:, R.PH] + 2) << 32 | (rows[:, R.CAT] + 2)
-        for k, n in zip(*np.unique(key, return_counts=True)):
+        codes, first = factorized(key)  # a few distinct pairs: only they are sorted (the counts' order)
+        distinct, counts = key[first], np.bincount(codes)
+        order = np.argsort(distinct)
+        for k, n in zip(distinct[order].tolist(), counts[order].tolist()):
             ph, cat = int(k >> 32) - 2, int(k & 0xFFFFFFFF) - 2
             self.counts[(self._texts[ph] if ph >= 0 else None, self._texts[cat] if cat >= 0 else None)] += int(n)
 
@@ -461,19 +470,18 @@ class _ColumnBuilder:
             texts = [R.decode_string(raw) for raw in new]
             self._texts += texts
             kinds = [_kind_of(t) for t in texts]
-            self._ph_code = np.append(self._ph_code, np.array(
-                [_PH_X if t == "X" else _PH_M if t == "M" else _PH_FLOW if t in ("s", "f", "t") else 0 for t in texts],
-                np.int8))
-            self._kind = np.append(self._kind, np.array([_KIND_CODES.get(k, -1) for k in kinds], np.int8))
+            self._ph_code.extend(
+                [_PH_X if t == "X" else _PH_M if t == "M" else _PH_FLOW if t in ("s", "f", "t") else 0 for t in texts])
+            self._kind.extend([_KIND_CODES.get(k, -1) for k in kinds])
             self._gpu_kind = np.append(self._gpu_kind, np.array(
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
-            self._step_name = np.append(self._step_name, np.array([t.startswith(STEP_PREFIX) for t in texts], bool))
+            self._step_name.extend([t.startswith(STEP_PREFIX) for t in texts])
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
-                self._kept_launch = np.append(self._kept_launch, np.array([self.keep_launch(t) for t in texts], bool))
+                self._kept_launch.extend([self.keep_launch(t) for t in texts])
             if self.spill_launch is not None:
-                self._spilled_launch = np.append(self._spilled_launch, np.array([self.spill_launch(t) for t in texts], bool))
+                self._spilled_launch.extend([self.spill_launch(t) for t in texts])
         new = self.scanner.tracks[len(self._track_id):]
         if new:
             decoded = [R.decode_track(raw) for raw in new]

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .._factorize import factorize
+from ..distinct import factorized
 from ..inject import compact_ints
 from ..scan import TraceColumns
 from .patterns import Patterns, concat_runs, pattern_columns
@@ -183,13 +183,6 @@ def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[
             chosen_of[i] = chosen
             heapq.heappush(heap, (-score, neg_n, i))
     return picked
-
-
-def factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize`` of 8-byte ints without pandas: codes (intp) by first appearance, and
-    where each distinct value is first met."""
-    codes, first = np.empty(len(values), np.intp), np.empty(len(values), np.intp)
-    return codes, first[:factorize(np.ascontiguousarray(values), codes, first)].copy()
 
 
 def _is_power(window: np.ndarray) -> bool:
