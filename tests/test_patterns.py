@@ -298,3 +298,49 @@ def test_factorized_equals_pandas(distinct):
     assert np.array_equal(codes, expected) and np.array_equal(values[first], uniques)
     assert np.array_equal(first, np.unique(codes, return_index=True)[1])  # where each is first met
     assert len(factorized(np.zeros(0, np.uint64))[1]) == 0
+
+
+def _reference_candidates(seq, min_len: int, max_len: int, keep: int):
+    """``_candidates`` by brute force: windows inside one stream grouped by their names."""
+    from traceforge.analyses.pattern_mining import _is_power
+
+    lengths, examples, bounds = [], [], []
+    for n in range(min_len, max_len + 1):
+        groups: dict[tuple, list[int]] = {}  # names -> [count, time, first start], in first-met order
+        for s in range(seq.size - n + 1):
+            if seq.seg[s] == seq.seg[s + n - 1]:
+                g = groups.setdefault(tuple(seq.codes[s:s + n].tolist()), [0, 0, s])
+                g[0] += 1
+                g[1] += int(seq.time[s + n] - seq.time[s])
+        repeated = [g for g in groups.values() if g[0] >= 2]
+        if not repeated:
+            break
+        ranked = sorted(repeated, key=lambda g: -(g[0] * float(g[1])))
+        best = [g for g in ranked if not _is_power(seq.codes[g[2]:g[2] + n])][:keep]
+        lengths += [n] * len(best)
+        examples += [g[2] for g in best]
+        bounds += [g[0] * g[1] for g in best]
+    return lengths, examples, bounds
+
+
+def test_mined_candidates_leave_out_windows_across_streams(tmp_path):
+    """Windows that span two streams are grouped with the rest, then taken out: a run first met
+    across the boundary (a b | c) counts only inside a stream, and its example is its first
+    window there; one seen twice only with the crossing window (b | c y) is no candidate."""
+    from traceforge.analyses.pattern_mining import _candidates, _Sequence
+    from traceforge.scan import scan
+
+    streams = {7: "x a b", 9: "c y a b c y a b c z"}
+    events, ts = [], 0
+    for stream, names in streams.items():
+        for name in names.split():
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts,
+                           "dur": 1 + len(events) % 3, "args": {"device": 0, "stream": stream}})
+            ts += 5
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    seq = _Sequence(scan(str(path)))
+    got = _candidates(seq, 2, 6, keep=10)
+    assert got == _reference_candidates(seq, 2, 6, keep=10)
+    threes = [e for n, e in zip(got[0], got[1]) if n == 3]
+    assert 5 in threes and 1 not in threes  # "a b c": first inside stream 9 at op 5, across the streams at op 1

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..distinct import factorized
-from ..inject import compact_ints
+from ..inject import compact_ints, in_sorted
 from ..scan import TraceColumns
 from .patterns import Patterns, concat_runs, pattern_columns
 
@@ -44,6 +44,7 @@ class _Sequence:
         self.order = compact_ints(np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device)))
         self.size = len(self.order)
         self.seg = _segments(gpu.device[self.order], gpu.stream[self.order])
+        self.stream_firsts = np.flatnonzero(self.seg[1:] != self.seg[:-1]) + 1  # where each stream but the first starts
         self.codes = factorized(gpu.name[self.order].astype(np.int64))[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
@@ -54,13 +55,15 @@ class _Sequence:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
         return self.seg[starts] == self.seg[starts + n - 1]
 
-    def one_stream_starts(self, n: int) -> np.ndarray:
-        """Starts of all the windows of ``n`` ops that stay inside one stream."""
-        m = max(self.size - n + 1, 0)
-        return np.flatnonzero(self.seg[:m] == self.seg[n - 1:n - 1 + m])
+    def crossing_starts(self, n: int) -> np.ndarray:
+        """Starts of the windows of ``n`` ops that span two streams (sorted): those that start
+        fewer than ``n`` ops before a stream's first op, a few per stream."""
+        starts = (self.stream_firsts[:, None] - np.arange(1, n)).ravel()
+        return np.unique(starts[(starts >= 0) & (starts <= self.size - n)])
 
-    def window_time(self, n: int, starts: np.ndarray) -> np.ndarray:
-        if len(starts) == self.size - n + 1:  # every window (one stream): slices, not gathers
+    def window_time(self, n: int, starts: np.ndarray | None = None) -> np.ndarray:
+        """GPU time of the windows of ``n`` ops at ``starts`` (None: every window, by slices)."""
+        if starts is None:
             return self.time[n:] - self.time[:-n]
         return self.time[starts + n] - self.time[starts]
 
@@ -128,16 +131,23 @@ def _candidates(seq: _Sequence, min_len: int, max_len: int, keep: int) -> tuple[
     for n, hashes in seq.window_hashes(max_len):
         if n < min_len:
             continue
-        starts = seq.one_stream_starts(n)
-        # One stream: no copy. The hash table grows with the distinct windows, not sized for all.
-        codes, first = factorized(hashes if len(starts) == len(hashes) else hashes[starts])
-        count = np.bincount(codes, minlength=len(first))
-        time = np.zeros(len(first), np.int64)
-        np.add.at(time, codes, seq.window_time(n, starts))
+        # Every window is grouped (no copy of the hashes), then the few that span two streams
+        # are taken out of their groups' counts and times.
+        codes, example = factorized(hashes)  # the table grows with the distinct windows, not sized for all
+        count = np.bincount(codes, minlength=len(example))
+        time = np.zeros(len(example), np.int64)
+        np.add.at(time, codes, seq.window_time(n))
+        crossing = seq.crossing_starts(n)
+        if len(crossing):
+            np.subtract.at(count, codes[crossing], 1)
+            np.subtract.at(time, codes[crossing], seq.window_time(n, crossing))
         repeated = np.flatnonzero(count >= 2)
         if not len(repeated):
             break
-        example = starts[first]  # each window's first start
+        if len(crossing):
+            _first_inside(example, repeated, codes, crossing)
+            # Ranked ties go by first window inside one stream, as when only those were grouped.
+            repeated = repeated[np.argsort(example[repeated], kind="stable")]
         rough = count[repeated] * time[repeated].astype(np.float64)
         ranked = repeated[np.argsort(-rough, kind="stable")].tolist()
         best = np.array(list(itertools.islice(
@@ -183,6 +193,14 @@ def _pick(seq: _Sequence, lengths: list[int], examples: list[int], bounds: list[
             chosen_of[i] = chosen
             heapq.heappush(heap, (-score, neg_n, i))
     return picked
+
+
+def _first_inside(example: np.ndarray, groups: np.ndarray, codes: np.ndarray, crossing: np.ndarray) -> None:
+    """Where a group of ``groups`` was first met at a window spanning two streams, its first
+    window inside one stream instead (in place; rare: a run of names repeated across streams)."""
+    for g in groups[in_sorted(crossing, example[groups])].tolist():
+        at = np.flatnonzero(codes == g)
+        example[g] = at[~in_sorted(crossing, at)][0]
 
 
 def _is_power(window: np.ndarray) -> bool:
