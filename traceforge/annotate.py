@@ -202,17 +202,16 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
             injections.spill(spool)
         built[analysis.name] = injections
 
-    beside = None
-    if cpu_side and gpu_side and _side_by_side(cols, options):
-        beside = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
-        done = beside.submit(lambda scanned=cols: [build(a, scanned) for a in gpu_side])  # GPU ops: untouched below
-    try:
+    paired = bool(cpu_side and gpu_side) and _side_by_side(cols, options)
+    with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
+        # The GPU ops the second thread reads are left untouched below.
+        done = beside.submit(lambda scanned=cols: [build(a, scanned) for a in gpu_side]) if paired else None
         if cols.spilled_cpu_ops is not None:  # those an arrow can meet or a stack passes through come back
             cols = reads.some_ops_only(cols)
         on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
         if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
             on_columns(cols)
-        order = cpu_side if beside is not None else cpu_side + gpu_side
+        order = cpu_side if paired else cpu_side + gpu_side
         for i, analysis in enumerate(order):
             build(analysis, cols)
             later = _Reads.of(order[i + 1:], options)
@@ -220,11 +219,8 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
                 cols.launches = cols.launches.take(np.zeros(0, np.int64))
             if not (later.near_launches or later.stack_marks):
                 cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
-        if beside is not None:
+        if done is not None:
             done.result()
-    finally:
-        if beside is not None:
-            beside.shutdown()
     injections = Injections()
     for analysis in chosen:
         injections.add(built[analysis.name])
