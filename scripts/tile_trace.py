@@ -10,6 +10,10 @@ rewritten on their text, so fractional-µs timestamps such as ``1712195495519689
 exact. The input (.json, .json.gz or .json.zst) is read into memory once; the output is
 streamed, compressed by its suffix: gzip level 1 (.gz), zstd level 3 (.zst), else none.
 
+``--cpu-only-copies K`` then adds K copies of the CPU ops alone (a host-side phase with no
+GPU work, such as CPU preprocessing): a trace of the same GPU ops, launch calls and CPU ops
+around them, and a larger host side, to tell what a tool's memory grows with.
+
     python scripts/tile_trace.py IN.json.gz -o OUT.json.gz --size 2GB
 """
 
@@ -34,6 +38,7 @@ TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:]')
 NUMBER = re.compile(rb"\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
 STRING = re.compile(rb'\s*"([^"\\]*)"')
 EVENT_ID_KEYS = {b"id"}  # flow ids
+CPU_OP_CATS = {b"cpu_op", b"operator", b"user_annotation", b"python_function"}  # either Kineto, lower-cased
 ARGS_ID_KEYS = {b"correlation", b"External id", b"external id"}
 SIZE_UNITS = {
     "": 1, "B": 1,
@@ -65,6 +70,7 @@ class Event:
     start: int
     end: int = 0
     ph: bytes = b""
+    cat: bytes = b""
     dur: Decimal | None = None
     slots: list[Slot] = field(default_factory=list)
 
@@ -162,9 +168,9 @@ def scan(doc: bytes) -> list[Event]:
 
 def read_field(doc: bytes, pos: int, key: bytes, depth: int, parent: bytes | None, event: Event) -> None:
     """Note the value after ``key:`` at ``pos`` if the event needs it (depth 1: event, 2: args)."""
-    if depth == 1 and key == b"ph":
+    if depth == 1 and key in (b"ph", b"cat"):
         if m := STRING.match(doc, pos):
-            event.ph = m.group(1)
+            setattr(event, key.decode(), m.group(1))
     elif depth == 1 and key == b"dur":
         if m := NUMBER.match(doc, pos):
             event.dur = Decimal(m.group(1).decode())
@@ -211,8 +217,9 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * SIZE_UNITS[m.group(2).upper()])
 
 
-def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int) -> None:
-    """Write ``dst`` as ``copies`` time-shifted copies of ``src``'s events (or enough for ``size``)."""
+def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int, cpu_only_copies: int = 0) -> None:
+    """Write ``dst`` as ``copies`` time-shifted copies of ``src``'s events (or enough for ``size``),
+    then ``cpu_only_copies`` of its CPU ops alone."""
     doc = read_trace(src)
     events = scan(doc)
     if not events:
@@ -235,14 +242,15 @@ def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int
         copies = max(1, round((size - fixed) / per_copy)) if per_copy else 1
     templates = [Template.of(doc, e) for e in events]
     is_metadata = [e.ph == b"M" for e in events]
+    is_cpu_op = [e.ph == b"X" and e.cat.lower() in CPU_OP_CATS for e in events]
     del doc, events
 
     written = 0
     with open_output(dst) as out:
-        for k in range(copies):  # one copy at a time: memory stays bounded by the input's size
+        for k in range(copies + cpu_only_copies):  # one copy at a time: memory stays bounded by the input's size
             parts = [header] if k == 0 else []
-            for template, meta in zip(templates, is_metadata, strict=True):
-                if meta and k:
+            for template, meta, cpu_op in zip(templates, is_metadata, is_cpu_op, strict=True):
+                if meta and k or k >= copies and not cpu_op:
                     continue
                 parts.append(separator)
                 parts.extend(template.render(k * period_us, k * id_step) if k else template.original())
@@ -254,7 +262,7 @@ def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int
         out.write(trailer)
         written += len(trailer)
     print(
-        f"wrote {dst}: {copies} copies (period {period_us} µs, id step {id_step}), "
+        f"wrote {dst}: {copies} copies, {cpu_only_copies} of the CPU ops alone (period {period_us} µs, id step {id_step}), "
         f"{written:,} bytes uncompressed, {dst.stat().st_size:,} bytes on disk"
     )
 
@@ -267,11 +275,15 @@ def main(argv: list[str] | None = None) -> None:
     amount.add_argument("--size", type=parse_size, help="approximate uncompressed output size, e.g. 2GB")
     amount.add_argument("--copies", type=int, help="number of copies of the events")
     parser.add_argument("--gap-us", type=int, default=1000, help="idle gap between copies in µs (default 1000)")
+    parser.add_argument("--cpu-only-copies", type=int, default=0, metavar="K",
+                        help="then K copies of the CPU ops alone (cat cpu_op, user_annotation, python_function)")
     args = parser.parse_args(argv)
     if args.copies is not None and args.copies < 1:
         parser.error("--copies must be at least 1")
+    if args.cpu_only_copies < 0:
+        parser.error("--cpu-only-copies must be at least 0")
     try:
-        tile(args.input, args.output, args.size, args.copies, args.gap_us)
+        tile(args.input, args.output, args.size, args.copies, args.gap_us, args.cpu_only_copies)
     except ValueError as e:
         sys.exit(f"tile_trace: {e}")
 
