@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import platform
 import random
 
 import pytest
@@ -91,3 +92,29 @@ def test_output_compression_applies_inside_only_and_names_unknown_ones():
     with pytest.raises(UsageError, match="unknown compression 'tiny'"):
         with output_compression("tiny"):
             pass
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".json.zst", ".json"])
+def test_reading_frees_unused_heap_pages_every_trim_every_bytes(tmp_path, monkeypatch, suffix):
+    """Reading gives the heap's free pages back once TRIM_EVERY bytes have been read since
+    the last time, whatever the codec (io.heap): what keeps resident memory flat on big traces."""
+    from traceforge.io import heap
+
+    trims: list[int] = []
+    monkeypatch.setattr(heap, "_malloc_trim", lambda: trims.append)
+    data = DATA * 10  # ~12.7 MB: four blocks
+    path = tmp_path / f"t{suffix}"
+    packed = {".json.gz": gzip.compress, ".json.zst": zstandard.ZstdCompressor().compress}
+    path.write_bytes(packed.get(suffix, bytes)(data))
+    for every, expected in ((1, 4), (9 << 20, 1), (len(data) + 1, 0)):
+        monkeypatch.setattr(heap, "TRIM_EVERY", every)
+        trims.clear()
+        assert sum(map(len, iter_decompressed(str(path)))) == len(data)
+        assert trims == [0] * expected
+
+
+def test_the_heap_trim_is_found_on_glibc():
+    from traceforge.io import heap
+
+    if platform.libc_ver()[0] == "glibc":
+        assert heap._malloc_trim() is not None

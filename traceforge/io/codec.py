@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover (a platform without isal wheels)
 from .._splice import uninitialized
 from ..errors import TraceFormatError, UsageError
 from .background import BackgroundSink, prefetched
+from .heap import HeapTrimmer
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -153,6 +154,7 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
     decompression time.
     """
     reader = _decompressing_reader(source, codec)
+    trimmer = HeapTrimmer()  # resident memory stays flat however much is read (see io.heap)
     while True:
         block = uninitialized(headroom + BLOCK)  # filled by readinto; headroom by the reader
         view = memoryview(block)[headroom:]
@@ -170,6 +172,7 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
             return
         if n < BLOCK:
             del block[headroom + n:]
+        trimmer.count(n)
         yield block
 
 
