@@ -92,9 +92,10 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
     tracks = []
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
         pick = mine[gpu_rows]
-        ts, value = gpu.ts[gpu_rows[pick]], delay[pick]
+        ts, value = gpu.ts[gpu_rows[pick]], compact_ints(delay[pick])
         order = np.argsort(ts, kind="stable")  # a stream's ops in file order: nearly sorted, fast
-        ts, value = ts[order], value[order]
+        ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
+        value = value[order]
         del order
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
