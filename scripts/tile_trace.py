@@ -250,7 +250,7 @@ def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int
         for k in range(copies + cpu_only_copies):  # one copy at a time: memory stays bounded by the input's size
             parts = [header] if k == 0 else []
             for template, meta, cpu_op in zip(templates, is_metadata, is_cpu_op, strict=True):
-                if meta and k or k >= copies and not cpu_op:
+                if (meta and k) or (k >= copies and not cpu_op):
                     continue
                 parts.append(separator)
                 parts.extend(template.render(k * period_us, k * id_step) if k else template.original())
@@ -262,8 +262,8 @@ def tile(src: Path, dst: Path, size: int | None, copies: int | None, gap_us: int
         out.write(trailer)
         written += len(trailer)
     print(
-        f"wrote {dst}: {copies} copies, {cpu_only_copies} of the CPU ops alone (period {period_us} µs, id step {id_step}), "
-        f"{written:,} bytes uncompressed, {dst.stat().st_size:,} bytes on disk"
+        f"wrote {dst}: {copies} copies, {cpu_only_copies} of the CPU ops alone (period {period_us} µs, "
+        f"id step {id_step}), {written:,} bytes uncompressed, {dst.stat().st_size:,} bytes on disk"
     )
 
 
