@@ -1,8 +1,10 @@
-"""Call stacks from a trace's stack CPU ops only (``stacks.stack_ops``) equal those from all of them."""
+"""Call stacks: the nesting walk, and those from a trace's stack CPU ops only (``stacks.stack_ops``)
+equal those from all of them."""
 
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import orjson
@@ -11,8 +13,8 @@ import pytest
 import traceforge
 
 from traceforge.analyses.patterns import find_patterns, scan_for_operator
-from traceforge.analyses.stacks import build_stacks, scan_for_stacks
-from traceforge.scan import TraceColumns, scan
+from traceforge.analyses.stacks import build_stacks, nest_calls, scan_for_stacks
+from traceforge.scan import Table, TraceColumns, scan
 
 from .conftest import TRACES
 
@@ -119,3 +121,44 @@ def test_annotate_keeps_the_launch_calls_other_analyses_read(tmp_path):
     traceforge.annotate(path, str(alone), analyses=["counters"])
     assert "args on 77 launch events" in result.summary[0]
     assert both.read_bytes() == alone.read_bytes()
+
+
+def _walked_parents(ts: list[int], dur: list[int], is_call: list[bool], track: list[int]) -> list[int]:
+    """The stack walk in plain Python over items sorted by (start, longer first, ops before
+    calls, file order) per thread: each item's innermost open op that contains it, or -1."""
+    parent = [-1] * len(ts)
+    for thread in set(track):
+        items = sorted((i for i in range(len(ts)) if track[i] == thread),
+                       key=lambda i: (ts[i], -max(dur[i], 0), is_call[i], i))
+        stack: list[tuple[int, int]] = []  # (end, item)
+        for i in items:
+            start, stop = ts[i], ts[i] + max(dur[i], 0)
+            while stack and not (start < stack[-1][0] and stop <= stack[-1][0]):
+                stack.pop()
+            if stack:
+                parent[i] = stack[-1][1]
+            if not is_call[i] and stop > start:
+                stack.append((stop, i))
+    return parent
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nest_calls_matches_the_walk_over_sorted_items(seed):
+    """Ops and calls in any file order (runs in order, shuffled, equal starts and ends, zero and
+    negative durations, int32 and int64 durations) nest as the walk in Python does."""
+    rng = np.random.default_rng(seed)
+    n_ops, n_calls = int(rng.integers(0, 400)), int(rng.integers(0, 300))
+    n = n_ops + n_calls
+    ts = rng.integers(0, 60, n).astype(np.int64) * 10 + (10**15 if seed % 2 else 0)
+    dur = rng.choice([-5, 0, 5, 10, 20, 40, 100, 300], n).astype(np.int64)
+    if seed % 3 == 0:  # nearly in order, as in real traces
+        order = np.argsort(ts, kind="stable")
+        ts, dur = ts[order], dur[order]
+    track = rng.integers(0, 3, n).astype(np.int32)
+    dur_type = np.int64 if seed % 2 else np.int32
+    cpu = Table({"ts": ts[:n_ops], "dur": dur[:n_ops].astype(dur_type), "track": track[:n_ops]})
+    launches = Table({"ts": ts[n_ops:], "dur": dur[n_ops:].astype(np.int64), "track": track[n_ops:]})
+    cpu_parent, launch_op = nest_calls(SimpleNamespace(cpu_ops=cpu, launches=launches))
+    want = _walked_parents(ts.tolist(), dur.tolist(), [i >= n_ops for i in range(n)], track.tolist())
+    assert cpu_parent.tolist() + launch_op.tolist() == want
+    assert (np.asarray(want) < n_ops).all()  # a call holds nothing

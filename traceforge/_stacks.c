@@ -1,30 +1,133 @@
-/* The stack walk that nests one thread's CPU ops and launch calls (analyses/stacks.py).
+/* Nesting one thread's CPU ops and launch calls (analyses/stacks.py): sort, then walk.
  *
- * Python sorts the items; this walks them in that order with an array as the stack. The
- * walk is sequential by nature, and as a Python loop it took ~1 s per 5 M items.
+ * The items are sorted as indices into the thread's row lists, reading times and durations
+ * from the trace's columns: 8 bytes an item (an index and a merge buffer). Gathering each
+ * thread's times and durations for a numpy lexsort held ~35 bytes an item, the largest
+ * working set of `launch-stats` and `patterns --op` (one thread holds nearly every item).
+ * A thread's ops, and its calls, are nearly in time order in the file, so a merge sort of
+ * the runs already in order does a few passes. The walk is sequential by nature: as a
+ * Python loop it took ~1 s per 5 M items.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+
+/* Item k of a thread: its op k (k < n_ops), else its launch call k - n_ops. */
+typedef struct {
+    const int32_t *ops, *calls;
+    Py_ssize_t n_ops;
+    const int64_t *op_ts, *call_ts;
+    const char *op_dur, *call_dur;
+    int op_dur8, call_dur8; /* durations are int64 (else int32) */
+} Thread;
+
+static inline int64_t dur_at(const char *dur, int wide, int32_t row) {
+    int64_t d = wide ? ((const int64_t *)dur)[row] : ((const int32_t *)dur)[row];
+    return d > 0 ? d : 0;
+}
+
+static inline int64_t item_ts(const Thread *t, int32_t k) {
+    return k < t->n_ops ? t->op_ts[t->ops[k]] : t->call_ts[t->calls[k - t->n_ops]];
+}
+
+static inline int64_t item_dur(const Thread *t, int32_t k) {
+    return k < t->n_ops ? dur_at(t->op_dur, t->op_dur8, t->ops[k])
+                        : dur_at(t->call_dur, t->call_dur8, t->calls[k - t->n_ops]);
+}
+
+/* Whether item a sorts before item b: earlier start, then longer (a parent before what it
+ * holds), then ops before calls and file order, which k is. A total order: no ties. */
+static inline int before(const Thread *t, int32_t a, int32_t b) {
+    int64_t ta = item_ts(t, a), tb = item_ts(t, b);
+    if (ta != tb) return ta < tb;
+    int64_t da = item_dur(t, a), db = item_dur(t, b);
+    if (da != db) return da > db;
+    return a < b;
+}
+
+/* Sorts idx[0..m) with tmp[0..m): finds the runs in order, then merges neighbours until one
+ * is left. Returns 0 if out of memory (for the run bounds: more than a few only on input in
+ * no order at all). */
+static int sort_items(const Thread *t, int32_t *idx, int32_t *tmp, Py_ssize_t m) {
+    Py_ssize_t cap = 64, runs = 0;
+    Py_ssize_t *bound = PyMem_RawMalloc(cap * sizeof(Py_ssize_t)); /* run r is [bound[r], bound[r + 1]) */
+    if (!bound) return 0;
+    bound[0] = 0;
+    for (Py_ssize_t i = 1; i <= m; i++) {
+        if (i < m && before(t, idx[i - 1], idx[i])) continue;
+        if (runs + 2 > cap) {
+            Py_ssize_t *grown = PyMem_RawRealloc(bound, 2 * cap * sizeof(Py_ssize_t));
+            if (!grown) { PyMem_RawFree(bound); return 0; }
+            bound = grown, cap *= 2;
+        }
+        bound[++runs] = i;
+    }
+    int32_t *src = idx, *dst = tmp;
+    while (runs > 1) {
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t r = 0; r < runs; r += 2) {
+            Py_ssize_t lo = bound[r], mid = bound[r + 1], hi = r + 2 <= runs ? bound[r + 2] : mid;
+            Py_ssize_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = before(t, src[j], src[i]) ? src[j++] : src[i++];
+            memcpy(dst + k, src + i, (mid - i) * sizeof(int32_t));
+            memcpy(dst + k + (mid - i), src + j, (hi - j) * sizeof(int32_t));
+            bound[kept++] = lo;
+        }
+        bound[kept] = m;
+        runs = kept;
+        int32_t *swap = src;
+        src = dst, dst = swap;
+    }
+    if (src != idx) memcpy(idx, src, m * sizeof(int32_t));
+    PyMem_RawFree(bound);
+    return 1;
+}
 
 typedef struct {
     int64_t end;
     int32_t row;
 } Open;
 
-enum { ORDER, ROWS, TS, NEG_DUR, LEAF, PARENT, N_ARRAYS };
+/* Walks the sorted items with an array as the stack of open ops: each item's parent is the
+ * innermost open op that contains it (starts inside it, ends by its end). Calls never open. */
+static void walk(const Thread *t, const int32_t *idx, Py_ssize_t m, Py_ssize_t n_cpu, int32_t *parent, Open *stack) {
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t s = 0; s < m; s++) {
+        int32_t k = idx[s];
+        int64_t start = item_ts(t, k), stop = start + item_dur(t, k);
+        int is_call = k >= t->n_ops;
+        int32_t row = is_call ? (int32_t)(n_cpu + t->calls[k - t->n_ops]) : t->ops[k];
+        while (depth && !(start < stack[depth - 1].end && stop <= stack[depth - 1].end)) depth--;
+        if (depth) parent[row] = stack[depth - 1].row;
+        if (!is_call && stop > start) stack[depth++] = (Open){stop, row};
+    }
+}
 
-static PyObject *nest(PyObject *self, PyObject *args) {
+enum { OPS, CALLS, OP_TS, OP_DUR, CALL_TS, CALL_DUR, PARENT, N_ARRAYS };
+
+/* Whether every row in v (int32) is in [0, n). */
+static int rows_within(const Py_buffer *v, Py_ssize_t n) {
+    const int32_t *r = v->buf;
+    for (Py_ssize_t i = 0; i < v->len / 4; i++)
+        if (r[i] < 0 || r[i] >= n) return 0;
+    return 1;
+}
+
+static PyObject *nest_thread(PyObject *self, PyObject *args) {
     PyObject *objs[N_ARRAYS];
-    Py_ssize_t dur_size;
-    if (!PyArg_ParseTuple(args, "OOOOnOO", &objs[ORDER], &objs[ROWS], &objs[TS], &objs[NEG_DUR], &dur_size,
-                          &objs[LEAF], &objs[PARENT]))
+    Py_ssize_t op_dur_size, call_dur_size;
+    if (!PyArg_ParseTuple(args, "OOOOnOOnO", &objs[OPS], &objs[CALLS], &objs[OP_TS], &objs[OP_DUR], &op_dur_size,
+                          &objs[CALL_TS], &objs[CALL_DUR], &call_dur_size, &objs[PARENT]))
         return NULL;
-    if (dur_size != 4 && dur_size != 8) return PyErr_Format(PyExc_ValueError, "durations must be int32 or int64");
-    const Py_ssize_t itemsize[N_ARRAYS] = {8, 4, 8, dur_size, 1, 4};
+    if ((op_dur_size != 4 && op_dur_size != 8) || (call_dur_size != 4 && call_dur_size != 8))
+        return PyErr_Format(PyExc_ValueError, "durations must be int32 or int64");
+    const Py_ssize_t itemsize[N_ARRAYS] = {4, 4, 8, op_dur_size, 8, call_dur_size, 4};
     Py_buffer v[N_ARRAYS];
     int held = 0;
     PyObject *result = NULL;
+    int32_t *idx = NULL, *tmp = NULL;
+    Open *stack = NULL;
     for (; held < N_ARRAYS; held++) {
         if (PyObject_GetBuffer(objs[held], &v[held], held == PARENT ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) goto done;
         if (v[held].len % itemsize[held]) {
@@ -33,47 +136,46 @@ static PyObject *nest(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    Py_ssize_t n = v[ORDER].len / 8, n_parent = v[PARENT].len / 4;
-    for (int a = ROWS; a <= LEAF; a++) {
-        if (v[a].len / itemsize[a] != n) {
-            PyErr_SetString(PyExc_ValueError, "order, rows, ts, neg_dur and leaf must be equally long");
-            goto done;
-        }
-    }
-    const int64_t *order = v[ORDER].buf, *ts = v[TS].buf, *d8 = v[NEG_DUR].buf;
-    const int32_t *rows = v[ROWS].buf, *d4 = v[NEG_DUR].buf;
-    const int8_t *leaf = v[LEAF].buf;
-    int32_t *parent = v[PARENT].buf;
-    Open *stack = PyMem_RawMalloc((n ? n : 1) * sizeof(Open));  /* (end, row) of the open ops, innermost last */
-    if (!stack) { PyErr_NoMemory(); goto done; }
-    Py_ssize_t depth = 0, bad = -1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++) {
-        int64_t i = order[k];
-        if (i < 0 || i >= n || rows[i] < 0 || rows[i] >= n_parent) { bad = k; break; }
-        int64_t start = ts[i], stop = start - (dur_size == 4 ? (int64_t)d4[i] : d8[i]);
-        /* The top contains this one iff it starts inside the top and ends by the top's end. */
-        while (depth && !(start < stack[depth - 1].end && stop <= stack[depth - 1].end)) depth--;
-        if (depth) parent[rows[i]] = stack[depth - 1].row;
-        if (!leaf[i] && stop > start) stack[depth++] = (Open){stop, rows[i]};
-    }
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(stack);
-    if (bad >= 0) {
-        PyErr_Format(PyExc_IndexError, "order or rows out of range at item %zd", bad);
+    Py_ssize_t n_ops = v[OPS].len / 4, n_calls = v[CALLS].len / 4, n_cpu = v[OP_TS].len / 8;
+    Py_ssize_t n_launch = v[CALL_TS].len / 8, m = n_ops + n_calls;
+    if (v[OP_DUR].len / op_dur_size != n_cpu || v[CALL_DUR].len / call_dur_size != n_launch ||
+        v[PARENT].len / 4 != n_cpu + n_launch || m > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "ts and durations must match, parent hold a row per op and call");
         goto done;
     }
+    if (!rows_within(&v[OPS], n_cpu) || !rows_within(&v[CALLS], n_launch)) {
+        PyErr_SetString(PyExc_IndexError, "an op or call row is out of range");
+        goto done;
+    }
+    Thread t = {v[OPS].buf, v[CALLS].buf, n_ops, v[OP_TS].buf, v[CALL_TS].buf, v[OP_DUR].buf, v[CALL_DUR].buf,
+                op_dur_size == 8, call_dur_size == 8};
+    idx = PyMem_RawMalloc((m ? m : 1) * sizeof(int32_t));
+    tmp = PyMem_RawMalloc((m ? m : 1) * sizeof(int32_t));
+    stack = PyMem_RawMalloc((n_ops ? n_ops : 1) * sizeof(Open)); /* as deep as ops nest: pages used only so far */
+    if (!idx || !tmp || !stack) { PyErr_NoMemory(); goto done; }
+    int sorted;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < m; k++) idx[k] = (int32_t)k;
+    sorted = sort_items(&t, idx, tmp, m);
+    if (sorted) walk(&t, idx, m, n_cpu, v[PARENT].buf, stack);
+    Py_END_ALLOW_THREADS
+    if (!sorted) { PyErr_NoMemory(); goto done; }
     result = Py_NewRef(Py_None);
 done:
+    PyMem_RawFree(idx);
+    PyMem_RawFree(tmp);
+    PyMem_RawFree(stack);
     while (held > 0) PyBuffer_Release(&v[--held]);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"nest", nest, METH_VARARGS,
-     "nest(order, rows, ts, neg_dur, dur_itemsize, leaf, parent): walk items order[0], order[1], ... (int64) and "
-     "set parent[rows[i]] (int32) to the row of the innermost open op that contains item i (start ts[i], end "
-     "ts[i] - neg_dur[i]); items with leaf[i] (int8) never open. rows: int32; ts: int64; neg_dur: int32 or int64"},
+    {"nest_thread", nest_thread, METH_VARARGS,
+     "nest_thread(ops, calls, op_ts, op_dur, op_dur_itemsize, call_ts, call_dur, call_dur_itemsize, parent): one "
+     "thread's ops (int32 rows of op_ts/op_dur) and launch calls (int32 rows of call_ts/call_dur), each in file "
+     "order, sorted by start, longer first, ops before calls, file order; set parent[item] (int32; ops' rows, then "
+     "calls' rows after len(op_ts)) to the row of the innermost op holding it (start ts, end ts + max(dur, 0)). "
+     "ts: int64; durations: int32 or int64"},
     {NULL, NULL, 0, NULL},
 };
 

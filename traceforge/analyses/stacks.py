@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._stacks import nest
+from .._stacks import nest_thread
 from ..inject import in_sorted
 from ..scan import Table, TraceColumns, scan
 from .launches import launch_of_gpu
@@ -46,30 +46,15 @@ def build_stacks(cols: TraceColumns) -> Stacks:
 
 def nest_calls(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
     """``Stacks.cpu_parent`` and ``Stacks.launch_op`` without the GPU join (a caller that
-    joins GPU ops to their launches itself need not hold it twice)."""
+    joins GPU ops to their launches itself need not hold it twice). One thread at a time,
+    sorted and walked in C (``_stacks.nest_thread``) from the columns as they are."""
     cpu, launches = cols.cpu_ops, cols.launches
     parent = np.full(len(cpu) + len(launches), -1, np.int32)  # rows: 4 bytes each
     for track in np.union1d(cpu.track, launches.track).tolist():
         ops, calls = (np.flatnonzero(t.track == track).astype(np.int32) for t in (cpu, launches))
-        _nest_track(ops, calls, cpu, launches, parent)
+        nest_thread(ops, calls, cpu.ts, cpu.dur, cpu.dur.itemsize, launches.ts, launches.dur, launches.dur.itemsize,
+                    parent)
     return parent[:len(cpu)], parent[len(cpu):]
-
-
-def _nest_track(ops: np.ndarray, calls: np.ndarray, cpu: Table, launches: Table, parent: np.ndarray) -> None:
-    """Fill ``parent`` (CPU op rows, then launch rows after them) for one thread's ``ops`` and
-    launch ``calls``: one thread's arrays at a time, not the whole trace's, and no more of
-    them than the sort needs (durations held negated); the walk itself is C (``_stacks.nest``)."""
-    ts = np.concatenate([cpu.ts[ops], launches.ts[calls]])
-    # Later ends first at equal starts: longer durations first (held negated, 4 bytes where they fit).
-    neg_dur = np.concatenate([cpu.dur[ops], launches.dur[calls]])
-    np.maximum(neg_dur, 0, out=neg_dur)
-    np.negative(neg_dur, out=neg_dur)
-    # Launch calls are leaves: at equal ts and end, an op sorts before a launch it encloses,
-    # then file order. Ops come before calls here, each in file order: a stable sort does it.
-    is_launch = np.concatenate([np.zeros(len(ops), np.int8), np.ones(len(calls), np.int8)])
-    order = np.lexsort((neg_dur, ts))
-    rows = np.concatenate([ops, calls + np.int32(len(cpu))])
-    nest(order, rows, ts, neg_dur, neg_dur.itemsize, is_launch, parent)
 
 
 NameMask = Callable[[list[str]], np.ndarray]  # per name id of a trace's names
