@@ -162,3 +162,19 @@ def test_nest_calls_matches_the_walk_over_sorted_items(seed):
     want = _walked_parents(ts.tolist(), dur.tolist(), [i >= n_ops for i in range(n)], track.tolist())
     assert cpu_parent.tolist() + launch_op.tolist() == want
     assert (np.asarray(want) < n_ops).all()  # a call holds nothing
+
+
+def test_nest_thread_refuses_rows_out_of_range_and_wrong_sizes():
+    from traceforge._stacks import nest_thread
+
+    ts, dur = np.zeros(3, np.int64), np.ones(3, np.int32)
+    parent = np.full(6, -1, np.int32)
+    with pytest.raises(IndexError):
+        nest_thread(np.array([0, 3], np.int32), np.zeros(0, np.int32), ts, dur, 4, ts, dur, 4, parent)
+    with pytest.raises(IndexError):
+        nest_thread(np.zeros(0, np.int32), np.array([-1], np.int32), ts, dur, 4, ts, dur, 4, parent)
+    with pytest.raises(ValueError):
+        nest_thread(np.zeros(0, np.int32), np.zeros(0, np.int32), ts, dur, 4, ts, dur, 4, parent[:5])
+    nest_thread(np.array([0, 1], np.int32), np.array([2], np.int32), ts, np.array([5, 1, 1], np.int32), 4, ts, dur, 4,
+                parent)
+    assert parent.tolist() == [-1, 0, -1, -1, -1, 1]  # op 1 in op 0 (longer, same start); call 2 in op 1

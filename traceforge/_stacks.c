@@ -139,8 +139,8 @@ static PyObject *nest_thread(PyObject *self, PyObject *args) {
     Py_ssize_t n_ops = v[OPS].len / 4, n_calls = v[CALLS].len / 4, n_cpu = v[OP_TS].len / 8;
     Py_ssize_t n_launch = v[CALL_TS].len / 8, m = n_ops + n_calls;
     if (v[OP_DUR].len / op_dur_size != n_cpu || v[CALL_DUR].len / call_dur_size != n_launch ||
-        v[PARENT].len / 4 != n_cpu + n_launch || m > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "ts and durations must match, parent hold a row per op and call");
+        v[PARENT].len / 4 != n_cpu + n_launch || n_cpu + n_launch > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "ts and durations must match, parent hold a row (int32) per op and call");
         goto done;
     }
     if (!rows_within(&v[OPS], n_cpu) || !rows_within(&v[CALLS], n_launch)) {
