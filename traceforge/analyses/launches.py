@@ -67,17 +67,17 @@ def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.
     return gpu_rows, launch_of[gpu_rows]
 
 
-def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray) -> np.ndarray:
-    """For every row of ``cols.gpu``: the row of ``cols.launches`` (among ``launch_rows``, the
-    first on equal correlations) that launched it, or -1.
+def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray | None = None) -> np.ndarray:
+    """For every row of ``cols.gpu``: the row of ``cols.launches`` (among ``launch_rows``, by
+    default all, the first on equal correlations) that launched it, or -1.
 
     One int64 per GPU op and no pair arrays: the join of the largest traces stays small.
     """
-    corr = cols.launches.correlation[launch_rows]
+    corr = cols.launches.correlation if launch_rows is None else cols.launches.correlation[launch_rows]
     order = np.argsort(corr, kind="stable")
     sorted_corr = corr[order]
     del corr
-    sorted_rows = launch_rows[order]
+    sorted_rows = order if launch_rows is None else launch_rows[order]  # all rows: no range to hold and gather
     del order
     gpu_corr = cols.gpu.correlation
     out = np.searchsorted(sorted_corr, gpu_corr)

@@ -41,7 +41,7 @@ def build_stacks(cols: TraceColumns) -> Stacks:
     """Nest CPU ops and launch calls per thread, and join GPU ops to their launch. Each
     table's rows are in file order, as every scan and selection keeps them."""
     cpu_parent, launch_op = nest_calls(cols)
-    return Stacks(cpu_parent, launch_op, launch_of_gpu(cols, np.arange(len(cols.launches))))
+    return Stacks(cpu_parent, launch_op, launch_of_gpu(cols))
 
 
 def nest_calls(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
