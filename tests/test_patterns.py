@@ -344,3 +344,13 @@ def test_mined_candidates_leave_out_windows_across_streams(tmp_path):
     assert got == _reference_candidates(seq, 2, 6, keep=10)
     threes = [e for n, e in zip(got[0], got[1]) if n == 3]
     assert 5 in threes and 1 not in threes  # "a b c": first inside stream 9 at op 5, across the streams at op 1
+
+
+def test_outermost_instances_skip_those_inside_another_instance():
+    """A matching op counts once, at the outermost matching op above it, whatever lies between."""
+    from traceforge.analyses.patterns import _outermost
+
+    parent = np.array([-1, 0, 1, 2, -1, 4, 5, 0], np.int32)
+    is_op = np.array([True, False, True, True, False, False, True, True])
+    assert _outermost(parent, is_op).tolist() == [True, False, False, False, False, False, True, False]
+    assert not _outermost(parent, np.zeros(8, bool)).any()
