@@ -23,7 +23,7 @@ TRIM_EVERY = 512 << 20  # bytes read between trims
 def _malloc_trim():
     try:
         return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no such symbol; Windows takes no None
         return None
 
 
