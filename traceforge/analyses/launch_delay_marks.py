@@ -101,6 +101,6 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
         first[1:] = ts[1:] != ts[:-1]
         largest = np.maximum.reduceat(value, np.flatnonzero(first)) if len(ts) else value
         tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
-                                   ts=ts[first], values=compact_ints(largest), decimals=3))
+                                   ts=ts[first], values=largest, decimals=3))  # compact as the delays were
         del mine, pick, ts, value, first, largest  # not held while the next stream is done
     return tracks
