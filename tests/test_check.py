@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import random
 import time
 
+import numpy as np
 import orjson
 import pytest
 
@@ -258,3 +261,69 @@ def test_annotate_adds_no_problems(name, tmp_path):
     for counts_before, counts_after in ((before.stats, after.stats), (before.warnings, after.warnings)):
         worse = {k: (counts_before.get(k, 0), n) for k, n in counts_after.items() if n > counts_before.get(k, 0)}
         assert not worse, (worse, after.examples)
+
+
+# -- rows without a parser agree with the parser -------------------------------------------
+
+def _odd_and_plain_events(seed: int, n: int) -> list[str]:
+    """Event texts: mostly plain slices and flows on a few threads (nested, overlapping,
+    tied), and every form a rule looks at: times as ints, 1-4 decimals, "5.000", text,
+    exponents, null, negatives; dur keys without a number; odd pids/tids and names; flow
+    ids as ints, hex text and floats; bp other than "e"; bind_id; instants, counters, async,
+    metadata; escaped and unknown keys."""
+    r = random.Random(seed)
+    times = ["{:.0f}", "{:.3f}", "{:.1f}", "{:.2f}", "{:.4f}", "{:.0f}.000", '"{:.0f}"', "1e3", "null", "-{:.0f}"]
+    base = r.choice([100.0, 1712195495519000.0])
+    out = []
+    for i in range(n):
+        t = base + i // 3 + r.choice([0, 0.5, 0.001, 2.25])
+        ts = r.choice(times[:3] if r.random() < 0.9 else times)
+        dur = r.choice(["0", "1", "2.5", "10", "0.000", "-1", "null", '"x"', "100"])
+        tid = r.choice(["1", "2", '"stream 7"', "-5", str(2**40)])
+        name = r.choice(['"a"', '"b"', '"k__missing__"', '""', "3", '"E\\u0041"'])
+        cat = r.choice(['"kernel"', '"Kernel"', '"cpu_op"', '"ac2g"', '""', "7"])
+        common = f'"pid": 1, "tid": {tid}, "ts": {ts.format(t) if "{" in ts else ts}, "name": {name}, "cat": {cat}'
+        kind = r.random()
+        if kind < 0.6:
+            extra = r.choice(["", "", ', "bind_id": 3, "flow_out": true', ', "args": {"x": [1, 2]}', ', "t\\u0073": 1'])
+            out.append(f'{{"ph": "X", {common}, "dur": {dur}{extra}}}')
+        elif kind < 0.8:
+            ph = r.choice("sftf")
+            fid = r.choice(["1", "2", "7", '"0x2"', '"zz"', "1.5", "-3"])
+            bp = r.choice(["", ', "bp": "e"', ', "bp": "e"', ', "bp": "s"'])
+            out.append(f'{{"ph": "{ph}", {common}, "id": {fid}{bp}}}')
+        elif kind < 0.88:
+            out.append(f'{{"ph": "{r.choice("BE")}", {common}}}')
+        else:
+            ph = r.choice(["i", "I", "C", "b", "M", "P", "", "Xy"])
+            tail = r.choice(['', ', "s": "t"', ', "s": "g"', ', "args": {"v": 1}', ', "args": {"a": 1, "b": 2}', ', "id": 4'])
+            out.append(f'{{"ph": "{ph}", {common}{tail}}}')
+    return out
+
+
+def _report_fields(report) -> tuple:
+    return report.stats, report.warnings, report.breakdown, report.examples, report.exit_code
+
+
+def _without_rows(monkeypatch):
+    """Make ``check`` parse every event, as it did before it read plain events from rows."""
+    module = importlib.import_module("traceforge.check.collect")  # the package re-exports a function of that name
+    monkeypatch.setattr(module._Collector, "plain",
+                        lambda self, rows: (np.zeros(len(rows), bool), None))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plain_rows_and_the_parser_agree_on_odd_events(seed, tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(_odd_and_plain_events(seed, 3000)) + "\n]}")
+    fast = check_trace(str(path), max_examples=10)
+    assert fast.stats.get("slice_spill_overlapping_complete_event") and fast.warnings.get("pid_tid_out_of_range")
+    _without_rows(monkeypatch)
+    assert _report_fields(check_trace(str(path), max_examples=10)) == _report_fields(fast)
+
+
+@pytest.mark.parametrize("name", ["nccl", "ns_resolution", "cupti", "trace_diff"])
+def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch):
+    fast = check_trace(str(TRACES[name]), max_examples=10)
+    _without_rows(monkeypatch)
+    assert _report_fields(check_trace(str(TRACES[name]), max_examples=10)) == _report_fields(fast)

@@ -248,3 +248,25 @@ def test_rows_do_not_depend_on_where_the_data_ends():
         if result.status == R.END_OF_ARRAY:
             break
     assert np.array_equal(np.concatenate(pieces), whole)
+
+
+def test_flags_that_tell_how_an_event_is_written():
+    """``check`` takes an event from its row only when the row shows how it is written:
+    a time with a point (Perfetto reads it through a double), a dur key whatever its value,
+    keys beyond the scanned ones, and a flow end's bp "e"."""
+    events = [
+        '{"ph": "X", "ts": 5, "dur": 1.0}',
+        '{"ph": "X", "ts": 5.25, "dur": null}',
+        '{"ph": "f", "ts": 5, "bp": "e", "id": 1}',
+        '{"ph": "f", "ts": 5, "bp": "s", "id": 1}',
+        '{"ph": "X", "ts": 5, "dur": 1, "bind_id": 3, "args": {"x": 1}}',
+        '{"ph": "f", "bp": "e", "bp": 1, "ts": 5}',
+    ]
+    data = ("[" + ", ".join(events) + "]").encode()
+    result = R.RowScanner().scan(data, len(data), 1)
+    flags = result.rows[:, R.FLAGS].tolist()
+    has = [[name for name in ("F_TS_FRAC", "F_DUR_FRAC", "F_DUR_KEY", "F_EXTRA", "F_BP_E") if f & getattr(R, name)]
+           for f in flags]
+    assert has == [["F_DUR_FRAC", "F_DUR_KEY"], ["F_TS_FRAC", "F_DUR_KEY"], ["F_BP_E"], ["F_EXTRA"],
+                   ["F_DUR_KEY", "F_EXTRA"], ["F_EXTRA"]]
+    assert result.rows[0, R.DUR] == 1000 and not flags[1] & R.F_DUR  # null is no time

@@ -31,6 +31,9 @@ enum {
 enum {
     F_TS = 1, F_DUR = 2, F_ODD = 4, F_ID = 8, F_ARGS = 16, F_CORRELATION = 32, F_DEVICE = 64,
     F_STREAM = 128, F_BYTES = 256, F_DIMS = 512, F_ARGS_EMPTY = 1024,
+    /* how the event is written, for `check` (Perfetto reads a time written with a point
+     * through a double; keys beyond those above send an event to a JSON parser there) */
+    F_TS_FRAC = 2048, F_DUR_FRAC = 4096, F_DUR_KEY = 8192, F_EXTRA = 16384, F_BP_E = 32768,
     F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21  /* valid grid / block, while parsing */
 };
 
@@ -516,13 +519,13 @@ static int parse_int_field(Parser *p, int64_t *row, int field, int flag) {
 }
 
 /* A time in µs as exact ns and `flag`; F_ODD for text a JSON parser must decide on. */
-static int parse_time(Parser *p, int64_t *row, int field, int flag) {
+static int parse_time(Parser *p, int64_t *row, int field, int flag, int frac_flag) {
     unsigned char c = p->b[p->pos];
-    row[FIELD_FLAGS] &= ~flag;
+    row[FIELD_FLAGS] &= ~(flag | frac_flag);
     if (c == '-' || (c >= '0' && c <= '9')) {
         Number num;
         if (parse_number(p, &num) < 0) return -1;
-        if (num.ns_ok) { row[field] = num.ns; row[FIELD_FLAGS] |= flag; }
+        if (num.ns_ok) { row[field] = num.ns; row[FIELD_FLAGS] |= flag | (num.is_int ? 0 : frac_flag); }
         else row[FIELD_FLAGS] |= F_ODD;
         return 0;
     }
@@ -596,7 +599,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
     switch (key_len) {
     case 2:
         if (KEY("ph")) return parse_interned(p, ev->strings, &row[FIELD_PH]);
-        if (KEY("ts")) return parse_time(p, row, FIELD_TS, F_TS);
+        if (KEY("ts")) return parse_time(p, row, FIELD_TS, F_TS, F_TS_FRAC);
         if (KEY("id")) {
             row[FIELD_FLAGS] &= ~F_ID;
             unsigned char c = p->b[p->pos];
@@ -609,10 +612,17 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
             }
             return skip_value(p);
         }
+        if (KEY("bp")) {  /* a flow end's binding point: "e" (enclosing slice) is Kineto's */
+            row[FIELD_FLAGS] &= ~F_BP_E;  /* a repeated key: the last one counts */
+            Py_ssize_t s = p->pos;
+            if (skip_value(p) < 0) return -1;
+            row[FIELD_FLAGS] |= p->pos - s == 3 && memcmp(p->b + s, "\"e\"", 3) == 0 ? F_BP_E : F_EXTRA;
+            return 0;
+        }
         break;
     case 3:
         if (KEY("cat")) return parse_interned(p, ev->strings, &row[FIELD_CAT]);
-        if (KEY("dur")) return parse_time(p, row, FIELD_DUR, F_DUR);
+        if (KEY("dur")) { row[FIELD_FLAGS] |= F_DUR_KEY; return parse_time(p, row, FIELD_DUR, F_DUR, F_DUR_FRAC); }
         if (KEY("pid") || KEY("tid")) {
             int is_pid = KEY("pid");
             Py_ssize_t s = p->pos;
@@ -638,6 +648,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
         }
         break;
     }
+    row[FIELD_FLAGS] |= F_EXTRA;
     return skip_value(p);
 }
 
@@ -775,6 +786,8 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"BLOCK", FIELD_BLOCK}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
         {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
         {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_EMPTY", F_ARGS_EMPTY},
+        {"F_TS_FRAC", F_TS_FRAC}, {"F_DUR_FRAC", F_DUR_FRAC}, {"F_DUR_KEY", F_DUR_KEY}, {"F_EXTRA", F_EXTRA},
+        {"F_BP_E", F_BP_E},
         {"OK", ST_OK}, {"END_OF_ARRAY", ST_END}, {"INCOMPLETE", ST_INCOMPLETE}, {"STOPPED", ST_STOPPED},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)

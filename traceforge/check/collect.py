@@ -3,8 +3,9 @@
 Rules that depend on a single event (missing fields, negative ts/dur, counters, flow ids,
 Kineto quirks) are decided while reading. Rules that depend on order (overlaps, depth,
 flow binding) need every slice and flow event sorted the way Perfetto sorts them, so
-those events go into numpy columns (``Columns``, 58 bytes per event) and ``replay``
-decides them afterwards.
+those events go into numpy columns (``Columns``, 66 bytes per event) and ``replay``
+decides them afterwards. Plain slices and flows (most of a Kineto trace) are taken from
+the C scanner's rows without a JSON parser; the rest are parsed one at a time.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..exacttime import ns_to_us_text
-from ..io.reader import TraceReader
+from ..io import rows as R
+from ..io.reader import EventBatch, TraceReader
 from .perfetto import (
     coerce_id,
     counter_number,
@@ -25,7 +28,7 @@ from .perfetto import (
     out_of_range,
     thread_of,
 )
-from ..perfetto_time import time_ns
+from ..perfetto_time import perfetto_ns, time_ns
 from .report import Findings
 
 # Kinds of replayed events.
@@ -115,106 +118,238 @@ class _Threads:
 
 def collect(reader: TraceReader, findings: Findings) -> Columns:
     """Read every event once; record per-event findings; return the replay columns."""
-    cols = {k: array(t) for k, t in _COLUMNS.items()}
-    names, cats = _Interner(), _Interner()
-    threads = _Threads()
-    counters = _Counters()
-    v2: dict[int, tuple[int, int]] = {}
-    add = findings.add
-
+    collector = _Collector(reader.scanner, findings)
     for batch in reader.batches():
+        collector.batch(batch)
+    return collector.columns()
+
+
+class _Collector:
+    """Findings and replay rows, a batch at a time.
+
+    Most events need no JSON parser: where the scanner's row shows a slice or v1 flow
+    written plainly (numeric times, integer flow id, no key beyond ph/ts/dur/pid/tid/name/
+    cat/id/args and bp "e") that no per-event rule would flag, its replay row is computed
+    from the rows, vectorised. Every other event is parsed and checked one at a time
+    (``event``), in file order, so findings come out as they always did.
+    """
+
+    def __init__(self, scanner: R.RowScanner, findings: Findings):
+        self.findings = findings
+        self.cols = {k: array(t) for k, t in _COLUMNS.items()}
+        self.names, self.cats = _Interner(), _Interner()
+        self.threads = _Threads()
+        self.counters = _Counters()
+        self.v2: dict[int, tuple[int, int]] = {}
+        self.ph = _IdTable(scanner.strings, lambda raw: (_ph_code(R.decode_string(raw)),), (_SKIP,))
+        self.name = _IdTable(scanner.strings, self._name_entry, (-1, 0))
+        self.cat = _IdTable(scanner.strings, self._cat_entry, (-1, 0))
+        self.track = _IdTable(scanner.tracks, lambda raw: self.threads(*R.decode_track(raw)), (0, 0))
+
+    def _name_entry(self, raw: bytes) -> tuple[int, int]:
+        name = R.decode_string(raw)
+        return (self.names[name] if name else -1), "__missing__" in name
+
+    def _cat_entry(self, raw: bytes) -> tuple[int, int]:
+        cat = R.decode_string(raw)
+        return (self.cats[cat] if cat else -1), cat.lower() in _GPU_CATS
+
+    def batch(self, batch: EventBatch) -> None:
         if _CONTROL_ESCAPE.search(batch.raw):
-            _control_characters(batch.first, batch.events, findings)
-        ordinal = batch.first - 1
-        for e in batch.events:
-            ordinal += 1
-            ph = e.get("ph")
-            if type(ph) is not str or not ph:
-                continue
-            ph = ph[0]
-            raw_ts = e.get("ts")
-            name = e.get("name")
-            ts = time_ns(raw_ts)
-            if ts is None:
-                if ph != "M":  # metadata may omit ts
-                    add("json_tokenizer_failure", ordinal, name, None, "no numeric ts")
-                continue
-            dur = None
-            if "dur" in e:
-                dur = time_ns(e["dur"])
-                if dur is None:
-                    add("json_tokenizer_failure", ordinal, name, str(raw_ts), f"dur is {e['dur']!r}")
-                    continue
-            if ts[0] < 0:
-                add("trace_sorter_negative_timestamp_dropped", ordinal, name, str(raw_ts))
-                continue
-            pid, tid = e.get("pid"), e.get("tid")
-            track, flags = threads(pid, tid)
-            if flags:
-                add("pid_tid_out_of_range", ordinal, name, str(raw_ts), f"pid {pid!r}, tid {tid!r}")
-            if type(name) is str and "__missing__" in name:
-                add("missing_name", ordinal, name, str(raw_ts))
+            _control_characters(batch.first, batch.events, self.findings)
+        rows = batch.raw_rows
+        if rows is None:
+            fast, fields = np.zeros(batch.count, bool), None
+        else:
+            fast, fields = self.plain(rows)
+        parsed: list[tuple] = []
+        v2: dict[int, tuple[int, int]] = {}
+        for i in np.flatnonzero(~fast).tolist():
+            row = self.event(batch.event(i), batch.first + i, v2)
+            if row is not None:
+                parsed.append(row)
+        self.append(batch.first, fields, parsed, v2)
 
-            fid = 0
-            if ph == "X":
-                if not _complete_event(e, ordinal, dur, findings):
-                    continue
-                kind = SLICE
-            elif ph == "B":
-                kind = BEGIN
-            elif ph == "E":
-                kind = END
-            elif ph in "sft":
-                parsed = flow_id(e.get("id"))
-                if parsed is None:
-                    add("flow_invalid_id", ordinal, name, str(raw_ts), f"id {e.get('id')!r}")
-                    continue
-                fid = parsed
-                if ph == "s":
-                    kind = FLOW_START
-                elif ph == "t":
-                    kind = FLOW_STEP
-                else:
-                    kind = FLOW_END if e.get("bp") == "e" else FLOW_END_NEXT
-            elif ph in "iIR":
-                if not _thread_instant(e, ordinal, findings):
-                    continue
-                kind = SLICE
-                dur = (0, 0)
-            elif ph == "C":
-                counters.event(e, ordinal, findings)
-                continue
-            elif ph in "ben":
-                _async_event(e, ordinal, findings)
-                continue
-            else:
-                continue
+    def plain(self, rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+        """Which rows need no parser (their events are done here), and the replay fields
+        of those that become replay rows."""
+        flags = rows[:, R.FLAGS]
+        (code,) = self.ph(rows[:, R.PH])
+        timed = flags & R.F_TS != 0
+        fast = (flags & (R.F_ODD | R.F_EXTRA) == 0) & np.isin(code, _PLAIN_CODES) & (timed | (code == _METADATA))
+        fast &= (flags & R.F_DUR_KEY == 0) | (flags & R.F_DUR != 0)
+        fast &= (np.abs(rows[:, R.TS]) < _PLAIN_NS) & (np.abs(rows[:, R.DUR]) < _PLAIN_NS)
+        ts = perfetto_ns(rows[:, R.TS], flags & R.F_TS_FRAC != 0)
+        dur = np.where(flags & R.F_DUR, perfetto_ns(rows[:, R.DUR], flags & R.F_DUR_FRAC != 0), 0)
+        track, merged = self.track(rows[:, R.TRACK])
+        name, missing = self.name(rows[:, R.NAME])
+        cat, gpu = self.cat(rows[:, R.CAT])
+        fast &= ~timed | ((ts >= 0) & (merged == 0) & (missing == 0))
+        is_slice = code == SLICE
+        dur_exact = np.where(flags & R.F_DUR, rows[:, R.DUR], 0)
+        fast &= ~is_slice | ((flags & R.F_DUR != 0) & (dur >= 0) & ~((gpu != 0) & (dur_exact <= 0)))
+        is_flow = (code >= FLOW_START) & (code <= _FLOW_F)
+        fast &= ~is_flow | (flags & R.F_ID != 0)
+        # ph not a non-empty string: the event is passed over before anything is read
+        fast |= (code == _SKIP) & (flags & R.F_ODD == 0)
+        kept = np.flatnonzero(fast & (code <= _FLOW_F) & timed)
+        if not len(kept):
+            return fast, None
+        kind = code[kept]
+        kind = np.where(kind == _FLOW_F, np.where(flags[kept] & R.F_BP_E, FLOW_END, FLOW_END_NEXT), kind)
+        fields = {"ordinal": kept, "kind": kind, "flags": np.zeros(len(kept), np.int8), "ts": ts[kept],
+                  "ts_exact": rows[kept, R.TS], "dur": dur[kept], "dur_exact": dur_exact[kept],
+                  "track": track[kept], "name": name[kept], "cat": cat[kept],
+                  "flow_id": np.where(is_flow[kept], rows[kept, R.ID], 0)}
+        return fast, fields
 
-            row = len(cols["ordinal"])
-            if ph in "XB" and "bind_id" in e:
-                _v2_flow(e, row, ordinal, v2, findings)
+    def append(self, first: int, fields: dict[str, np.ndarray] | None, parsed: list[tuple],
+               v2: dict[int, tuple[int, int]]) -> None:
+        """Add a batch's replay rows to the columns in file order (ordinals relative to ``first``)."""
+        if parsed:
+            slow = dict(zip(_COLUMNS, map(np.array, zip(*parsed))))
+            slow["ordinal"] -= first
+            fields = slow if fields is None else {k: np.concatenate((fields[k], slow[k])) for k in _COLUMNS}
+        if fields is None:
+            return
+        order = np.argsort(fields["ordinal"], kind="stable")
+        ordinals = fields["ordinal"][order]
+        base = len(self.cols["ordinal"])
+        for k, column in self.cols.items():
+            values = ordinals + first if k == "ordinal" else fields[k][order]
+            column.frombytes(values.astype(column.typecode, copy=False).tobytes())
+        if v2:
+            for ordinal, entry in v2.items():
+                self.v2[base + int(np.searchsorted(ordinals, ordinal - first))] = entry
+
+    def event(self, e: dict, ordinal: int, v2: dict[int, tuple[int, int]]) -> tuple | None:
+        """Check one parsed event; its replay row (in ``_COLUMNS`` order) or None."""
+        findings = self.findings
+        add = findings.add
+        ph = e.get("ph")
+        if type(ph) is not str or not ph:
+            return None
+        ph = ph[0]
+        raw_ts = e.get("ts")
+        name = e.get("name")
+        ts = time_ns(raw_ts)
+        if ts is None:
+            if ph != "M":  # metadata may omit ts
+                add("json_tokenizer_failure", ordinal, name, None, "no numeric ts")
+            return None
+        dur = None
+        if "dur" in e:
+            dur = time_ns(e["dur"])
             if dur is None:
-                dur = (0, 0)
-            cols["ordinal"].append(ordinal)
-            cols["kind"].append(kind)
-            cols["flags"].append(flags)
-            cols["ts"].append(ts[0])
-            cols["ts_exact"].append(ts[1])
-            cols["dur"].append(dur[0])
-            cols["dur_exact"].append(dur[1])
-            cols["track"].append(track)
-            cols["name"].append(names[name] if type(name) is str and name else -1)
-            cat = e.get("cat")
-            cols["cat"].append(cats[cat] if type(cat) is str and cat else -1)
-            cols["flow_id"].append(fid - 2**64 if fid >= 2**63 else fid)
+                add("json_tokenizer_failure", ordinal, name, str(raw_ts), f"dur is {e['dur']!r}")
+                return None
+        if ts[0] < 0:
+            add("trace_sorter_negative_timestamp_dropped", ordinal, name, str(raw_ts))
+            return None
+        pid, tid = e.get("pid"), e.get("tid")
+        track, flags = self.threads(pid, tid)
+        if flags:
+            add("pid_tid_out_of_range", ordinal, name, str(raw_ts), f"pid {pid!r}, tid {tid!r}")
+        if type(name) is str and "__missing__" in name:
+            add("missing_name", ordinal, name, str(raw_ts))
 
-    counters.finish(findings)
-    arrays = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)).copy() if len(v) else np.zeros(0, v.typecode)
-              for k, v in cols.items()}
-    flow = _flow_keys(arrays["flow_id"], arrays["cat"], arrays["name"], arrays["kind"] >= FLOW_START)
-    columns = Columns(**arrays, flow=flow, names=list(names), cats=list(cats), v2=v2)
-    _dangling_flow_ends(columns, findings)
-    return columns
+        fid = 0
+        if ph == "X":
+            if not _complete_event(e, ordinal, dur, findings):
+                return None
+            kind = SLICE
+        elif ph == "B":
+            kind = BEGIN
+        elif ph == "E":
+            kind = END
+        elif ph in "sft":
+            parsed = flow_id(e.get("id"))
+            if parsed is None:
+                add("flow_invalid_id", ordinal, name, str(raw_ts), f"id {e.get('id')!r}")
+                return None
+            fid = parsed
+            if ph == "s":
+                kind = FLOW_START
+            elif ph == "t":
+                kind = FLOW_STEP
+            else:
+                kind = FLOW_END if e.get("bp") == "e" else FLOW_END_NEXT
+        elif ph in "iIR":
+            if not _thread_instant(e, ordinal, findings):
+                return None
+            kind = SLICE
+            dur = (0, 0)
+        elif ph == "C":
+            self.counters.event(e, ordinal, findings)
+            return None
+        elif ph in "ben":
+            _async_event(e, ordinal, findings)
+            return None
+        else:
+            return None
+
+        if ph in "XB" and "bind_id" in e:
+            _v2_flow(e, ordinal, v2, findings)
+        if dur is None:
+            dur = (0, 0)
+        cat = e.get("cat")
+        return (ordinal, kind, flags, ts[0], dur[0], ts[1], dur[1], track,
+                self.names[name] if type(name) is str and name else -1,
+                self.cats[cat] if type(cat) is str and cat else -1,
+                fid - 2**64 if fid >= 2**63 else fid)
+
+    def columns(self) -> Columns:
+        self.counters.finish(self.findings)
+        # Views of the arrays' buffers, not copies: a copy held every column twice at the peak.
+        arrays = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)) if len(v) else np.zeros(0, v.typecode)
+                  for k, v in self.cols.items()}
+        self.cols = {}
+        flow = _flow_keys(arrays["flow_id"], arrays["cat"], arrays["name"], arrays["kind"] >= FLOW_START)
+        columns = Columns(**arrays, flow=flow, names=list(self.names), cats=list(self.cats), v2=self.v2)
+        _dangling_flow_ends(columns, self.findings)
+        return columns
+
+
+class _IdTable:
+    """Values per scanner id (a string or a track), worked out the first time an id is met.
+
+    ``compute(raw)`` gives a tuple of ints; ``absent`` is the tuple for ids below 0 (the
+    field missing, or not a string).
+    """
+
+    _UNSET = np.iinfo(np.int64).min
+
+    def __init__(self, texts: list[bytes], compute: Callable[[bytes], tuple], absent: tuple):
+        self.texts, self.compute = texts, compute
+        self.table = np.array([absent], np.int64)  # row 0: ids < 0; id i at row i + 1
+        self.absent = absent
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        if len(self.table) < len(self.texts) + 1:
+            grown = np.full((len(self.texts) + 1, len(self.absent)), self._UNSET, np.int64)
+            grown[:len(self.table)] = self.table
+            self.table = grown
+        at = np.maximum(ids + 1, 0)
+        for i in np.unique(at[self.table[at, 0] == self._UNSET]).tolist():
+            self.table[i] = self.compute(self.texts[i - 1])
+        values = self.table[at]
+        return tuple(values[:, j] for j in range(values.shape[1]))
+
+
+# ph codes beyond the replay kinds (see ``_ph_code``)
+_FLOW_F, _METADATA, _OTHER, _SKIP, _PARSE = range(FLOW_END_NEXT + 1, FLOW_END_NEXT + 6)
+_PLAIN_CODES = np.array([SLICE, BEGIN, END, FLOW_START, FLOW_STEP, _FLOW_F, _METADATA, _OTHER])
+_PLAIN_NS = 9 * 10**18  # beyond, Perfetto's double of an integer µs differs from value * 1000
+_PH_CODES = {"X": SLICE, "B": BEGIN, "E": END, "s": FLOW_START, "t": FLOW_STEP, "f": _FLOW_F, "M": _METADATA}
+
+
+def _ph_code(ph: str) -> int:
+    """What a ph means here: a replay kind (``_FLOW_F``: a flow end, bound by its bp),
+    ``_METADATA`` (may omit ts), ``_OTHER`` (checked, not replayed), ``_SKIP`` (passed
+    over), or ``_PARSE`` (instants, counters, async: rules that read more than the row)."""
+    if not ph:
+        return _SKIP
+    return _PH_CODES.get(ph[0], _PARSE if ph[0] in "iIRCben" else _OTHER)
 
 
 def _flow_keys(flow_id: np.ndarray, cat: np.ndarray, name: np.ndarray, is_flow: np.ndarray) -> np.ndarray:
@@ -285,7 +420,8 @@ def _is_id(value: object) -> bool:
     return type(value) in (int, float) or (type(value) is str and value != "")
 
 
-def _v2_flow(e: dict, row: int, ordinal: int, v2: dict, findings: Findings) -> None:
+def _v2_flow(e: dict, ordinal: int, v2: dict, findings: Findings) -> None:
+    """A v2 flow (``bind_id`` on a slice): ``v2[ordinal]`` = (id, mode)."""
     fid = flow_id(e["bind_id"])
     if fid is None:
         findings.add("flow_invalid_id", ordinal, e.get("name"), str(e.get("ts")), f"bind_id {e['bind_id']!r}")
@@ -294,7 +430,7 @@ def _v2_flow(e: dict, row: int, ordinal: int, v2: dict, findings: Findings) -> N
     if not (flow_in or flow_out):
         findings.add("flow_without_direction", ordinal, e.get("name"), str(e.get("ts")))
         return
-    v2[row] = (fid, V2_STEP if flow_in and flow_out else V2_BEGIN if flow_out else V2_END)
+    v2[ordinal] = (fid, V2_STEP if flow_in and flow_out else V2_BEGIN if flow_out else V2_END)
 
 
 class _Counters:
