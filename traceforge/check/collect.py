@@ -164,8 +164,11 @@ class _Collector:
             fast, fields = self.plain(rows)
         parsed: list[tuple] = []
         v2: dict[int, tuple[int, int]] = {}
-        for i in np.flatnonzero(~fast).tolist():
-            row = self.event(batch.event(i), batch.first + i, v2)
+        slow = np.flatnonzero(~fast).tolist()
+        # one parse of the batch costs about what parsing a quarter of its events one by one does
+        event = batch.events.__getitem__ if len(slow) * 4 > batch.count else batch.event
+        for i in slow:
+            row = self.event(event(i), batch.first + i, v2)
             if row is not None:
                 parsed.append(row)
         self.append(batch.first, fields, parsed, v2)
