@@ -8,4 +8,5 @@ setup(ext_modules=[
     Extension("traceforge._splice", ["traceforge/_splice.c"]),
     Extension("traceforge._stacks", ["traceforge/_stacks.c"]),
     Extension("traceforge._factorize", ["traceforge/_factorize.c"]),
+    Extension("traceforge._replay", ["traceforge/_replay.c"]),
 ])

@@ -11,249 +11,132 @@ longest first, then file order) and keeps a stack of open slices per thread trac
   because only a new slice pops the stack.
 
 This follows trace_processor's slice_tracker.cc and flow_tracker.cc, including the places
-where they pop the top of the stack rather than the slice they looked at.
+where they pop the top of the stack rather than the slice they looked at. The walk itself
+is in C (``traceforge/_replay.c``): it is sequential, one step per event, and in Python it
+was half of the time of a check.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .collect import (
-    BEGIN,
-    END,
-    FLOW_END_NEXT,
-    FLOW_START,
-    FLOW_STEP,
-    MERGED_THREAD,
-    SLICE,
-    V2_BEGIN,
-    V2_STEP,
-    Columns,
-)
+from .. import _replay
+from .collect import END, MERGED_THREAD, Columns
 from .report import Findings, shorten
 
-MAX_DEPTH = 512
 REBASE_HINT = "traceforge repair --rebase-time fixes it"
-_CHUNK = 1 << 18  # rows turned into Python ints at a time: memory stays flat on huge traces
+
+_RULES = {
+    _replay.SPILL: "slice_spill_overlapping_complete_event",
+    _replay.MAX_DEPTH_EXCEEDED: "slice_max_depth_exceeded",
+    _replay.MISPLACED_END: "misplaced_end_event",
+    _replay.NO_ENCLOSING_SLICE: "flow_no_enclosing_slice",
+    _replay.DUPLICATE_ID: "flow_duplicate_id",
+    _replay.END_WITHOUT_START: "flow_end_without_start",
+    _replay.STEP_WITHOUT_START: "flow_step_without_start",
+    _replay.END_FROM_SLICE_0: "flow_end_from_slice_0",
+}
 
 
 def replay(cols: Columns, findings: Findings) -> None:
     """Add the order-dependent findings (overlaps, depth, misplaced ends, flows)."""
     exact_spills = None
     if not (np.array_equal(cols.ts, cols.ts_exact) and np.array_equal(cols.dur, cols.dur_exact)):
-        exact = _Replay(cols, exact=True, findings=None)
-        exact.run()
-        exact_spills = exact.spilled
-    _Replay(cols, exact=False, findings=findings, exact_spills=exact_spills).run()
+        found = _walk(cols, exact=True)
+        exact_spills = np.unique(found[found[:, 0] == _replay.SPILL, 1])
+    found = _walk(cols, exact=False)
+    for code in dict.fromkeys(found[:, 0].tolist()):  # rules in the order first found
+        _report(cols, found[found[:, 0] == code, 1:], _RULES[code], findings, exact_spills)
 
 
-class _Replay:
-    """One pass over the sorted events. Without ``findings`` only slices are replayed and
-    ``spilled`` collects the rows that would spill (to compare exact times with Perfetto's)."""
-
-    def __init__(self, cols: Columns, *, exact: bool, findings: Findings | None,
-                 exact_spills: set[int] | None = None):
-        self.cols = cols
-        self.exact = exact
-        self.findings = findings
-        self.exact_spills = exact_spills
-        self.spilled: set[int] = set()
-        self.stacks: dict[int, list[list]] = {}  # track -> [[start, end or None, row], ...]
-        self.started = _FlowIds(0)  # flow ids Perfetto holds a source slice for
-        self.pending: dict[int, list[tuple[int, int]]] = {}  # track -> [(flow id, row)] of f without bp
-
-    def run(self) -> None:
-        cols = self.cols
-        ts = cols.ts_exact if self.exact else cols.ts
-        dur = cols.dur_exact if self.exact else cols.dur
-        order = self.sorted_rows(ts, dur)
-        fids, v1_flows = self.v1_flow_ids(order)
-        self.started = _FlowIds(v1_flows)
-        v2 = cols.v2
-        for lo in range(0, len(order), _CHUNK):
-            chunk = order[lo:lo + _CHUNK]
-            columns = (chunk, cols.kind[chunk], ts[chunk], dur[chunk], cols.track[chunk], fids[chunk])
-            for r, k, t, d, track, fid in zip(*(c.tolist() for c in columns), strict=True):
-                if k == SLICE:
-                    self.start(track, t, d, r)
-                elif k == BEGIN:
-                    self.start(track, t, None, r)
-                elif k == END:
-                    self.end(track, t, r)
-                else:
-                    self.flow_v1(k, track, fid, r)
-                    continue
-                if r in v2:
-                    self.flow_v2(track, *v2[r], r)
-
-    def sorted_rows(self, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-        """The rows to replay in Perfetto's order (slices only without findings). All rows
-        are sorted in place of a gathered copy: at the peak, the sort's temporaries are it."""
-        cols = self.cols
-        if self.findings is None:
-            rows = np.flatnonzero(cols.kind <= END)
-            ts, dur, kind = ts[rows], dur[rows], cols.kind[rows]
-        else:
-            rows, kind = None, cols.kind
-        key = np.negative(dur)
-        key[kind == END] = np.iinfo(np.int64).min
-        order = np.lexsort((key, ts))  # stable: file order breaks ties
-        return order if rows is None else rows[order]
-
-    def v1_flow_ids(self, order: np.ndarray) -> tuple[np.ndarray, int]:
-        """Perfetto numbers v1 flows 0, 1, 2, ... as their keys first appear in sorted order:
-        that number per row (-1: not a v1 flow event), and how many there are."""
-        cols = self.cols
-        fids = np.full(len(cols), -1, np.int32 if len(cols) < 2**31 else np.int64)
-        rows = order[cols.flow[order] >= 0]
-        keys, first = np.unique(cols.flow[rows], return_index=True)
-        rank = np.empty(len(keys), np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
-        fids[rows] = rank[np.searchsorted(keys, cols.flow[rows])]
-        return fids, len(keys)
-
-    # -- slices -------------------------------------------------------------------------
-
-    def start(self, track: int, ts: int, dur: int | None, row: int) -> None:
-        """A slice begins (``dur`` None: a ``B`` whose end is not known yet)."""
-        stack = self.stacks.get(track)
-        if stack is None:
-            stack = self.stacks[track] = []
-        elif stack:
-            over = self.close_stack(stack, ts, dur, row)
-            if over is not None:
-                self.spill(row, over)
-                return
-        if len(stack) >= MAX_DEPTH:
-            self.report("slice_max_depth_exceeded", row, f"inside {self.describe(stack[-1][2])}")
-            return
-        stack.append([ts, None if dur is None else ts + dur, row])
-        if track in self.pending:
-            self.bind_pending(track)
-
-    def end(self, track: int, ts: int, row: int) -> None:
-        """An ``E``: closes the innermost open ``B`` with its name (and cat, if given)."""
-        stack = self.stacks.get(track)
-        if not stack:
-            return
-        self.close_stack(stack, ts, None, row)
-        cols = self.cols
-        name, cat = int(cols.name[row]), int(cols.cat[row])
-        for i in range(len(stack) - 1, -1, -1):
-            _, end, open_row = stack[i]
-            if end is not None:
-                continue
-            if cat >= 0 and cols.cat[open_row] != cat:
-                continue
-            if name >= 0 and cols.name[open_row] >= 0 and cols.name[open_row] != name:
-                continue
-            stack[i][1] = ts
-            if i == len(stack) - 1:
-                stack.pop()
-            return
-
-    def close_stack(self, stack: list[list], ts: int, dur: int | None, row: int) -> int | None:
-        """Pop slices that ended by ``ts``; the row of the slice ``[ts, ts+dur)`` partially
-        overlaps, or None. (slice_tracker.cc MaybeCloseStack, pops of the top included.)"""
-        open_descendant = False
-        i = len(stack) - 1
-        while i >= 0:
-            start, end, open_row = stack[i]
-            if end is None:
-                open_descendant = True
-            elif open_descendant:
-                if ts > end:
-                    self.report("misplaced_end_event", row,
-                                f"B slice(s) still open inside {self.describe(open_row)}, which ended before")
-                    del stack[i:]
-                    open_descendant = False
-            elif end < ts or (end == ts and not (end == start and dur == 0)):
-                stack.pop()
-            elif dur is not None and ts < end < ts + dur:
-                return open_row
-            i -= 1
-        return None
-
-    def spill(self, row: int, over: int) -> None:
-        self.spilled.add(row)
-        if self.findings is None:
-            return
-        cols = self.cols
-        note = f"overlaps {self.describe(over)}"
-        if (cols.flags[row] | cols.flags[over]) & MERGED_THREAD:
-            cause = "merged thread ids"
-            note += "; an out-of-range tid put them on one thread"
-        elif self.exact_spills is not None and row not in self.exact_spills:
-            cause = "float rounding"
-            note += f"; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
-        else:
-            cause = "overlap"
-        self.report("slice_spill_overlapping_complete_event", row, note, cause)
-
-    # -- flows --------------------------------------------------------------------------
-
-    def flow_v1(self, kind: int, track: int, fid: int, row: int) -> None:
-        if kind == FLOW_END_NEXT:
-            self.pending.setdefault(track, []).append((fid, row))
-        elif kind == FLOW_START:
-            self.flow_begin(track, fid, row)
-        else:
-            self.flow_end(track, fid, row, "flow_step_without_start" if kind == FLOW_STEP else "flow_end_without_start")
-
-    def flow_v2(self, track: int, fid: int, mode: int, row: int) -> None:
-        if mode == V2_BEGIN:
-            self.flow_begin(track, fid, row)
-        else:
-            self.flow_end(track, fid, row, "flow_step_without_start" if mode == V2_STEP else "flow_end_without_start")
-
-    def flow_begin(self, track: int, fid: int, row: int) -> None:
-        if not self.stacks.get(track):
-            self.report("flow_no_enclosing_slice", row, self.cols.flow_text(row))
-        elif fid in self.started:
-            self.report("flow_duplicate_id", row, self.cols.flow_text(row))
-        else:
-            self.started.add(fid)
-
-    def flow_end(self, track: int, fid: int, row: int, unstarted: str) -> None:
-        if not self.stacks.get(track):
-            self.report("flow_no_enclosing_slice", row, self.cols.flow_text(row))
-        elif fid not in self.started:
-            self.report(unstarted, row, self.cols.flow_text(row))
-
-    def bind_pending(self, track: int) -> None:
-        """A slice began: ``f`` events without bp bind to it (an unstarted one: from slice 0)."""
-        for fid, row in self.pending.pop(track):
-            if fid not in self.started:
-                self.started.add(fid)
-                self.report("flow_end_from_slice_0", row, self.cols.flow_text(row))
-
-    # -- findings -----------------------------------------------------------------------
-
-    def report(self, rule: str, row: int, note: str = "", cause: str | None = None) -> None:
-        if self.findings is not None:
-            cols = self.cols
-            self.findings.add(rule, int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row), note, cause)
-
-    def describe(self, row: int) -> str:
-        name = self.cols.name_of(row)
-        return f"{shorten(name) if name else None!r} (#{int(self.cols.ordinal[row])})"
+def _walk(cols: Columns, *, exact: bool) -> np.ndarray:
+    """(rule, row, other row) of what the walk finds, in order. ``exact``: the slices alone,
+    at their exact times (to tell which spills only Perfetto's rounding makes)."""
+    ts = cols.ts_exact if exact else cols.ts
+    dur = cols.dur_exact if exact else cols.dur
+    order = _sorted_rows(cols, ts, dur, slices_only=exact)
+    fids, n_flows = _v1_flow_ids(cols, order)
+    v2_rows = np.array(sorted(cols.v2), np.int64)
+    v2 = [cols.v2[row] for row in v2_rows.tolist()]
+    v2_fids = np.array([fid for fid, _ in v2], np.uint64).view(np.int64)
+    v2_modes = np.array([mode for _, mode in v2], np.int8)
+    n_tracks = int(cols.track.max()) + 1 if len(cols) else 0
+    found = _replay.replay(order, cols.kind, ts, dur, cols.track, fids, cols.name, cols.cat, v2_rows, v2_fids,
+                           v2_modes, n_tracks, n_flows, exact)
+    return np.frombuffer(found, np.int64).reshape(-1, 3)
 
 
-class _FlowIds:
-    """A set of Perfetto flow ids: v1 ids are dense (one byte each), v2 bind_ids are not.
+def _sorted_rows(cols: Columns, ts: np.ndarray, dur: np.ndarray, *, slices_only: bool) -> np.ndarray:
+    """The rows in Perfetto's order (slices only, or every row). All rows are sorted in place
+    of a gathered copy: at the peak, the sort's temporaries are it."""
+    if slices_only:
+        rows = np.flatnonzero(cols.kind <= END)
+        ts, dur, kind = ts[rows], dur[rows], cols.kind[rows]
+    else:
+        rows, kind = None, cols.kind
+    key = np.negative(dur)
+    key[kind == END] = np.iinfo(np.int64).min
+    order = np.lexsort((key, ts))  # stable: file order breaks ties
+    return (order if rows is None else rows[order]).astype(np.int64, copy=False)
 
-    Both share one id space, so a small v2 bind_id collides with a v1 flow, as in Perfetto.
-    """
 
-    def __init__(self, dense: int) -> None:
-        self.dense = bytearray(dense)
-        self.sparse: set[int] = set()
+def _v1_flow_ids(cols: Columns, order: np.ndarray) -> tuple[np.ndarray, int]:
+    """Perfetto numbers v1 flows 0, 1, 2, ... as their keys first appear in sorted order:
+    that number per row (-1: not a v1 flow event), and how many there are."""
+    fids = np.full(len(cols), -1, np.int32)
+    rows = order[cols.flow[order] >= 0]
+    keys, first = np.unique(cols.flow[rows], return_index=True)
+    rank = np.empty(len(keys), np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(keys), dtype=np.int32)
+    fids[rows] = rank[np.searchsorted(keys, cols.flow[rows])]
+    return fids, len(keys)
 
-    def __contains__(self, fid: int) -> bool:
-        return bool(self.dense[fid]) if fid < len(self.dense) else fid in self.sparse
 
-    def add(self, fid: int) -> None:
-        if fid < len(self.dense):
-            self.dense[fid] = 1
-        else:
-            self.sparse.add(fid)
+def _report(cols: Columns, found: np.ndarray, rule: str, findings: Findings, exact_spills: np.ndarray | None) -> None:
+    """One rule's findings: the first ones as examples, the rest counted (by cause)."""
+    rows, others = found[:, 0], found[:, 1]
+    causes = _spill_causes(cols, rows, others, exact_spills) if rule == _RULES[_replay.SPILL] else None
+    shown = min(len(rows), findings.max_examples)
+    for i in range(shown):
+        row, other = int(rows[i]), int(others[i])
+        cause = None if causes is None else _CAUSES[causes[i]]
+        findings.add(rule, int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row),
+                     _note(cols, rule, row, other, cause), cause)
+    if causes is None:
+        findings.extra(rule, len(rows) - shown)
+        return
+    rest, first = np.unique(causes[shown:], return_index=True)
+    counts = np.bincount(causes[shown:], minlength=len(_CAUSES))
+    for cause in rest[np.argsort(first)].tolist():  # as first met, like the examples' causes
+        findings.extra(rule, int(counts[cause]), _CAUSES[cause])
+
+
+_CAUSES = ("merged thread ids", "float rounding", "overlap")
+
+
+def _spill_causes(cols: Columns, rows: np.ndarray, over: np.ndarray, exact_spills: np.ndarray | None) -> np.ndarray:
+    """Index into ``_CAUSES`` per spilled row: an out-of-range tid merged two threads; only
+    Perfetto's float rounding of fractional µs makes them overlap; or a real overlap."""
+    merged = ((cols.flags[rows] | cols.flags[over]) & MERGED_THREAD) != 0
+    rounding = np.zeros(len(rows), bool) if exact_spills is None else ~np.isin(rows, exact_spills)
+    return np.where(merged, 0, np.where(rounding, 1, 2))
+
+
+def _note(cols: Columns, rule: str, row: int, other: int, cause: str | None) -> str:
+    if rule == "slice_spill_overlapping_complete_event":
+        note = f"overlaps {_describe(cols, other)}"
+        if cause == "merged thread ids":
+            return note + "; an out-of-range tid put them on one thread"
+        if cause == "float rounding":
+            return note + f"; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
+        return note
+    if rule == "slice_max_depth_exceeded":
+        return f"inside {_describe(cols, other)}"
+    if rule == "misplaced_end_event":
+        return f"B slice(s) still open inside {_describe(cols, other)}, which ended before"
+    return cols.flow_text(row)
+
+
+def _describe(cols: Columns, row: int) -> str:
+    name = cols.name_of(row)
+    return f"{shorten(name) if name else None!r} (#{int(cols.ordinal[row])})"

@@ -49,9 +49,11 @@ class Findings:
         if len(examples) < self.max_examples:
             examples.append(Example(ordinal, name if isinstance(name, str) else None, ts, note))
 
-    def extra(self, rule: str, count: int) -> None:
+    def extra(self, rule: str, count: int, cause: str | None = None) -> None:
         """Count ``count`` more occurrences whose examples are already kept."""
         self.counts[rule] += count
+        if cause is not None:
+            self.breakdown[rule][cause] += count
 
 
 @dataclass
