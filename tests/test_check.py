@@ -279,10 +279,11 @@ def _odd_and_plain_events(seed: int, n: int) -> list[str]:
         t = base + i // 3 + r.choice([0, 0.5, 0.001, 2.25])
         ts = r.choice(times[:3] if r.random() < 0.9 else times)
         dur = r.choice(["0", "1", "2.5", "10", "0.000", "-1", "null", '"x"', "100"])
-        tid = r.choice(["1", "2", '"stream 7"', "-5", str(2**40)])
+        tid = r.choice(["1", "2", '"stream 7"', "-5", str(2**40), ""])
+        tid_member = f'"tid": {tid}, ' if tid else ""
         name = r.choice(['"a"', '"b"', '"k__missing__"', '""', "3", '"E\\u0041"'])
         cat = r.choice(['"kernel"', '"Kernel"', '"cpu_op"', '"ac2g"', '""', "7"])
-        common = f'"pid": 1, "tid": {tid}, "ts": {ts.format(t) if "{" in ts else ts}, "name": {name}, "cat": {cat}'
+        common = f'"pid": 1, {tid_member}"ts": {ts.format(t) if "{" in ts else ts}, "name": {name}, "cat": {cat}'
         kind = r.random()
         if kind < 0.6:
             extra = r.choice(["", "", ', "bind_id": 3, "flow_out": true', ', "args": {"x": [1, 2]}', ', "t\\u0073": 1'])
@@ -295,8 +296,9 @@ def _odd_and_plain_events(seed: int, n: int) -> list[str]:
         elif kind < 0.88:
             out.append(f'{{"ph": "{r.choice("BE")}", {common}}}')
         else:
-            ph = r.choice(["i", "I", "C", "b", "M", "P", "", "Xy"])
-            tail = r.choice(['', ', "s": "t"', ', "s": "g"', ', "args": {"v": 1}', ', "args": {"a": 1, "b": 2}', ', "id": 4'])
+            ph = r.choice(["i", "I", "C", "C", "C", "b", "M", "P", "", "Xy"])
+            tail = r.choice(['', ', "s": "t"', ', "s": "g"', ', "args": {"v": 1}', ', "args": {"a": 1, "b": 2}',
+                             ', "args": {"v": "2"}', ', "args": {"v": 1}, "id": 4', ', "args": {"v": 1}, "id": "x"'])
             out.append(f'{{"ph": "{ph}", {common}{tail}}}')
     return out
 
@@ -309,7 +311,7 @@ def _without_rows(monkeypatch):
     """Make ``check`` parse every event, as it did before it read plain events from rows."""
     module = importlib.import_module("traceforge.check.collect")  # the package re-exports a function of that name
     monkeypatch.setattr(module._Collector, "plain",
-                        lambda self, rows: (np.zeros(len(rows), bool), None))
+                        lambda self, rows: (np.zeros(len(rows), bool), None, np.zeros(0, np.int64)))
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -34,6 +34,7 @@ enum {
     /* how the event is written, for `check` (Perfetto reads a time written with a point
      * through a double; keys beyond those above send an event to a JSON parser there) */
     F_TS_FRAC = 2048, F_DUR_FRAC = 4096, F_DUR_KEY = 8192, F_EXTRA = 16384, F_BP_E = 32768,
+    F_ARGS_ONE_NUMBER = 1 << 16, F_ID_KEY = 1 << 17, F_SCOPE_T = 1 << 18,
     F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21  /* valid grid / block, while parsing */
 };
 
@@ -485,6 +486,7 @@ typedef struct {
     int64_t *row;
     Interner *strings;
     Py_ssize_t pid_start, pid_end, tid_start, tid_end;
+    int args_members, args_numbers;  /* in the args object being read */
 } Event;
 
 static inline int key_is(const unsigned char *key, Py_ssize_t len, const char *name, Py_ssize_t name_len) {
@@ -567,6 +569,9 @@ static int parse_dims(Parser *p, int64_t *out, int *valid) {
 static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
     Event *ev = ctx;
     int64_t *row = ev->row;
+    unsigned char first = p->b[p->pos];
+    ev->args_members++;
+    ev->args_numbers += first == '-' || (first >= '0' && first <= '9');
     if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
     if (KEY("correlation")) return parse_int_field(p, row, FIELD_CORRELATION, F_CORRELATION);
     if (KEY("device")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE);
@@ -590,18 +595,28 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
     return skip_value(p);
 }
 
-static const int64_t ARGS_FLAGS = F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN | F_BLOCK_SEEN;
+static const int64_t ARGS_FLAGS = F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN |
+                                  F_BLOCK_SEEN | F_ARGS_ONE_NUMBER;
 
 static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
     Event *ev = ctx;
     int64_t *row = ev->row;
     if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
     switch (key_len) {
+    case 1:
+        if (KEY("s")) {  /* an instant's scope: "t" (its thread) is Kineto's */
+            row[FIELD_FLAGS] &= ~F_SCOPE_T;
+            Py_ssize_t s = p->pos;
+            if (skip_value(p) < 0) return -1;
+            row[FIELD_FLAGS] |= p->pos - s == 3 && memcmp(p->b + s, "\"t\"", 3) == 0 ? F_SCOPE_T : F_EXTRA;
+            return 0;
+        }
+        break;
     case 2:
         if (KEY("ph")) return parse_interned(p, ev->strings, &row[FIELD_PH]);
         if (KEY("ts")) return parse_time(p, row, FIELD_TS, F_TS, F_TS_FRAC);
         if (KEY("id")) {
-            row[FIELD_FLAGS] &= ~F_ID;
+            row[FIELD_FLAGS] = (row[FIELD_FLAGS] & ~F_ID) | F_ID_KEY;
             unsigned char c = p->b[p->pos];
             if (c == '-' || (c >= '0' && c <= '9')) {
                 Number num;
@@ -640,7 +655,9 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
             row[FIELD_KERNEL] = -1;
             if (p->b[p->pos] != '{') return skip_value(p);
             Py_ssize_t members_end;
+            ev->args_members = ev->args_numbers = 0;
             if (parse_object(p, on_args_member, ev, &members_end) < 0) return -1;
+            if (ev->args_members == 1 && ev->args_numbers == 1) row[FIELD_FLAGS] |= F_ARGS_ONE_NUMBER;
             /* where new members go: after the last one, or before the '}' of an empty object */
             row[FIELD_ARGS_AT] = members_end >= 0 ? members_end : p->pos - 1;
             row[FIELD_FLAGS] |= F_ARGS | (members_end < 0 ? F_ARGS_EMPTY : 0);
@@ -787,7 +804,7 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
         {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_EMPTY", F_ARGS_EMPTY},
         {"F_TS_FRAC", F_TS_FRAC}, {"F_DUR_FRAC", F_DUR_FRAC}, {"F_DUR_KEY", F_DUR_KEY}, {"F_EXTRA", F_EXTRA},
-        {"F_BP_E", F_BP_E},
+        {"F_BP_E", F_BP_E}, {"F_ARGS_ONE_NUMBER", F_ARGS_ONE_NUMBER}, {"F_ID_KEY", F_ID_KEY}, {"F_SCOPE_T", F_SCOPE_T},
         {"OK", ST_OK}, {"END_OF_ARRAY", ST_END}, {"INCOMPLETE", ST_INCOMPLETE}, {"STOPPED", ST_STOPPED},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)

@@ -141,10 +141,17 @@ class _Collector:
         self.threads = _Threads()
         self.counters = _Counters()
         self.v2: dict[int, tuple[int, int]] = {}
+        self.scanner = scanner
+        self.counter_groups: dict[tuple[int, int], tuple] = {}
         self.ph = _IdTable(scanner.strings, lambda raw: (_ph_code(R.decode_string(raw)),), (_SKIP,))
         self.name = _IdTable(scanner.strings, self._name_entry, (-1, 0))
         self.cat = _IdTable(scanner.strings, self._cat_entry, (-1, 0))
-        self.track = _IdTable(scanner.tracks, lambda raw: self.threads(*R.decode_track(raw)), (0, 0))
+        self.track = _IdTable(scanner.tracks, self._track_entry, (0, 0, 0))
+
+    def _track_entry(self, raw: bytes) -> tuple[int, int, int]:
+        """Thread track id, MERGED_THREAD flag, and whether the tid is one an instant can use."""
+        pid, tid = R.decode_track(raw)
+        return *self.threads(pid, tid), coerce_id(tid) is not None
 
     def _name_entry(self, raw: bytes) -> tuple[int, int]:
         name = R.decode_string(raw)
@@ -159,9 +166,9 @@ class _Collector:
             _control_characters(batch.first, batch.events, self.findings)
         rows = batch.raw_rows
         if rows is None:
-            fast, fields = np.zeros(batch.count, bool), None
+            fast, fields, counters = np.zeros(batch.count, bool), None, np.zeros(0, np.int64)
         else:
-            fast, fields = self.plain(rows)
+            fast, fields, counters = self.plain(rows)
         parsed: list[tuple] = []
         v2: dict[int, tuple[int, int]] = {}
         slow = np.flatnonzero(~fast).tolist()
@@ -172,10 +179,12 @@ class _Collector:
             if row is not None:
                 parsed.append(row)
         self.append(batch.first, fields, parsed, v2)
+        if len(counters):
+            self.plain_counters(rows[counters], batch.first + counters)
 
-    def plain(self, rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-        """Which rows need no parser (their events are done here), and the replay fields
-        of those that become replay rows."""
+    def plain(self, rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None, np.ndarray]:
+        """Which rows need no parser, the replay fields of those that become replay rows,
+        and which are counters with one numeric value (counted by ``plain_counters``)."""
         flags = rows[:, R.FLAGS]
         (code,) = self.ph(rows[:, R.PH])
         timed = flags & R.F_TS != 0
@@ -184,7 +193,7 @@ class _Collector:
         fast &= (np.abs(rows[:, R.TS]) < _PLAIN_NS) & (np.abs(rows[:, R.DUR]) < _PLAIN_NS)
         ts = perfetto_ns(rows[:, R.TS], flags & R.F_TS_FRAC != 0)
         dur = np.where(flags & R.F_DUR, perfetto_ns(rows[:, R.DUR], flags & R.F_DUR_FRAC != 0), 0)
-        track, merged = self.track(rows[:, R.TRACK])
+        track, merged, tid_ok = self.track(rows[:, R.TRACK])
         name, missing = self.name(rows[:, R.NAME])
         cat, gpu = self.cat(rows[:, R.CAT])
         fast &= ~timed | ((ts >= 0) & (merged == 0) & (missing == 0))
@@ -193,18 +202,36 @@ class _Collector:
         fast &= ~is_slice | ((flags & R.F_DUR != 0) & (dur >= 0) & ~((gpu != 0) & (dur_exact <= 0)))
         is_flow = (code >= FLOW_START) & (code <= _FLOW_F)
         fast &= ~is_flow | (flags & R.F_ID != 0)
+        is_instant = code == _INSTANT  # no scope or "t" (any other scope is F_EXTRA)
+        fast &= ~is_instant | (tid_ok != 0)
+        is_counter = code == _COUNTER
+        fast &= ~is_counter | ((flags & R.F_ARGS_ONE_NUMBER != 0) & (flags & R.F_ID_KEY == 0))
         # ph not a non-empty string: the event is passed over before anything is read
         fast |= (code == _SKIP) & (flags & R.F_ODD == 0)
-        kept = np.flatnonzero(fast & (code <= _FLOW_F) & timed)
+        counters = np.flatnonzero(fast & is_counter)
+        kept = np.flatnonzero(fast & ((code <= _FLOW_F) | is_instant) & timed)
         if not len(kept):
-            return fast, None
+            return fast, None, counters
         kind = code[kept]
         kind = np.where(kind == _FLOW_F, np.where(flags[kept] & R.F_BP_E, FLOW_END, FLOW_END_NEXT), kind)
-        fields = {"ordinal": kept, "kind": kind, "flags": np.zeros(len(kept), np.int8), "ts": ts[kept],
-                  "ts_exact": rows[kept, R.TS], "dur": dur[kept], "dur_exact": dur_exact[kept],
+        instant = kind == _INSTANT  # a zero-length slice on its thread
+        fields = {"ordinal": kept, "kind": np.where(instant, SLICE, kind), "flags": np.zeros(len(kept), np.int8),
+                  "ts": ts[kept], "ts_exact": rows[kept, R.TS], "dur": np.where(instant, 0, dur[kept]),
+                  "dur_exact": np.where(instant, 0, dur_exact[kept]),
                   "track": track[kept], "name": name[kept], "cat": cat[kept],
                   "flow_id": np.where(is_flow[kept], rows[kept, R.ID], 0)}
-        return fast, fields
+        return fast, fields, counters
+
+    def plain_counters(self, rows: np.ndarray, ordinals: np.ndarray) -> None:
+        """Counters with one numeric value and no id: only their series (pid, name) is counted."""
+        pairs, first, counts = np.unique(rows[:, [R.TRACK, R.NAME]], axis=0, return_index=True, return_counts=True)
+        for (track, name), at, count in zip(pairs.tolist(), first.tolist(), counts.tolist()):
+            group = self.counter_groups.get((track, name))
+            if group is None:
+                pid, _ = R.decode_track(self.scanner.tracks[track])
+                text = R.decode_string(self.scanner.strings[name]) if name >= 0 else ""
+                group = self.counter_groups[(track, name)] = (coerce_id(pid) or 0, text)
+            self.counters.plain(group, count, int(ordinals[at]))
 
     def append(self, first: int, fields: dict[str, np.ndarray] | None, parsed: list[tuple],
                v2: dict[int, tuple[int, int]]) -> None:
@@ -340,19 +367,20 @@ class _IdTable:
 
 
 # ph codes beyond the replay kinds (see ``_ph_code``)
-_FLOW_F, _METADATA, _OTHER, _SKIP, _PARSE = range(FLOW_END_NEXT + 1, FLOW_END_NEXT + 6)
-_PLAIN_CODES = np.array([SLICE, BEGIN, END, FLOW_START, FLOW_STEP, _FLOW_F, _METADATA, _OTHER])
+_FLOW_F, _INSTANT, _COUNTER, _METADATA, _OTHER, _SKIP, _PARSE = range(FLOW_END_NEXT + 1, FLOW_END_NEXT + 8)
+_PLAIN_CODES = np.array([SLICE, BEGIN, END, FLOW_START, FLOW_STEP, _FLOW_F, _INSTANT, _COUNTER, _METADATA, _OTHER])
 _PLAIN_NS = 9 * 10**18  # beyond, Perfetto's double of an integer µs differs from value * 1000
-_PH_CODES = {"X": SLICE, "B": BEGIN, "E": END, "s": FLOW_START, "t": FLOW_STEP, "f": _FLOW_F, "M": _METADATA}
+_PH_CODES = {"X": SLICE, "B": BEGIN, "E": END, "s": FLOW_START, "t": FLOW_STEP, "f": _FLOW_F, "M": _METADATA,
+             "i": _INSTANT, "I": _INSTANT, "R": _INSTANT, "C": _COUNTER}
 
 
 def _ph_code(ph: str) -> int:
     """What a ph means here: a replay kind (``_FLOW_F``: a flow end, bound by its bp),
-    ``_METADATA`` (may omit ts), ``_OTHER`` (checked, not replayed), ``_SKIP`` (passed
-    over), or ``_PARSE`` (instants, counters, async: rules that read more than the row)."""
+    ``_INSTANT``, ``_COUNTER``, ``_METADATA`` (may omit ts), ``_OTHER`` (checked, not
+    replayed), ``_SKIP`` (passed over), or ``_PARSE`` (async events: always parsed)."""
     if not ph:
         return _SKIP
-    return _PH_CODES.get(ph[0], _PARSE if ph[0] in "iIRCben" else _OTHER)
+    return _PH_CODES.get(ph[0], _PARSE if ph[0] in "ben" else _OTHER)
 
 
 def _flow_keys(flow_id: np.ndarray, cat: np.ndarray, name: np.ndarray, is_flow: np.ndarray) -> np.ndarray:
@@ -442,6 +470,7 @@ class _Counters:
     def __init__(self) -> None:
         self.ids: dict[tuple, Counter] = defaultdict(Counter)  # (pid, name) -> numeric id or None -> events
         self.first: dict[tuple, list] = defaultdict(list)  # (pid, name) -> first events with a numeric id
+        self.first_seen: dict[tuple, int] = {}  # (pid, name) -> its first event (series are reported in that order)
 
     def event(self, e: dict, ordinal: int, findings: Findings) -> None:
         name, ts, args = e.get("name"), str(e.get("ts")), e.get("args")
@@ -461,13 +490,20 @@ class _Counters:
             return
         group = (coerce_id(e.get("pid")) or 0, name if type(name) is str else "")
         numeric_id = cid if type(cid) in (int, float) else None
+        self.first_seen.setdefault(group, ordinal)
         self.ids[group][numeric_id] += 1
         if numeric_id is not None and len(self.first[group]) < findings.max_examples:
             self.first[group].append((ordinal, name, ts, f"id {cid!r}"))
 
+    def plain(self, group: tuple, count: int, first: int) -> None:
+        """``count`` counters of ``group`` with no id, the first at ordinal ``first``."""
+        self.first_seen[group] = min(self.first_seen.get(group, first), first)
+        self.ids[group][None] += count
+
     def finish(self, findings: Findings) -> None:
         """Series of one (process, name) that only a numeric id tells apart get merged."""
-        for group, ids in self.ids.items():
+        for group in sorted(self.ids, key=self.first_seen.__getitem__):
+            ids = self.ids[group]
             if len(ids) < 2:
                 continue
             merged = sum(n for cid, n in ids.items() if cid is not None)
