@@ -14,10 +14,9 @@ from traceforge.check.collect import (
     FLOW_STEP,
     MERGED_THREAD,
     SLICE,
-    V2_BEGIN,
-    V2_STEP,
     Columns,
 )
+from traceforge.check.event_rules import V2_BEGIN, V2_STEP
 from traceforge.check.report import Findings, shorten
 
 MAX_DEPTH = 512

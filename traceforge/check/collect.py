@@ -4,15 +4,13 @@ Rules that depend on a single event (missing fields, negative ts/dur, counters, 
 Kineto quirks) are decided while reading. Rules that depend on order (overlaps, depth,
 flow binding) need every slice and flow event sorted the way Perfetto sorts them, so
 those events go into numpy columns (``Columns``, 66 bytes per event) and ``replay``
-decides them afterwards. Plain slices and flows (most of a Kineto trace) are taken from
-the C scanner's rows without a JSON parser; the rest are parsed one at a time.
+decides them afterwards. Plain events (most of a Kineto trace, and of what traceforge
+writes) are taken from the C scanner's rows without a JSON parser; the rest are parsed.
 """
 
 from __future__ import annotations
 
-import re
 from array import array
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,25 +19,24 @@ import numpy as np
 from ..exacttime import ns_to_us_text
 from ..io import rows as R
 from ..io.reader import EventBatch, TraceReader
-from .perfetto import (
-    coerce_id,
-    counter_number,
-    flow_id,
-    out_of_range,
-    thread_of,
+from .event_rules import (
+    CONTROL_ESCAPE,
+    GPU_CATS,
+    Counters,
+    async_event,
+    complete_event,
+    control_characters,
+    thread_instant,
+    v2_flow,
 )
+from .perfetto import coerce_id, flow_id, out_of_range, thread_of
 from ..perfetto_time import perfetto_ns, time_ns
 from .report import Findings
 
 # Kinds of replayed events.
 SLICE, BEGIN, END, FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT = range(7)
-# v2 flow modes (``bind_id`` on a slice).
-V2_BEGIN, V2_STEP, V2_END = range(3)
 MERGED_THREAD = 1  # flag: pid/tid out of range, so Perfetto merged this event's thread
 
-_GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
-_CONTROL_ESCAPE = re.compile(rb"\\u00[01][0-9a-fA-F]|\\[bfnrt]")
-_CONTROL = re.compile(r"[\x00-\x1f]")
 _COLUMNS = {"ordinal": "q", "kind": "b", "flags": "b", "ts": "q", "dur": "q", "ts_exact": "q",
             "dur_exact": "q", "track": "i", "name": "i", "cat": "i", "flow_id": "q"}
 
@@ -127,11 +124,12 @@ def collect(reader: TraceReader, findings: Findings) -> Columns:
 class _Collector:
     """Findings and replay rows, a batch at a time.
 
-    Most events need no JSON parser: where the scanner's row shows a slice or v1 flow
-    written plainly (numeric times, integer flow id, no key beyond ph/ts/dur/pid/tid/name/
-    cat/id/args and bp "e") that no per-event rule would flag, its replay row is computed
-    from the rows, vectorised. Every other event is parsed and checked one at a time
-    (``event``), in file order, so findings come out as they always did.
+    Most events need no JSON parser: where the scanner's row shows a slice, v1 flow,
+    thread instant or one-value counter written plainly (numeric times, integer flow id,
+    no key beyond ph/ts/dur/pid/tid/name/cat/id/args, bp "e", s "t") that no per-event rule
+    would flag, it is done from the rows, vectorised. Every other event is parsed and
+    checked one at a time (``event``, with ``event_rules``), in file order, so findings
+    come out as they always did.
     """
 
     def __init__(self, scanner: R.RowScanner, findings: Findings):
@@ -139,7 +137,7 @@ class _Collector:
         self.cols = {k: array(t) for k, t in _COLUMNS.items()}
         self.names, self.cats = _Interner(), _Interner()
         self.threads = _Threads()
-        self.counters = _Counters()
+        self.counters = Counters()
         self.v2: dict[int, tuple[int, int]] = {}
         self.scanner = scanner
         self.counter_groups: dict[tuple[int, int], tuple] = {}
@@ -159,11 +157,11 @@ class _Collector:
 
     def _cat_entry(self, raw: bytes) -> tuple[int, int]:
         cat = R.decode_string(raw)
-        return (self.cats[cat] if cat else -1), cat.lower() in _GPU_CATS
+        return (self.cats[cat] if cat else -1), cat.lower() in GPU_CATS
 
     def batch(self, batch: EventBatch) -> None:
-        if _CONTROL_ESCAPE.search(batch.raw):
-            _control_characters(batch.first, batch.events, self.findings)
+        if CONTROL_ESCAPE.search(batch.raw):
+            control_characters(batch.first, batch.events, self.findings)
         rows = batch.raw_rows
         if rows is None:
             fast, fields, counters = np.zeros(batch.count, bool), None, np.zeros(0, np.int64)
@@ -285,7 +283,7 @@ class _Collector:
 
         fid = 0
         if ph == "X":
-            if not _complete_event(e, ordinal, dur, findings):
+            if not complete_event(e, ordinal, dur, findings):
                 return None
             kind = SLICE
         elif ph == "B":
@@ -305,7 +303,7 @@ class _Collector:
             else:
                 kind = FLOW_END if e.get("bp") == "e" else FLOW_END_NEXT
         elif ph in "iIR":
-            if not _thread_instant(e, ordinal, findings):
+            if not thread_instant(e, ordinal, findings):
                 return None
             kind = SLICE
             dur = (0, 0)
@@ -313,13 +311,13 @@ class _Collector:
             self.counters.event(e, ordinal, findings)
             return None
         elif ph in "ben":
-            _async_event(e, ordinal, findings)
+            async_event(e, ordinal, findings)
             return None
         else:
             return None
 
         if ph in "XB" and "bind_id" in e:
-            _v2_flow(e, ordinal, v2, findings)
+            v2_flow(e, ordinal, v2, findings)
         if dur is None:
             dur = (0, 0)
         cat = e.get("cat")
@@ -413,125 +411,3 @@ def _dangling_flow_ends(cols: Columns, findings: Findings) -> None:
         findings.add("dangling_flow_end", int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row),
                      cols.flow_text(row))
     findings.extra("dangling_flow_end", len(rows) - len(shown))
-
-
-def _complete_event(e: dict, ordinal: int, dur: tuple[int, int] | None, findings: Findings) -> bool:
-    """Check an ``X`` (``dur``: its times, None if absent); True when it becomes a slice."""
-    name, ts, cat = e.get("name"), str(e.get("ts")), e.get("cat")
-    if type(cat) is str and cat.lower() in _GPU_CATS and (dur is None or dur[1] <= 0):
-        findings.add("gpu_zero_or_negative_duration", ordinal, name, ts, f"dur {e['dur']}" if dur else "no dur")
-    if dur is None:
-        findings.add("json_parser_failure", ordinal, name, ts, "X without dur")
-        return False
-    if dur[0] < 0:
-        findings.add("slice_negative_duration", ordinal, name, ts, f"dur {e['dur']}")
-        return False
-    return True
-
-
-def _thread_instant(e: dict, ordinal: int, findings: Findings) -> bool:
-    """Check an instant; True when it becomes a zero-length slice on its thread."""
-    scope = e.get("s")
-    if scope == "g":
-        return False
-    if scope == "p":
-        if coerce_id(e.get("pid")) is None:
-            findings.add("json_parser_failure", ordinal, e.get("name"), str(e.get("ts")), "process instant without pid")
-        return False
-    if scope is None or scope == "t":
-        if coerce_id(e.get("tid")) is None:
-            findings.add("json_parser_failure", ordinal, e.get("name"), str(e.get("ts")), "thread instant without tid")
-            return False
-        return True
-    findings.add("json_parser_failure", ordinal, e.get("name"), str(e.get("ts")), f"instant scope {scope!r}")
-    return False
-
-
-def _async_event(e: dict, ordinal: int, findings: Findings) -> None:
-    """Async events need a pid and an ``id`` or ``id2.local``/``id2.global``."""
-    id2 = e.get("id2")
-    has_id = _is_id(e.get("id")) or (type(id2) is dict and (_is_id(id2.get("local")) or _is_id(id2.get("global"))))
-    if coerce_id(e.get("pid")) is None or not has_id:
-        findings.add("json_parser_failure", ordinal, e.get("name"), str(e.get("ts")), "async event without pid or id")
-
-
-def _is_id(value: object) -> bool:
-    return type(value) in (int, float) or (type(value) is str and value != "")
-
-
-def _v2_flow(e: dict, ordinal: int, v2: dict, findings: Findings) -> None:
-    """A v2 flow (``bind_id`` on a slice): ``v2[ordinal]`` = (id, mode)."""
-    fid = flow_id(e["bind_id"])
-    if fid is None:
-        findings.add("flow_invalid_id", ordinal, e.get("name"), str(e.get("ts")), f"bind_id {e['bind_id']!r}")
-        return
-    flow_in, flow_out = bool(e.get("flow_in")), bool(e.get("flow_out"))
-    if not (flow_in or flow_out):
-        findings.add("flow_without_direction", ordinal, e.get("name"), str(e.get("ts")))
-        return
-    v2[ordinal] = (fid, V2_STEP if flow_in and flow_out else V2_BEGIN if flow_out else V2_END)
-
-
-class _Counters:
-    """Counter rules: args must be numbers; one key per event; ids must be strings."""
-
-    def __init__(self) -> None:
-        self.ids: dict[tuple, Counter] = defaultdict(Counter)  # (pid, name) -> numeric id or None -> events
-        self.first: dict[tuple, list] = defaultdict(list)  # (pid, name) -> first events with a numeric id
-        self.first_seen: dict[tuple, int] = {}  # (pid, name) -> its first event (series are reported in that order)
-
-    def event(self, e: dict, ordinal: int, findings: Findings) -> None:
-        name, ts, args = e.get("name"), str(e.get("ts")), e.get("args")
-        if type(args) is not dict:
-            findings.add("json_parser_failure", ordinal, name, ts, "counter args not an object")
-            return
-        numeric = 0
-        for key, value in args.items():
-            if counter_number(value):
-                numeric += 1
-            else:
-                findings.add("json_parser_failure", ordinal, name, ts, f"counter value {key!r}: {value!r}")
-        if numeric > 1:
-            findings.add("counter_multiple_keys", ordinal, name, ts, f"{numeric} keys")
-        cid = e.get("id")
-        if type(cid) is str and cid:
-            return
-        group = (coerce_id(e.get("pid")) or 0, name if type(name) is str else "")
-        numeric_id = cid if type(cid) in (int, float) else None
-        self.first_seen.setdefault(group, ordinal)
-        self.ids[group][numeric_id] += 1
-        if numeric_id is not None and len(self.first[group]) < findings.max_examples:
-            self.first[group].append((ordinal, name, ts, f"id {cid!r}"))
-
-    def plain(self, group: tuple, count: int, first: int) -> None:
-        """``count`` counters of ``group`` with no id, the first at ordinal ``first``."""
-        self.first_seen[group] = min(self.first_seen.get(group, first), first)
-        self.ids[group][None] += count
-
-    def finish(self, findings: Findings) -> None:
-        """Series of one (process, name) that only a numeric id tells apart get merged."""
-        for group in sorted(self.ids, key=self.first_seen.__getitem__):
-            ids = self.ids[group]
-            if len(ids) < 2:
-                continue
-            merged = sum(n for cid, n in ids.items() if cid is not None)
-            for example in self.first[group]:
-                findings.add("counter_id_not_string", *example)
-            findings.extra("counter_id_not_string", merged - len(self.first[group]))
-
-
-def _control_characters(first: int, events: list, findings: Findings) -> None:
-    """Find the events of a batch whose strings hold control characters (rare: slow path)."""
-    for i, e in enumerate(events):
-        if _has_control(e):
-            findings.add("control_characters", first + i, e.get("name"), str(e.get("ts")))
-
-
-def _has_control(value) -> bool:
-    if type(value) is str:
-        return _CONTROL.search(value) is not None
-    if type(value) is dict:
-        return any(_has_control(k) or _has_control(v) for k, v in value.items())
-    if type(value) is list:
-        return any(_has_control(v) for v in value)
-    return False
