@@ -17,6 +17,7 @@ from traceforge.check.collect import (
     Columns,
 )
 from traceforge.check.event_rules import V2_BEGIN, V2_STEP
+from traceforge.check.replay import _sorted_rows, _v1_flow_ids
 from traceforge.check.report import Findings, shorten
 
 MAX_DEPTH = 512
@@ -53,8 +54,8 @@ class _Replay:
         cols = self.cols
         ts = cols.ts_exact if self.exact else cols.ts
         dur = cols.dur_exact if self.exact else cols.dur
-        order = self.sorted_rows(ts, dur)
-        fids, v1_flows = self.v1_flow_ids(order)
+        order = _sorted_rows(cols, ts, dur, slices_only=self.findings is None)  # the order is shared:
+        fids, v1_flows = _v1_flow_ids(cols, order)  # what is compared is the walk
         self.started = _FlowIds(v1_flows)
         v2 = cols.v2
         for lo in range(0, len(order), _CHUNK):
@@ -72,32 +73,6 @@ class _Replay:
                     continue
                 if r in v2:
                     self.flow_v2(track, *v2[r], r)
-
-    def sorted_rows(self, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-        """The rows to replay in Perfetto's order (slices only without findings). All rows
-        are sorted in place of a gathered copy: at the peak, the sort's temporaries are it."""
-        cols = self.cols
-        if self.findings is None:
-            rows = np.flatnonzero(cols.kind <= END)
-            ts, dur, kind = ts[rows], dur[rows], cols.kind[rows]
-        else:
-            rows, kind = None, cols.kind
-        key = np.negative(dur)
-        key[kind == END] = np.iinfo(np.int64).min
-        order = np.lexsort((key, ts))  # stable: file order breaks ties
-        return order if rows is None else rows[order]
-
-    def v1_flow_ids(self, order: np.ndarray) -> tuple[np.ndarray, int]:
-        """Perfetto numbers v1 flows 0, 1, 2, ... as their keys first appear in sorted order:
-        that number per row (-1: not a v1 flow event), and how many there are."""
-        cols = self.cols
-        fids = np.full(len(cols), -1, np.int32 if len(cols) < 2**31 else np.int64)
-        rows = order[cols.flow[order] >= 0]
-        keys, first = np.unique(cols.flow[rows], return_index=True)
-        rank = np.empty(len(keys), np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
-        fids[rows] = rank[np.searchsorted(keys, cols.flow[rows])]
-        return fids, len(keys)
 
     # -- slices -------------------------------------------------------------------------
 
