@@ -7,6 +7,7 @@ parsed here with exact decimals (never through traceforge's own reader).
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 from collections import defaultdict
 from decimal import Decimal
@@ -368,3 +369,41 @@ def test_trim_drops_the_last_event_cleanly(tmp_path):
 def test_trim_usage_errors(args, message, tmp_path):
     r = run_cli("trim", str(TRACES["amd"]), "-o", str(tmp_path / "o.json"), *args)
     assert r.returncode == 1 and message.encode() in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def _trim_events(path, monkeypatch=None):
+    from traceforge.io.reader import TraceReader
+
+    trim = importlib.import_module("traceforge.trim")  # the package re-exports a function of that name
+
+    if monkeypatch is not None:  # parse every event, as trim did before it read plain ones from rows
+        monkeypatch.setattr(trim._Collector, "plain", lambda self, rows, *a: np.ones(len(rows), bool))
+    ev = trim._collect(TraceReader(str(path)))
+    return [ev.kind, ev.start, ev.end, ev.flow_ordinal, ev.flow_id, ev.flow_key, ev.trace_start_ns]
+
+
+def _same_events(a, b) -> bool:
+    """Equal classes and times, and the same flows grouped the same way (key numbers may differ)."""
+    (*arrays_a, start_a), (*arrays_b, start_b) = a, b
+    order_a, order_b = np.argsort(arrays_a[3], kind="stable"), np.argsort(arrays_b[3], kind="stable")
+    flows = [arrays_a[3][order_a], arrays_a[4][order_a]], [arrays_b[3][order_b], arrays_b[4][order_b]]
+    keys_a, keys_b = arrays_a[5][order_a], arrays_b[5][order_b]
+    same_groups = len(keys_a) == len(keys_b) and len(set(zip(keys_a.tolist(), keys_b.tolist()))) == len(set(keys_a.tolist()))
+    return (start_a == start_b and all(np.array_equal(x, y) for x, y in zip(arrays_a[:3], arrays_b[:3]))
+            and all(np.array_equal(x, y) for x, y in zip(*flows)) and same_groups)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_trim_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch):
+    from .test_check import _odd_and_plain_events
+
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(_odd_and_plain_events(200 + seed, 3000)) + "\n]}")
+    fast = _trim_events(path)
+    assert (fast[0] == 3).sum() > 100 and (fast[0] == 1).sum() > 1000  # flows and slices
+    assert _same_events(fast, _trim_events(path, monkeypatch))
+
+
+@pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution"])
+def test_trim_reads_plain_rows_as_the_parser_does_on_real_traces(name, monkeypatch):
+    assert _same_events(_trim_events(TRACES[name]), _trim_events(TRACES[name], monkeypatch))

@@ -29,6 +29,7 @@ from .durations import parse_duration_ns
 from .errors import UsageError
 from .exacttime import json_time_ns, ns_to_us_text
 from .io.event_edits import EventEdits
+from .io import rows as R
 from .io.reader import TraceReader
 from .io.writer import write_trace
 from .scan import scan
@@ -77,39 +78,106 @@ class _Events:
 
 
 def _collect(reader: TraceReader) -> _Events:
-    kind, start, end = array("b"), array("q"), array("q")
-    f_ord, f_id, f_key = array("q"), array("Q"), array("q")
-    keys: dict[tuple, int] = {}
-    earliest = None
+    """Every event's class and times; plain events straight from the scanner's rows, the
+    rest (times or flow ids a row cannot hold exactly) parsed one by one."""
+    collector = _Collector(reader.scanner)
     for batch in reader.batches():
-        ordinal = batch.first - 1
-        for e in batch.events:
-            ordinal += 1
-            ph = e.get("ph")
-            ts = json_time_ns(e.get("ts"))
-            if ts is not None and ts >= 0 and (earliest is None or ts < earliest):
-                earliest = ts
-            if ts is None or ph == "M":
-                kind.append(ALWAYS)
-                start.append(0)
-                end.append(0)
-                continue
-            dur = json_time_ns(e.get("dur")) if ph == "X" else None
-            fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
-            if fid is not None:
-                cat, name = e.get("cat"), e.get("name")
-                f_ord.append(ordinal)
-                f_id.append(fid)
-                f_key.append(keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
-                                             len(keys)))
-            kind.append(SLICE if dur is not None else FLOW if fid is not None else POINT)
-            start.append(ts)
-            end.append(ts + max(dur, 0) if dur is not None else ts)
+        collector.batch(batch)
+    return collector.events()
 
-    def arr(a: array, dtype=np.int64) -> np.ndarray:
-        return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
 
-    return _Events(arr(kind, np.int8), arr(start), arr(end), arr(f_ord), arr(f_id, np.uint64), arr(f_key), earliest)
+class _Collector:
+    def __init__(self, scanner: R.RowScanner):
+        self.scanner = scanner
+        self.kind, self.start, self.end = array("b"), array("q"), array("q")
+        self.f_ord, self.f_id, self.f_key = array("q"), array("Q"), array("q")
+        self.keys: dict[tuple, int] = {}  # a flow's (cat, name) -> its number
+        self.pair_keys: dict[tuple[int, int], int] = {}  # the same by the scanner's string ids
+        self.ph_codes = np.zeros(0, np.int8)  # per scanner string: _PH_OTHER, _PH_M, _PH_X or _PH_FLOW
+        self.earliest: int | None = None
+
+    def batch(self, batch) -> None:
+        kind, start, end = (np.zeros(batch.count, dt) for dt in (np.int8, np.int64, np.int64))
+        rows = batch.raw_rows
+        parse = np.ones(batch.count, bool) if rows is None else self.plain(rows, batch.first, kind, start, end)
+        for i in np.flatnonzero(parse).tolist():
+            kind[i], start[i], end[i] = self.event(batch.event(i), batch.first + i)
+        for column, values in ((self.kind, kind), (self.start, start), (self.end, end)):
+            column.frombytes(values.tobytes())
+
+    def plain(self, rows: np.ndarray, first: int, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Fill in the rows a parser is not needed for; which rows need one."""
+        flags, ts, ph = rows[:, R.FLAGS], rows[:, R.TS], self.ph_code(rows[:, R.PH])
+        is_flow = ph == _PH_FLOW
+        parse = (flags & R.F_ODD != 0) | (is_flow & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
+        timed = (flags & R.F_TS != 0) & ~parse
+        if timed.any():
+            low = ts[timed & (ts >= 0)]
+            if len(low) and (self.earliest is None or low.min() < self.earliest):
+                self.earliest = int(low.min())
+        slice_ = timed & (ph == _PH_X) & (flags & R.F_DUR != 0)
+        flow = timed & is_flow & (flags & R.F_ID != 0)
+        point = timed & (ph != _PH_M) & ~slice_ & ~flow
+        kind[slice_], kind[flow], kind[point] = SLICE, FLOW, POINT
+        kept = slice_ | flow | point
+        start[kept] = ts[kept]
+        end[kept] = ts[kept] + np.where(slice_[kept], np.maximum(rows[kept, R.DUR], 0), 0)
+        at = np.flatnonzero(flow)
+        if len(at):
+            self.f_ord.frombytes((first + at).tobytes())
+            self.f_id.frombytes(rows[at, R.ID].tobytes())  # an int64 id as Perfetto's uint64
+            self.f_key.frombytes(self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]).tobytes())
+        return parse
+
+    def ph_code(self, ids: np.ndarray) -> np.ndarray:
+        strings = self.scanner.strings
+        if len(self.ph_codes) < len(strings):
+            new = [_PH_CODES.get(R.decode_string(s), _PH_OTHER) for s in strings[len(self.ph_codes):]]
+            self.ph_codes = np.concatenate((self.ph_codes, np.array(new, np.int8)))
+        return np.where(ids >= 0, self.ph_codes[np.maximum(ids, 0)] if len(self.ph_codes) else _PH_OTHER, _PH_OTHER)
+
+    def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
+        pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)
+        numbers = [self.pair_key(cat, name) for cat, name in pairs.tolist()]
+        return np.array(numbers, np.int64)[inverse.ravel()]
+
+    def pair_key(self, cat: int, name: int) -> int:
+        key = self.pair_keys.get((cat, name))
+        if key is None:
+            strings = self.scanner.strings
+            texts = tuple(R.decode_string(strings[i]) if i >= 0 else "" for i in (cat, name))
+            key = self.pair_keys[(cat, name)] = self.keys.setdefault(texts, len(self.keys))
+        return key
+
+    def event(self, e: dict, ordinal: int) -> tuple[int, int, int]:
+        """One parsed event's class, start and end."""
+        ph = e.get("ph")
+        ts = json_time_ns(e.get("ts"))
+        if ts is not None and ts >= 0 and (self.earliest is None or ts < self.earliest):
+            self.earliest = ts
+        if ts is None or ph == "M":
+            return ALWAYS, 0, 0
+        dur = json_time_ns(e.get("dur")) if ph == "X" else None
+        fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
+        if fid is not None:
+            cat, name = e.get("cat"), e.get("name")
+            self.f_ord.append(ordinal)
+            self.f_id.append(fid)
+            self.f_key.append(self.keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
+                                                   len(self.keys)))
+        return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
+            ts + max(dur, 0) if dur is not None else ts
+
+    def events(self) -> _Events:
+        def arr(a: array, dtype=np.int64) -> np.ndarray:
+            return np.frombuffer(a, dtype) if len(a) else np.zeros(0, dtype)
+
+        return _Events(arr(self.kind, np.int8), arr(self.start), arr(self.end), arr(self.f_ord),
+                       arr(self.f_id, np.uint64), arr(self.f_key), self.earliest)
+
+
+_PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
+_PH_CODES = {"M": _PH_M, "X": _PH_X, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW}
 
 
 def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> np.ndarray:
