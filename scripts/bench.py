@@ -3,7 +3,7 @@
 
 For each trace this measures (a) the wall time, CPU time (all threads) and peak RSS of
 traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``, ``patterns``,
-``classify``, ``launch-stats``),
+``classify``, ``launch-stats``, ``check``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and
 re-compressing the same bytes with the codec and level traceforge writes, with the library it
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs.
@@ -160,7 +160,10 @@ JOBS = {
     "patterns": f"patterns --op {OPERATOR}",
     "classify": "classify",
     "launch-stats": "launch-stats",
+    "check": "check -q",
 }
+# exit codes that are results, not failures: check's 1 is "Perfetto would lose something"
+RESULT_CODES = {"check": (0, 1)}
 
 # job -> HTA's feature computing the same (scripts/hta_job.py); HTA's sequences also write
 # an overlay trace, which `patterns` does only with -o
@@ -201,7 +204,8 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
     for job in jobs:
         words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).split()
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
-        if run.returncode:
+        failed = run.returncode not in RESULT_CODES.get(job, (0,))
+        if failed:
             measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–"]
             ok = False
         else:
@@ -209,7 +213,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
                         f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}"]
         row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"]
         if hta:
-            row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if run.returncode else run.seconds)
+            row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if failed else run.seconds)
         rows.append(row)
     return rows, ok
 
