@@ -332,6 +332,9 @@ class _Collector:
         arrays = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)) if len(v) else np.zeros(0, v.typecode)
                   for k, v in self.cols.items()}
         self.cols = {}
+        for exact, perfetto in (("ts_exact", "ts"), ("dur_exact", "dur")):
+            if np.array_equal(arrays[exact], arrays[perfetto]):  # whole µs (or no rounding): one array, not two
+                arrays[exact] = arrays[perfetto]
         flow = _flow_keys(arrays["flow_id"], arrays["cat"], arrays["name"], arrays["kind"] >= FLOW_START)
         columns = Columns(**arrays, flow=flow, names=list(self.names), cats=list(self.cats), v2=self.v2)
         _dangling_flow_ends(columns, self.findings)
