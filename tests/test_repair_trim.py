@@ -407,3 +407,19 @@ def test_trim_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution"])
 def test_trim_reads_plain_rows_as_the_parser_does_on_real_traces(name, monkeypatch):
     assert _same_events(_trim_events(TRACES[name]), _trim_events(TRACES[name], monkeypatch))
+
+
+def test_trim_window_from_the_start_of_an_annotated_trace(tmp_path):
+    """The thread names traceforge adds carry ts 0: they must not become the trace start
+    that +START:+END counts from."""
+    annotated = tmp_path / "annotated.json.gz"
+    r = run_cli("annotate", str(TRACES["nccl"]), "--patterns", "-o", str(annotated))
+    assert r.returncode == 0, r.stderr
+    outputs = {}
+    for name, path in (("input", TRACES["nccl"]), ("annotated", annotated)):
+        outputs[name] = tmp_path / f"{name}.trim.json"
+        r = run_cli("trim", str(path), "-o", str(outputs[name]), "--window", "+40ms:+60ms")
+        assert r.returncode == 0, r.stderr
+    kept = {name: [e for e in _events(raw_json(out))[1] if e.get("ph") == "X" and e.get("cat") != "traceforge"]
+            for name, out in outputs.items()}
+    assert kept["input"] and kept["annotated"] == kept["input"]

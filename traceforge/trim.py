@@ -112,7 +112,7 @@ class _Collector:
         parse = (flags & R.F_ODD != 0) | (is_flow & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
         timed = (flags & R.F_TS != 0) & ~parse
         if timed.any():
-            low = ts[timed & (ts >= 0)]
+            low = ts[timed & (ts >= 0) & (ph != _PH_M)]  # metadata's ts places nothing (traceforge writes 0)
             if len(low) and (self.earliest is None or low.min() < self.earliest):
                 self.earliest = int(low.min())
         slice_ = timed & (ph == _PH_X) & (flags & R.F_DUR != 0)
@@ -153,10 +153,10 @@ class _Collector:
         """One parsed event's class, start and end."""
         ph = e.get("ph")
         ts = json_time_ns(e.get("ts"))
-        if ts is not None and ts >= 0 and (self.earliest is None or ts < self.earliest):
-            self.earliest = ts
         if ts is None or ph == "M":
             return ALWAYS, 0, 0
+        if ts >= 0 and (self.earliest is None or ts < self.earliest):
+            self.earliest = ts
         dur = json_time_ns(e.get("dur")) if ph == "X" else None
         fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
         if fid is not None:
@@ -199,7 +199,7 @@ def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None
     """``START:END`` (µs, or with a unit: ``1.5ms``) into exact ns.
 
     A value with a leading ``+`` is relative to the trace start (its earliest ts that is
-    not negative); an empty START or END means the trace's start or its end.
+    not negative, metadata aside); an empty START or END means the trace's start or its end.
     """
     if text.count(":") != 1:
         raise UsageError(f"--window {text!r}: write START:END in µs, e.g. 1712195495519689:1712195495619689 "
