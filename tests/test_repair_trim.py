@@ -423,3 +423,18 @@ def test_trim_window_from_the_start_of_an_annotated_trace(tmp_path):
     kept = {name: [e for e in _events(raw_json(out))[1] if e.get("ph") == "X" and e.get("cat") != "traceforge"]
             for name, out in outputs.items()}
     assert kept["input"] and kept["annotated"] == kept["input"]
+
+
+def test_rebase_an_annotated_trace(tmp_path):
+    """The thread names traceforge adds carry ts 0: the trace still rebases by its own start,
+    and those names are not pushed below 0, where Perfetto would drop them."""
+    annotated = tmp_path / "annotated.json.gz"
+    r = run_cli("annotate", str(TRACES["nccl"]), "--patterns", "-o", str(annotated))
+    assert r.returncode == 0, r.stderr
+    plain = traceforge.repair(str(TRACES["nccl"]), str(tmp_path / "plain.json"), rebase_time=True)
+    fixed = traceforge.repair(str(annotated), str(tmp_path / "fixed.json"), rebase_time=True)
+    assert fixed.rebase_us == plain.rebase_us > 0
+    report = check_trace(str(tmp_path / "fixed.json"))
+    assert "trace_sorter_negative_timestamp_dropped" not in report.stats, report.examples
+    names = [e for e in _events(raw_json(tmp_path / "fixed.json"))[1] if e.get("name") == "thread_name"]
+    assert any(e["args"]["name"].startswith("Patterns") and e["ts"] == 0 for e in names)

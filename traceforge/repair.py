@@ -164,7 +164,7 @@ def _collect(reader: TraceReader) -> _Trace:
             ts = json_time_ns(ts_value)
             if ts is None:
                 continue
-            if earliest > ts >= 0:
+            if earliest > ts >= 0 and ph != "M":  # metadata's ts places nothing (traceforge writes 0)
                 earliest = ts
             if ph == "X":
                 dur_value = get("dur")
@@ -299,7 +299,7 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
         return values
 
     edits = EventEdits(keep=keep, ordinals=ordinals, fields=fields,
-                       ts=partial(shift_us_text, delta_us=shift) if rebase_time else None)
+                       ts=partial(_rebased_ts, delta_us=shift) if rebase_time else None)
     head_edit = tail_edit = None
     if rebase_time:
         head_edit, tail_edit, result.base_time_ns = base_time_editors(
@@ -308,6 +308,13 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     write_trace(TraceReader(path), out, event_blocks(threads.metadata), edit=edits, edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _rebased_ts(text: bytes, delta_us: int) -> bytes:
+    """A ts moved back by ``delta_us``; one that was not negative stays so: only metadata
+    can start before the trace (thread names written at ts 0), and a negative ts is dropped."""
+    shifted = shift_us_text(text, delta_us)
+    return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
 
 
 def _overlap_lanes(t: _Trace, threads: _Threads, s_track: np.ndarray, s_ord: np.ndarray, shift: int,
