@@ -356,8 +356,8 @@ class _IdTable:
         self.absent = absent
 
     def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-        if len(self.table) < len(self.texts) + 1:
-            grown = np.full((len(self.texts) + 1, len(self.absent)), self._UNSET, np.int64)
+        if len(self.table) < len(self.texts) + 1:  # grown by half at least: a trace of distinct names stays linear
+            grown = np.full((max(len(self.texts) + 1, len(self.table) * 3 // 2), len(self.absent)), self._UNSET, np.int64)
             grown[:len(self.table)] = self.table
             self.table = grown
         at = np.maximum(ids + 1, 0)
