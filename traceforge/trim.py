@@ -28,9 +28,9 @@ from .check.perfetto import flow_id
 from .durations import parse_duration_ns
 from .errors import UsageError
 from .exacttime import json_time_ns, ns_to_us_text
-from .io.event_edits import EventEdits
 from .io import rows as R
-from .io.reader import TraceReader
+from .io.event_edits import EventEdits
+from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
 from .scan import scan
 
@@ -87,6 +87,8 @@ def _collect(reader: TraceReader) -> _Events:
 
 
 class _Collector:
+    """``_Events`` a batch at a time (see ``_collect``)."""
+
     def __init__(self, scanner: R.RowScanner):
         self.scanner = scanner
         self.kind, self.start, self.end = array("b"), array("q"), array("q")
@@ -96,7 +98,7 @@ class _Collector:
         self.ph_codes = np.zeros(0, np.int8)  # per scanner string: _PH_OTHER, _PH_M, _PH_X or _PH_FLOW
         self.earliest: int | None = None
 
-    def batch(self, batch) -> None:
+    def batch(self, batch: EventBatch) -> None:
         kind, start, end = (np.zeros(batch.count, dt) for dt in (np.int8, np.int64, np.int64))
         rows = batch.raw_rows
         parse = np.ones(batch.count, bool) if rows is None else self.plain(rows, batch.first, kind, start, end)
