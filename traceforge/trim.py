@@ -95,7 +95,8 @@ class _Collector:
         self.f_ord, self.f_id, self.f_key = array("q"), array("Q"), array("q")
         self.keys: dict[tuple, int] = {}  # a flow's (cat, name) -> its number
         self.pair_keys: dict[tuple[int, int], int] = {}  # the same by the scanner's string ids
-        self.ph_codes = np.zeros(0, np.int8)  # per scanner string: _PH_OTHER, _PH_M, _PH_X or _PH_FLOW
+        self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
+                            (_PH_OTHER,))
         self.earliest: int | None = None
 
     def batch(self, batch: EventBatch) -> None:
@@ -109,7 +110,7 @@ class _Collector:
 
     def plain(self, rows: np.ndarray, first: int, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Fill in the rows a parser is not needed for; which rows need one."""
-        flags, ts, ph = rows[:, R.FLAGS], rows[:, R.TS], self.ph_code(rows[:, R.PH])
+        flags, ts, ph = rows[:, R.FLAGS], rows[:, R.TS], self.ph(rows[:, R.PH])[0]
         is_flow = ph == _PH_FLOW
         parse = (flags & R.F_ODD != 0) | (is_flow & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
         timed = (flags & R.F_TS != 0) & ~parse
@@ -130,13 +131,6 @@ class _Collector:
             self.f_id.frombytes(rows[at, R.ID].tobytes())  # an int64 id as Perfetto's uint64
             self.f_key.frombytes(self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]).tobytes())
         return parse
-
-    def ph_code(self, ids: np.ndarray) -> np.ndarray:
-        strings = self.scanner.strings
-        if len(self.ph_codes) < len(strings):
-            new = [_PH_CODES.get(R.decode_string(s), _PH_OTHER) for s in strings[len(self.ph_codes):]]
-            self.ph_codes = np.concatenate((self.ph_codes, np.array(new, np.int8)))
-        return np.where(ids >= 0, self.ph_codes[np.maximum(ids, 0)] if len(self.ph_codes) else _PH_OTHER, _PH_OTHER)
 
     def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
         pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)

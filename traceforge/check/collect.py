@@ -11,7 +11,6 @@ writes) are taken from the C scanner's rows without a JSON parser; the rest are 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,10 +140,10 @@ class _Collector:
         self.v2: dict[int, tuple[int, int]] = {}
         self.scanner = scanner
         self.counter_groups: dict[tuple[int, int], tuple] = {}
-        self.ph = _IdTable(scanner.strings, lambda raw: (_ph_code(R.decode_string(raw)),), (_SKIP,))
-        self.name = _IdTable(scanner.strings, self._name_entry, (-1, 0))
-        self.cat = _IdTable(scanner.strings, self._cat_entry, (-1, 0))
-        self.track = _IdTable(scanner.tracks, self._track_entry, (0, 0, 0))
+        self.ph = R.IdTable(scanner.strings, lambda raw: (_ph_code(R.decode_string(raw)),), (_SKIP,))
+        self.name = R.IdTable(scanner.strings, self._name_entry, (-1, 0))
+        self.cat = R.IdTable(scanner.strings, self._cat_entry, (-1, 0))
+        self.track = R.IdTable(scanner.tracks, self._track_entry, (0, 0, 0))
 
     def _track_entry(self, raw: bytes) -> tuple[int, int, int]:
         """Thread track id, MERGED_THREAD flag, and whether the tid is one an instant can use."""
@@ -339,32 +338,6 @@ class _Collector:
         columns = Columns(**arrays, flow=flow, names=list(self.names), cats=list(self.cats), v2=self.v2)
         _dangling_flow_ends(columns, self.findings)
         return columns
-
-
-class _IdTable:
-    """Values per scanner id (a string or a track), worked out the first time an id is met.
-
-    ``compute(raw)`` gives a tuple of ints; ``absent`` is the tuple for ids below 0 (the
-    field missing, or not a string).
-    """
-
-    _UNSET = np.iinfo(np.int64).min
-
-    def __init__(self, texts: list[bytes], compute: Callable[[bytes], tuple], absent: tuple):
-        self.texts, self.compute = texts, compute
-        self.table = np.array([absent], np.int64)  # row 0: ids < 0; id i at row i + 1
-        self.absent = absent
-
-    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-        if len(self.table) < len(self.texts) + 1:  # grown by half at least: a trace of distinct names stays linear
-            grown = np.full((max(len(self.texts) + 1, len(self.table) * 3 // 2), len(self.absent)), self._UNSET, np.int64)
-            grown[:len(self.table)] = self.table
-            self.table = grown
-        at = np.maximum(ids + 1, 0)
-        for i in np.unique(at[self.table[at, 0] == self._UNSET]).tolist():
-            self.table[i] = self.compute(self.texts[i - 1])
-        values = self.table[at]
-        return tuple(values[:, j] for j in range(values.shape[1]))
 
 
 # ph codes beyond the replay kinds (see ``_ph_code``)

@@ -10,6 +10,7 @@ represent exactly: read that event with a JSON parser (``resolve_odd`` in the sc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import threading
 from typing import NamedTuple
 
@@ -102,3 +103,29 @@ def decode_value(raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:  # ints beyond 64 bits, invalid UTF-8
         return json.loads(raw.decode("utf-8", "surrogateescape"))
+
+
+class IdTable:
+    """Values per scanner id (a string or a track), worked out the first time an id is met.
+
+    ``compute(raw)`` gives a tuple of ints; ``absent`` is the tuple for ids below 0 (the
+    field missing, or not a string).
+    """
+
+    _UNSET = np.iinfo(np.int64).min
+
+    def __init__(self, texts: list[bytes], compute: Callable[[bytes], tuple], absent: tuple):
+        self.texts, self.compute = texts, compute
+        self.table = np.array([absent], np.int64)  # row 0: ids < 0; id i at row i + 1
+        self.absent = absent
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        if len(self.table) < len(self.texts) + 1:  # grown by half at least: a trace of distinct names stays linear
+            grown = np.full((max(len(self.texts) + 1, len(self.table) * 3 // 2), len(self.absent)), self._UNSET, np.int64)
+            grown[:len(self.table)] = self.table
+            self.table = grown
+        at = np.maximum(ids + 1, 0)
+        for i in np.unique(at[self.table[at, 0] == self._UNSET]).tolist():
+            self.table[i] = self.compute(self.texts[i - 1])
+        values = self.table[at]
+        return tuple(values[:, j] for j in range(values.shape[1]))
