@@ -36,6 +36,15 @@ def _merged(intervals: list[tuple[int, int]]) -> list[list[int]]:
     return out
 
 
+@pytest.mark.parametrize("name", ["df_index", "alexnet", "amd", "trace_diff"])
+def test_stats_with_the_cpu_ops_on_disk_are_the_in_memory_stats(name):
+    path = str(TRACES[name])
+    on_disk, held = trace_stats(scan(path, spill_cpu_ops=True)), trace_stats(scan(path))
+    assert held.summary["cpu_ops"].item() > 0 and "cpu_op" in set(held.activity["kind"])
+    for table, df in held.tables().items():
+        pd.testing.assert_frame_equal(getattr(on_disk, table), df)
+
+
 @pytest.mark.parametrize("name", sorted(TRACES))
 def test_shares_add_up_and_busy_plus_idle_is_span(name, columns):
     cols = columns(name)

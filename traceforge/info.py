@@ -8,21 +8,20 @@ import numpy as np
 
 from .exacttime import ns_to_us_text
 from .io.codec import input_codec
-from .scan import GPU_KIND_NAMES, TraceColumns, scan
+from .scan import GPU_KIND_NAMES, TraceColumns, scan, time_span
 
 
 def trace_info(path: str) -> dict[str, Any]:
-    """A JSON-able summary of ``path`` (one streaming pass)."""
-    cols = scan(path)
+    """A JSON-able summary of ``path`` (one streaming pass). Launch calls and CPU ops are
+    only counted and spanned: they wait on disk, so memory follows the GPU ops alone."""
+    cols = scan(path, spill_cpu_ops=True, spill_launch=lambda name: True)
     return summarize(cols, codec=input_codec(path) if path != "-" else "stream")
 
 
 def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
-    starts = [t.ts for t in (cols.gpu, cols.launches, cols.cpu_ops, cols.ranges) if len(t)]
-    ends = [t.ts + t.dur for t in (cols.gpu, cols.launches, cols.cpu_ops, cols.ranges) if len(t)]
-    span = None
-    if starts:
-        first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
+    span = time_span((cols.gpu, *cols.all_launches, *cols.all_cpu_ops, cols.ranges))
+    if span is not None:
+        first, last = span
         span = {"first_ts_us": ns_to_us_text(first), "last_end_us": ns_to_us_text(last), "duration_ms": (last - first) / 1e6}
     streams = []
     gpu = cols.gpu
@@ -46,8 +45,8 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         "rank": (cols.metadata.get("distributedInfo") or {}).get("rank") if isinstance(cols.metadata.get("distributedInfo"), dict) else None,
         "time_span": span,
         "gpu_streams": streams,
-        "launch_calls": len(cols.launches),
-        "cpu_ops": len(cols.cpu_ops),
+        "launch_calls": sum(map(len, cols.all_launches)),
+        "cpu_ops": sum(map(len, cols.all_cpu_ops)),
         "profiler_ranges": len(cols.ranges),
         "by_phase_and_category": by_phase_cat,
         "skipped": dict(cols.skipped),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -166,6 +166,9 @@ class _SpilledColumns:
         self._file = tempfile.TemporaryFile()
         self.size = 0
 
+    def __len__(self) -> int:
+        return self.size
+
     def extend(self, *values: np.ndarray) -> None:
         rows = np.empty((len(values[0]), len(self.fields)), np.int64)
         for j, v in enumerate(values):
@@ -210,6 +213,10 @@ class Table:
     def __len__(self) -> int:
         return len(next(iter(self.cols.values()))) if self.cols else 0
 
+    def chunks(self) -> Iterator[Table]:
+        """The table as one chunk (read like ``_SpilledColumns``)."""
+        yield self
+
     def take(self, rows: np.ndarray) -> Table:
         """The table of ``rows`` only (copies: the whole table can then be freed)."""
         return Table({k: v[rows] for k, v in self.cols.items()})
@@ -251,6 +258,16 @@ class TraceColumns:
         return replace(self, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=spilled.size - len(cpu_ops))
 
     @property
+    def all_launches(self) -> tuple[Table | _SpilledColumns, ...]:
+        """The launch calls: those in memory, and those on disk if some were spilled."""
+        return (self.launches,) if self.spilled_launches is None else (self.launches, self.spilled_launches)
+
+    @property
+    def all_cpu_ops(self) -> tuple[Table | _SpilledColumns, ...]:
+        """The CPU ops: those in memory, and those on disk if they were spilled."""
+        return (self.cpu_ops,) if self.spilled_cpu_ops is None else (self.cpu_ops, self.spilled_cpu_ops)
+
+    @property
     def base_time_ns(self) -> int | None:
         value = self.metadata.get("baseTimeNanoseconds")
         return value if type(value) is int else None
@@ -269,6 +286,18 @@ class TraceColumns:
         if len(rows):
             return self.tracks[int(self.gpu.track[rows[0]])][0]
         return device
+
+
+def time_span(tables: Iterable[Table | _SpilledColumns]) -> tuple[int, int] | None:
+    """(first start, last end) in ns over the rows of ``tables``, a negative dur counting as 0;
+    spilled ones are read back a chunk at a time. None when there are no rows."""
+    first, last = None, None
+    for table in tables:
+        for chunk in table.chunks():
+            if len(chunk):
+                lo, hi = int(chunk.ts.min()), int((chunk.ts + np.maximum(chunk.dur, 0)).max())
+                first, last = (lo, hi) if first is None else (min(first, lo), max(last, hi))
+    return None if first is None else (first, last)
 
 
 def merged_by_ordinal(a: Table, b: Table) -> Table:
@@ -447,7 +476,7 @@ class _ColumnBuilder:
                 if spill.any():
                     self.spilled_launch.extend(*(v[spill] for v in values))
         elif code == _KIND_CODES[_CPU]:
-            (self.spilled_cpu or self.cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
+            (self.cpu if self.spilled_cpu is None else self.spilled_cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():

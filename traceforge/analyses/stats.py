@@ -31,8 +31,8 @@ import numpy as np
 from ..errors import UsageError
 from ..lazy_pandas import pd
 from ..rank_files import metadata_rank, name_rank, trace_paths
-from ..scan import KERNEL, TraceColumns, scan
-from .activity import GPU_ACTIVITY, activities, cat_kinds
+from ..scan import KERNEL, TraceColumns, scan, time_span
+from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
@@ -67,28 +67,27 @@ def rank_of(cols: TraceColumns) -> int | None:
 
 def wall_span(cols: TraceColumns) -> tuple[int, int]:
     """(first start, last end) in ns over every scanned event; (0, 0) for none."""
-    tables = [t for t in (cols.gpu, cols.launches, cols.cpu_ops, cols.ranges) if len(t)]
-    if not tables:
-        return 0, 0
-    return int(min(t.ts.min() for t in tables)), int(max((t.ts + np.maximum(t.dur, 0)).max() for t in tables))
+    return time_span((cols.gpu, *cols.all_launches, *cols.all_cpu_ops, cols.ranges)) or (0, 0)
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
     """Every table for one trace (one rank)."""
     span = wall_span(cols)
+    per_kind = durations_by_kind(cols)
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
     apis, api_kernels = launch_apis(cols)
     summary = pd.DataFrame([{
         "trace": cols.path, "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
         "gpu_ops": len(cols.gpu), "kernels": int(np.count_nonzero(cols.gpu.kind == KERNEL)),
-        "launches": len(cols.launches), "cpu_ops": len(cols.cpu_ops), "devices": len(devices), "streams": len(streams),
+        "launches": len(cols.launches), "cpu_ops": sum(map(len, cols.all_cpu_ops)), "devices": len(devices),
+        "streams": len(streams),
         "launch_pairs": pairs, "overlapping_launch_pairs": len(overlaps),
         "overlapping_launch_pct": 100.0 * len(overlaps) / pairs if pairs else 0.0,
     }])
     tables = {
-        "summary": summary, "devices": devices, "streams": streams, "activity": activity_shares(cols),
-        "tails": tails(cols), "top_kernels": top_kernels(cols), "launch_apis": apis,
+        "summary": summary, "devices": devices, "streams": streams, "activity": activity_shares(per_kind),
+        "tails": tails(per_kind), "top_kernels": top_kernels(cols), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
     for df in tables.values():
@@ -96,13 +95,9 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     return TraceStats(**tables)
 
 
-def _durations(cols: TraceColumns) -> list[tuple[str, np.ndarray]]:
-    return [(a.kind, np.maximum(a.of(cols).dur[a.rows], 0)) for a in activities(cols)]
-
-
-def activity_shares(cols: TraceColumns) -> pd.DataFrame:
-    """kind, events, total_ns, share_pct (of the summed durations of every kind)."""
-    per_kind = _durations(cols)
+def activity_shares(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:
+    """kind, events, total_ns, share_pct (of the summed durations of every kind), from
+    ``durations_by_kind``."""
     totals = [int(d.sum()) for _, d in per_kind]
     grand = sum(totals)
     return pd.DataFrame({
@@ -113,10 +108,11 @@ def activity_shares(cols: TraceColumns) -> pd.DataFrame:
     })
 
 
-def tails(cols: TraceColumns) -> pd.DataFrame:
-    """Per kind: count, total, mean, max, min, and top 1/5/10 % events' count, share and mean."""
+def tails(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:
+    """Per kind (``durations_by_kind``): count, total, mean, max, min, and top 1/5/10 % events'
+    count, share and mean."""
     rows = []
-    for kind, dur in _durations(cols):
+    for kind, dur in per_kind:
         longest = np.sort(dur)[::-1]
         running = np.cumsum(longest)
         total = int(running[-1])
@@ -198,7 +194,7 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     parts: list[TraceStats] = []
     seen: dict[int, str] = {}
     for i, path in enumerate(paths):
-        cols = scan(path)
+        cols = scan(path, spill_cpu_ops=True)  # only their durations are needed: they wait on disk
         rank = rank_of(cols)
         if rank is None:
             rank = name_rank(path)
