@@ -94,7 +94,7 @@ def test_distinct_rows_are_exact_even_when_hashes_collide(multiplier, monkeypatc
 
 
 def test_spilled_columns_read_back_exactly_at_their_widths():
-    spilled = scan_module._SpilledColumns("ordinal:n4 ts length:n4 flag:i1")
+    spilled = scan_module.SpilledColumns("ordinal:n4 ts length:n4 flag:i1")
     ordinal = np.arange(300_000)
     ts = ordinal * 1_000_003 + 2**40
     length = ordinal % 7

@@ -379,14 +379,16 @@ def _trim_events(path, monkeypatch=None):
     if monkeypatch is not None:  # parse every event, as trim did before it read plain ones from rows
         monkeypatch.setattr(trim._Collector, "plain", lambda self, rows, *a: np.ones(len(rows), bool))
     ev = trim._collect(TraceReader(str(path)))
-    return [ev.kind, ev.start, ev.end, ev.flow_ordinal, ev.flow_id, ev.flow_key, ev.trace_start_ns]
+    rows = ev.rows.load()
+    return [rows.kind, rows.start, rows.end, ev.flow_ordinal, ev.flow_id, ev.flow_key, ev.flow_start,
+            (ev.trace_start_ns, ev.trace_end_ns)]
 
 
 def _same_events(a, b) -> bool:
     """Equal classes and times, and the same flows grouped the same way (key numbers may differ)."""
     (*arrays_a, start_a), (*arrays_b, start_b) = a, b
     order_a, order_b = np.argsort(arrays_a[3], kind="stable"), np.argsort(arrays_b[3], kind="stable")
-    flows = [arrays_a[3][order_a], arrays_a[4][order_a]], [arrays_b[3][order_b], arrays_b[4][order_b]]
+    flows = ([arrays_a[i][order_a] for i in (3, 4, 6)]), ([arrays_b[i][order_b] for i in (3, 4, 6)])
     keys_a, keys_b = arrays_a[5][order_a], arrays_b[5][order_b]
     same_groups = len(keys_a) == len(keys_b) and len(set(zip(keys_a.tolist(), keys_b.tolist()))) == len(set(keys_a.tolist()))
     return (start_a == start_b and all(np.array_equal(x, y) for x, y in zip(arrays_a[:3], arrays_b[:3]))

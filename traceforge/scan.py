@@ -151,7 +151,7 @@ class _Columns:
         return Table({f: c.array() for f, c in zip(self.fields, self._columns)})
 
 
-class _SpilledColumns:
+class SpilledColumns:
     """Columns appended to a temporary file (int64 rows), read back a chunk at a time.
 
     For rows a caller reads only later (where GPU ops are, for the second read) or keeps only
@@ -214,7 +214,7 @@ class Table:
         return len(next(iter(self.cols.values()))) if self.cols else 0
 
     def chunks(self) -> Iterator[Table]:
-        """The table as one chunk (read like ``_SpilledColumns``)."""
+        """The table as one chunk (read like ``SpilledColumns``)."""
         yield self
 
     def take(self, rows: np.ndarray) -> Table:
@@ -243,10 +243,10 @@ class TraceColumns:
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
-    places: _SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
+    places: SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
-    spilled_cpu_ops: _SpilledColumns | None = None
-    spilled_launches: _SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
+    spilled_cpu_ops: SpilledColumns | None = None
+    spilled_launches: SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
     # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
     steps: Table = field(default_factory=lambda: _Columns(_SLICE_FIELDS).table())
@@ -258,12 +258,12 @@ class TraceColumns:
         return replace(self, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=spilled.size - len(cpu_ops))
 
     @property
-    def all_launches(self) -> tuple[Table | _SpilledColumns, ...]:
+    def all_launches(self) -> tuple[Table | SpilledColumns, ...]:
         """The launch calls: those in memory, and those on disk if some were spilled."""
         return (self.launches,) if self.spilled_launches is None else (self.launches, self.spilled_launches)
 
     @property
-    def all_cpu_ops(self) -> tuple[Table | _SpilledColumns, ...]:
+    def all_cpu_ops(self) -> tuple[Table | SpilledColumns, ...]:
         """The CPU ops: those in memory, and those on disk if they were spilled."""
         return (self.cpu_ops,) if self.spilled_cpu_ops is None else (self.cpu_ops, self.spilled_cpu_ops)
 
@@ -288,7 +288,7 @@ class TraceColumns:
         return device
 
 
-def time_span(tables: Iterable[Table | _SpilledColumns]) -> tuple[int, int] | None:
+def time_span(tables: Iterable[Table | SpilledColumns]) -> tuple[int, int] | None:
     """(first start, last end) in ns over the rows of ``tables``, a negative dur counting as 0;
     spilled ones are read back a chunk at a time. None when there are no rows."""
     first, last = None, None
@@ -307,7 +307,7 @@ def merged_by_ordinal(a: Table, b: Table) -> Table:
     return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
 
 
-def load_places(ordinals: np.ndarray, places: _SpilledColumns) -> EventPlaces:
+def load_places(ordinals: np.ndarray, places: SpilledColumns) -> EventPlaces:
     """``TraceColumns.gpu_places`` from its parts: a caller can free the columns first."""
     p = places.load()
     return EventPlaces(ordinals, p.offset, p.length, p.args_at, p.args_empty)
@@ -333,7 +333,7 @@ def scan(
     ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
     knows its analyses read only some APIs (half the launch columns on big traces).
     ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
-    caller that keeps only some of them (see ``_SpilledColumns``); ``spill_launch(name)``
+    caller that keeps only some of them (see ``SpilledColumns``); ``spill_launch(name)``
     likewise puts the launch calls it picks (of those kept) in ``spilled_launches``.
     """
     reader = reader or TraceReader(path, display_name=display_name)
@@ -391,13 +391,13 @@ class _ColumnBuilder:
         self._tid_int = np.zeros(0, np.int64)
         self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
                             "bytes:n4 dims:i4")
-        self.places = _SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
+        self.places = SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
         launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4"
         self.launch = _Columns(launch_fields)
-        self.spilled_launch = _SpilledColumns(launch_fields) if spill_launch is not None else None
+        self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
         self.cpu = _Columns(cpu_fields)
-        self.spilled_cpu = _SpilledColumns(cpu_fields) if spill_cpu_ops else None
+        self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = _Columns(_SLICE_FIELDS)
         self.steps = _Columns(_SLICE_FIELDS)
         self._step_name = _ByString(bool, False)
@@ -476,7 +476,8 @@ class _ColumnBuilder:
                 if spill.any():
                     self.spilled_launch.extend(*(v[spill] for v in values))
         elif code == _KIND_CODES[_CPU]:
-            (self.cpu if self.spilled_cpu is None else self.spilled_cpu).extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
+            cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():

@@ -32,7 +32,7 @@ from .io import rows as R
 from .io.event_edits import EventEdits
 from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
-from .scan import scan
+from .scan import SpilledColumns, scan
 
 ALWAYS, SLICE, POINT, FLOW = range(4)
 _STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
@@ -61,20 +61,16 @@ class TrimResult:
 
 @dataclass
 class _Events:
-    """Per event (by ordinal): class, start and end ns; flows' (id, cat, name) keys."""
+    """Per event, by ordinal and on disk (``rows``: kind, start and end ns, a chunk at a time);
+    the flow events' ordinals, ids, (cat, name) keys and starts in memory."""
 
-    kind: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
+    rows: SpilledColumns
     flow_ordinal: np.ndarray
     flow_id: np.ndarray
     flow_key: np.ndarray
+    flow_start: np.ndarray
     trace_start_ns: int | None
-
-    @property
-    def trace_end_ns(self) -> int | None:
-        timed = self.kind != ALWAYS
-        return int(self.end[timed].max()) if timed.any() else None
+    trace_end_ns: int | None
 
 
 def _collect(reader: TraceReader) -> _Events:
@@ -91,13 +87,14 @@ class _Collector:
 
     def __init__(self, scanner: R.RowScanner):
         self.scanner = scanner
-        self.kind, self.start, self.end = array("b"), array("q"), array("q")
-        self.f_ord, self.f_id, self.f_key = array("q"), array("Q"), array("q")
+        self.rows = SpilledColumns("kind:i1 start end")  # 24 bytes an event on disk, not 17 in memory
+        self.f_ord, self.f_id, self.f_key, self.f_start = array("q"), array("Q"), array("i"), array("q")
         self.keys: dict[tuple, int] = {}  # a flow's (cat, name) -> its number
         self.pair_keys: dict[tuple[int, int], int] = {}  # the same by the scanner's string ids
         self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
                             (_PH_OTHER,))
         self.earliest: int | None = None
+        self.latest: int | None = None  # the latest end of an event with a time
 
     def batch(self, batch: EventBatch) -> None:
         kind, start, end = (np.zeros(batch.count, dt) for dt in (np.int8, np.int64, np.int64))
@@ -105,8 +102,10 @@ class _Collector:
         parse = np.ones(batch.count, bool) if rows is None else self.plain(rows, batch.first, kind, start, end)
         for i in np.flatnonzero(parse).tolist():
             kind[i], start[i], end[i] = self.event(batch.event(i), batch.first + i)
-        for column, values in ((self.kind, kind), (self.start, start), (self.end, end)):
-            column.frombytes(values.tobytes())
+        self.rows.extend(kind, start, end)
+        timed = kind != ALWAYS
+        if timed.any() and (self.latest is None or end[timed].max() > self.latest):
+            self.latest = int(end[timed].max())
 
     def plain(self, rows: np.ndarray, first: int, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Fill in the rows a parser is not needed for; which rows need one."""
@@ -130,12 +129,13 @@ class _Collector:
             self.f_ord.frombytes((first + at).tobytes())
             self.f_id.frombytes(rows[at, R.ID].tobytes())  # an int64 id as Perfetto's uint64
             self.f_key.frombytes(self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]).tobytes())
+            self.f_start.frombytes(ts[at].tobytes())
         return parse
 
     def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
         pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)
         numbers = [self.pair_key(cat, name) for cat, name in pairs.tolist()]
-        return np.array(numbers, np.int64)[inverse.ravel()]
+        return np.array(numbers, np.int32)[inverse.ravel()]
 
     def pair_key(self, cat: int, name: int) -> int:
         key = self.pair_keys.get((cat, name))
@@ -159,6 +159,7 @@ class _Collector:
             cat, name = e.get("cat"), e.get("name")
             self.f_ord.append(ordinal)
             self.f_id.append(fid)
+            self.f_start.append(ts)
             self.f_key.append(self.keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
                                                    len(self.keys)))
         return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
@@ -168,8 +169,8 @@ class _Collector:
         def arr(a: array, dtype=np.int64) -> np.ndarray:
             return np.frombuffer(a, dtype) if len(a) else np.zeros(0, dtype)
 
-        return _Events(arr(self.kind, np.int8), arr(self.start), arr(self.end), arr(self.f_ord),
-                       arr(self.f_id, np.uint64), arr(self.f_key), self.earliest)
+        return _Events(self.rows, arr(self.f_ord), arr(self.f_id, np.uint64), arr(self.f_key, np.int32),
+                       arr(self.f_start), self.earliest, self.latest)
 
 
 _PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
@@ -178,16 +179,26 @@ _PH_CODES = {"M": _PH_M, "X": _PH_X, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW
 
 def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> np.ndarray:
     """Which events stay for the window [start_ns, end_ns) (see the module docstring)."""
-    s, e = ev.start, ev.end
-    inside = (s >= start_ns) & (s < end_ns)
-    keep = (ev.kind == ALWAYS) | ((ev.kind == POINT) & inside)
-    keep |= (ev.kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
+    parts = []
+    for chunk in ev.rows.chunks():
+        s, e, kind = chunk.start, chunk.end, chunk.kind
+        point = (kind == POINT) & (s >= start_ns) & (s < end_ns)
+        slice_ = (kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
+        parts.append((kind == ALWAYS) | point | slice_)
+    keep = np.concatenate(parts) if parts else np.zeros(0, bool)
     if len(ev.flow_ordinal):
+        inside = (ev.flow_start >= start_ns) & (ev.flow_start < end_ns)
         order = np.lexsort((ev.flow_key, ev.flow_id))
         fid, key = ev.flow_id[order], ev.flow_key[order]
-        group = np.cumsum(np.r_[True, (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])]) - 1
-        whole = np.minimum.reduceat(inside[ev.flow_ordinal[order]], np.flatnonzero(np.r_[True, np.diff(group) > 0]))
-        keep[ev.flow_ordinal[order]] = whole[group]
+        new = np.empty(len(order), bool)  # where a flow (id, cat, name) begins, in ``order``
+        new[0] = True
+        new[1:] = (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])
+        del fid, key
+        whole = np.minimum.reduceat(inside[order], np.flatnonzero(new))
+        group = np.cumsum(new, dtype=np.int32)  # int32: Kineto has two flow events per GPU op
+        group -= 1
+        inside[order] = whole[group]  # now: whether the event's whole flow is inside
+        keep[ev.flow_ordinal] = inside
     return keep
 
 
@@ -236,9 +247,9 @@ def parse_steps(text: str) -> tuple[int, int]:
 def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
     """From the start of ProfilerStep#first to the end of ProfilerStep#last, extended to
     the end of the GPU work launched during those steps (it runs after the CPU side)."""
-    cols = scan(path)
+    cols = scan(path, cpu_ops=False)  # the steps are kept whatever CPU ops are
     number = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(n)) else -1 for n in cols.names], np.int64)
-    ops = cols.cpu_ops
+    ops = cols.steps
     step_of = number[ops.name] if len(ops) else np.zeros(0, np.int64)
     rows = np.flatnonzero((step_of >= first) & (step_of <= last))
     if not len(rows):
@@ -259,14 +270,14 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
     if (window is None) == (steps is None):
         raise UsageError("give exactly one of --window START:END or --steps N-M")
     started = time.perf_counter()
+    # the steps' window first: its scan's columns are gone before the events' are collected
+    step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
     ev = _collect(TraceReader(path))
-    if window is not None:
-        start_ns, end_ns = parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
-    else:
-        start_ns, end_ns = steps_window(path, *parse_steps(steps))
+    start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
     keep = keep_mask(ev, start_ns, end_ns)
+    flows, trace_start_ns = ev.flow_ordinal, ev.trace_start_ns
+    cut = int((~keep[flows] & (ev.flow_start >= start_ns) & (ev.flow_start < end_ns)).sum())
+    del ev, flows  # the flows' columns (two events per GPU op on Kineto traces) are not needed to write
     write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
-    flows = ev.flow_ordinal
-    cut = int((~keep[flows] & (ev.start[flows] >= start_ns) & (ev.start[flows] < end_ns)).sum())
-    return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
+    return TrimResult(out, start_ns, end_ns, trace_start_ns, len(keep), int(keep.sum()), cut,
                       time.perf_counter() - started)
