@@ -46,7 +46,10 @@ def gpu_op_totals(cols: TraceColumns, rules: RuleSet) -> pd.DataFrame:
 def compare(a: TraceColumns, b: TraceColumns, rules: str | RuleSet = "default") -> TraceDiff:
     """The diff of two scanned traces (B - A); ``rules``: a classifier preset, file or RuleSet."""
     rules = load_rules(rules)
-    ta, tb = gpu_op_totals(a, rules), gpu_op_totals(b, rules)
+    return _compared(gpu_op_totals(a, rules), gpu_op_totals(b, rules))
+
+
+def _compared(ta: pd.DataFrame, tb: pd.DataFrame) -> TraceDiff:
     return TraceDiff(_diff(ta, tb, ["kind", "name", "category"]), _diff(ta, tb, ["category"]))
 
 
@@ -66,6 +69,8 @@ def _diff(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def diff(a: str, b: str, *, rules: str | RuleSet = "default") -> TraceDiff:
-    """Compare trace files ``a`` (before) and ``b`` (after)."""
+    """Compare trace files ``a`` (before) and ``b`` (after). Only GPU ops are kept, one
+    trace's at a time: its totals are all that is left of it when the other is read."""
     rules = load_rules(rules)
-    return compare(scan(a, cpu_ops=False), scan(b, cpu_ops=False), rules)
+    ta = gpu_op_totals(scan(a, cpu_ops=False, keep_launch=lambda name: False), rules)
+    return _compared(ta, gpu_op_totals(scan(b, cpu_ops=False, keep_launch=lambda name: False), rules))
