@@ -3,7 +3,8 @@
 
 For each trace this measures (a) the wall time, CPU time (all threads) and peak RSS of
 traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``, ``patterns``,
-``classify``, ``launch-stats``, ``check``),
+``classify``, ``launch-stats``, ``check``, and the other commands: ``info``, ``stats``,
+``counters``, ``trim``, ``diff`` of the trace with itself, ``repair``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and
 re-compressing the same bytes with the codec and level traceforge writes, with the library it
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs.
@@ -153,7 +154,8 @@ def warm_page_cache(path: Path) -> None:
 
 OPERATOR = "aten::addmm"  # the operator whose kernel sequences `patterns` looks for
 
-# name -> traceforge command line after the trace ({out} is replaced by an output path)
+# name -> traceforge command line after the trace ({out} is replaced by an output path,
+# {in} by the trace again)
 JOBS = {
     "tracks": "annotate --queue-length --memcpy-bw -o {out}",
     "all": "annotate --all -o {out}",
@@ -161,6 +163,12 @@ JOBS = {
     "classify": "classify",
     "launch-stats": "launch-stats",
     "check": "check -q",
+    "info": "info",
+    "stats": "stats",
+    "counters": "counters",
+    "trim": "trim --steps 3-4 -o {out}",
+    "diff": "diff {in}",
+    "repair": "repair -o {out}",
 }
 # exit codes that are results, not failures: check's 1 is "Perfetto would lose something"
 RESULT_CODES = {"check": (0, 1)}
@@ -202,7 +210,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
     raw_mb = int(base.stdout) / 1e6
     rows, ok = [], True
     for job in jobs:
-        words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).split()
+        words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).replace("{in}", str(trace)).split()
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
         failed = run.returncode not in RESULT_CODES.get(job, (0,))
         if failed:

@@ -440,3 +440,49 @@ def test_rebase_an_annotated_trace(tmp_path):
     assert "trace_sorter_negative_timestamp_dropped" not in report.stats, report.examples
     names = [e for e in _events(raw_json(tmp_path / "fixed.json"))[1] if e.get("name") == "thread_name"]
     assert any(e["args"]["name"].startswith("Patterns") and e["ts"] == 0 for e in names)
+
+
+def _fuzz_trace(seed: int) -> str:
+    """Seeded odd and plain events, with what numbers (pid, tid) pairs and new threads: an
+    escaped "pid" key, an unhashable pid, out-of-range and float ids, new out-of-range pids
+    first met in a parsed event and then in a plain one; and thread names at ts 0."""
+    import random
+
+    from .test_check import _odd_and_plain_events
+
+    events = _odd_and_plain_events(700 + seed, 2000)
+    r = random.Random(seed)
+    for extra in ('{"ph": "X", "p\\u0069d": 7, "tid": 1099511627776, "ts": 5, "dur": 1, "name": "esc"}',
+                  '{"ph": "X", "pid": [1], "tid": 3, "ts": 5, "dur": 1}',
+                  f'{{"ph": "X", "pid": 1, "tid": -{r.randint(1, 9)}, "ts": 6, "dur": 2}}',
+                  '{"ph": "X", "pid": 8589934592, "tid": 2, "ts": 7, "dur": 2}',
+                  '{"ph": "M", "pid": 1, "tid": 2, "ts": 0, "name": "thread_name", "args": {"name": "worker"}}',
+                  '{"ph": "X", "pid": 1.0, "tid": 2, "ts": 9, "dur": 3}'):
+        events.insert(r.randrange(len(events) + 1), extra)
+    events[:0] = ['{"ph": "X", "pid": -11, "tid": 1, "ts": "100", "dur": 1}',
+                  '{"ph": "X", "pid": -12, "tid": 1, "ts": 100, "dur": 1}']
+    return '{"traceEvents": [\n' + ",\n".join(events) + "\n]}"
+
+
+def _repaired(src, out, rebase, monkeypatch=None) -> tuple[bytes, list[str]]:
+    if monkeypatch is not None:  # parse every event, as repair did before it read plain ones from rows
+        repair_module = importlib.import_module("traceforge.repair")
+        monkeypatch.setattr(repair_module._Collector, "batch", repair_module._Collector.parsed_batch)
+    result = traceforge.repair(str(src), str(out), rebase_time=rebase)
+    return out.read_bytes(), result.summary()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_repair_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch):
+    src = tmp_path / "t.json"
+    src.write_text(_fuzz_trace(seed))
+    rebase = seed % 2 == 1
+    fast = _repaired(src, tmp_path / "fast.json", rebase)
+    assert "moved 0" not in fast[1][0] and "gave 0" not in fast[1][1] and "dropped 0" not in fast[1][2]
+    assert fast == _repaired(src, tmp_path / "parsed.json", rebase, monkeypatch)
+
+
+@pytest.mark.parametrize("name", ["negative_queue", "ns_resolution", "nccl", "amd"])
+def test_repair_reads_plain_rows_as_the_parser_does_on_real_traces(name, tmp_path, monkeypatch):
+    fast = _repaired(TRACES[name], tmp_path / "fast.json", True)
+    assert fast == _repaired(TRACES[name], tmp_path / "parsed.json", True, monkeypatch)

@@ -29,7 +29,8 @@ from .check.perfetto import flow_id, out_of_range, thread_of
 from .exacttime import json_time_ns
 from .inject import TidAllocator, event_blocks, metadata_events
 from .io.event_edits import EventEdits
-from .io.reader import TraceReader
+from .io import rows as R
+from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
 from .lanes import partition
 from .overlaps import spilled
@@ -87,14 +88,13 @@ class _Times:
     fractional: array = field(default_factory=lambda: array("b"))
     odd: dict[int, str] = field(default_factory=dict)  # more than 3 decimals, exponents
 
-    def add(self, ns: int, value: object) -> None:
-        """Add a time: its exact ns and the value the reader gave (int, or the text)."""
-        if type(value) is str and value[-4:-3] != ".":
-            _, dot, frac = value.partition(".")
-            if not (dot and len(frac) <= 3 and frac.isdigit()):
-                self.odd[len(self.exact)] = value
-        self.exact.append(ns)
-        self.fractional.append(type(value) is str)
+    def extend(self, ns: np.ndarray, fractional: np.ndarray, odd: dict[int, str]) -> None:
+        """Add times: exact ns, whether each was written with a point, and the texts (by
+        index into these) that Perfetto reads otherwise than a plain decimal."""
+        base = len(self.exact)
+        self.odd.update((base + i, text) for i, text in odd.items())
+        self.exact.frombytes(np.ascontiguousarray(ns, np.int64).tobytes())
+        self.fractional.frombytes(np.ascontiguousarray(fractional, np.int8).tobytes())
 
     def perfetto(self, shift_us: int = 0) -> np.ndarray:
         """The ns Perfetto reads once every time is shifted by ``-shift_us`` µs (on its text)."""
@@ -133,62 +133,226 @@ class _Trace:
 
 
 def _collect(reader: TraceReader) -> _Trace:
-    t = _Trace()
-    pair_ids: dict[tuple, int] = {}
-    pair_bad: list[bool] = []
-    names: dict[tuple, int] = {}
-    earliest = _NEVER
-    add_slice_ts, add_slice_dur, add_flow_ts = t.slice_ts.add, t.slice_dur.add, t.flow_ts.add
-    slice_ordinal, slice_pair = t.slice_ordinal.append, t.slice_pair.append
+    collector = _Collector(reader.scanner)
     for batch in reader.batches():
-        ordinal = batch.first - 1
-        for e in batch.events:
-            ordinal += 1
-            get = e.get
-            key = (get("pid"), get("tid"))
-            try:
-                pair = pair_ids.get(key)
-            except TypeError:  # an unhashable pid/tid: Perfetto cannot place it either
+        collector.batch(batch)
+    return collector.trace(reader.event_count)
+
+
+_PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
+_PH_CODES = {"M": (_PH_M, 0), "X": (_PH_X, 0), "s": (_PH_FLOW, FLOW_START), "t": (_PH_FLOW, FLOW_STEP),
+             "f": (_PH_FLOW, FLOW_END_NEXT)}  # an f with bp "e" is a FLOW_END
+_SLICE_FIELDS = {"ordinal": np.int64, "pair": np.int64, "ts": np.int64, "ts_frac": bool, "dur": np.int64,
+                 "dur_frac": bool}
+_FLOW_FIELDS = {"ordinal": np.int64, "pair": np.int64, "ts": np.int64, "ts_frac": bool, "kind": np.int8,
+                "id": np.uint64, "key": np.int64}
+
+
+class _Collector:
+    """``_Trace`` a batch at a time. Plain events (most) come from the scanner's rows,
+    vectorised; events a row cannot hold exactly (odd times, ids, keys) are parsed. Both
+    are added in file order, and (pid, tid) pairs are numbered in the order first met:
+    new thread ids follow that order."""
+
+    def __init__(self, scanner: R.RowScanner):
+        self.t = _Trace()
+        self.pair_ids: dict[tuple, int] = {}
+        self.pair_bad: list[bool] = []
+        self.flow_names: dict[tuple[str, str], int] = {}  # a flow's (cat, name) -> its key
+        self.earliest = _NEVER
+        self.scanner = scanner
+        self.track_pair = np.zeros(0, np.int64)  # per scanner track: its pair id, -1 unhashable, -2 not yet met
+        self.ph = R.IdTable(scanner.strings, lambda raw: _PH_CODES.get(R.decode_string(raw), (_PH_OTHER, 0)),
+                            (_PH_OTHER, 0))
+
+    def pair_of(self, key: tuple) -> int:
+        """The pair id of a raw (pid, tid); -1 if unhashable (an event Perfetto cannot place either)."""
+        try:
+            pair = self.pair_ids.get(key)
+        except TypeError:
+            return -1
+        if pair is None:
+            pair = self.pair_ids[key] = len(self.t.pairs)
+            self.t.pairs.append(key)
+            self.pair_bad.append(out_of_range(key[0]) or out_of_range(key[1]))
+        return pair
+
+    def batch(self, batch: EventBatch) -> None:
+        rows = batch.raw_rows
+        if rows is None:  # walked by the exact decoder: every event parsed
+            self.parsed_batch(batch)
+            return
+        ph, flow_kind = self.ph(rows[:, R.PH])
+        flags, ts = rows[:, R.FLAGS], rows[:, R.TS]
+        odd = (flags & R.F_ODD != 0) | ((ph == _PH_FLOW) & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
+        odd_events = {i: batch.event(i) for i in np.flatnonzero(odd).tolist()}
+        pair = self.pairs(rows[:, R.TRACK], odd, odd_events)
+        valid = pair >= 0
+        bad = valid & np.array(self.pair_bad + [False], bool)[pair]
+        self.add_bad(batch.first + np.flatnonzero(bad), pair[bad])
+        for i in np.flatnonzero(valid & (ph == _PH_M)).tolist():
+            _note_thread(odd_events.get(i) or batch.event(i), self.t.pairs[pair[i]], self.t)
+        timed = valid & ~odd & (flags & R.F_TS != 0)
+        low = ts[timed & (ts >= 0) & (ph != _PH_M)]
+        if len(low):
+            self.earliest = min(self.earliest, int(low.min()))
+        parsed = [self.event(e, batch.first + i, int(pair[i])) for i, e in odd_events.items() if pair[i] >= 0]
+        at = np.flatnonzero(timed & (ph == _PH_X) & (flags & R.F_DUR != 0))
+        self.add_slices({"ordinal": batch.first + at, "pair": pair[at], "ts": ts[at],
+                         "ts_frac": flags[at] & R.F_TS_FRAC != 0, "dur": rows[at, R.DUR],
+                         "dur_frac": flags[at] & R.F_DUR_FRAC != 0}, [p[1:] for p in parsed if p and p[0] == _PH_X])
+        at = np.flatnonzero(timed & (ph == _PH_FLOW) & (flags & R.F_ID != 0))
+        kind = np.where((flow_kind[at] == FLOW_END_NEXT) & (flags[at] & R.F_BP_E != 0), FLOW_END, flow_kind[at])
+        self.add_flows({"ordinal": batch.first + at, "pair": pair[at], "ts": ts[at],
+                        "ts_frac": flags[at] & R.F_TS_FRAC != 0, "kind": kind, "id": rows[at, R.ID].view(np.uint64),
+                        "key": self.flow_keys(rows[at, R.CAT], rows[at, R.NAME])},
+                       [p[1:] for p in parsed if p and p[0] == _PH_FLOW])
+
+    def pairs(self, tracks: np.ndarray, odd: np.ndarray, odd_events: dict[int, dict]) -> np.ndarray:
+        """Each row's pair id (-1: unhashable), pairs new to the trace numbered in file order.
+        A plain row's pair is its scanner track's; an odd row's comes from its parsed event
+        (the scanner may not have read its pid or tid: an escaped key, say)."""
+        if len(self.track_pair) < len(self.scanner.tracks):
+            grown = np.full(len(self.scanner.tracks), -2, np.int64)
+            grown[:len(self.track_pair)] = self.track_pair
+            self.track_pair = grown
+        pair = np.where(odd, -2, self.track_pair[tracks])
+        unmet_rows = np.flatnonzero((pair == -2) & ~odd)
+        unmet, first = np.unique(tracks[unmet_rows], return_index=True)
+        firsts = [(i, None, track) for i, track in zip(unmet_rows[first].tolist(), unmet.tolist())]
+        firsts += [(i, (e.get("pid"), e.get("tid")), -1) for i, e in odd_events.items()]
+        for i, key, track in sorted(firsts, key=lambda first: first[0]):  # in file order
+            if key is None:
+                self.track_pair[track] = self.pair_of(R.decode_track(self.scanner.tracks[track]))
+            else:
+                pair[i] = self.pair_of(key)
+        plain = ~odd
+        pair[plain] = self.track_pair[tracks[plain]]
+        return pair
+
+    def parsed_batch(self, batch: EventBatch) -> None:
+        parsed = []
+        for i, e in enumerate(batch.events):
+            pair = self.pair_of((e.get("pid"), e.get("tid")))
+            if pair < 0:
                 continue
-            if pair is None:
-                pair = pair_ids[key] = len(t.pairs)
-                t.pairs.append(key)
-                pair_bad.append(out_of_range(key[0]) or out_of_range(key[1]))
-            if pair_bad[pair]:
-                t.bad_ordinal.append(ordinal)
-                t.bad_pair.append(pair)
-            ph = get("ph")
-            if ph == "M":
-                _note_thread(e, key, t)
-            ts_value = get("ts")
-            ts = json_time_ns(ts_value)
-            if ts is None:
-                continue
-            if earliest > ts >= 0 and ph != "M":  # metadata's ts places nothing (traceforge writes 0)
-                earliest = ts
-            if ph == "X":
-                dur_value = get("dur")
-                dur = json_time_ns(dur_value)
-                if dur is not None:
-                    add_slice_ts(ts, ts_value)
-                    add_slice_dur(dur, dur_value)
-                    slice_ordinal(ordinal)
-                    slice_pair(pair)
-            elif ph == "s" or ph == "f" or ph == "t":
-                fid = flow_id(get("id"))
-                if fid is not None:
-                    add_flow_ts(ts, ts_value)
-                    t.flow_ordinal.append(ordinal)
-                    t.flow_kind.append(FLOW_START if ph == "s" else FLOW_STEP if ph == "t" else
-                                       FLOW_END if get("bp") == "e" else FLOW_END_NEXT)
-                    t.flow_id.append(fid)
-                    cat, name = get("cat"), get("name")
-                    cn = (cat if type(cat) is str else "", name if type(name) is str else "")
-                    t.flow_key.append(names.setdefault(cn, len(names)))
-                    t.flow_pair.append(pair)
-    t.earliest_ns = earliest if earliest != _NEVER else None
-    t.events = reader.event_count
-    return t
+            if self.pair_bad[pair]:
+                self.add_bad(np.array([batch.first + i]), np.array([pair]))
+            if e.get("ph") == "M":
+                _note_thread(e, self.t.pairs[pair], self.t)
+            parsed.append(self.event(e, batch.first + i, pair))
+        self.add_slices(None, [p[1:] for p in parsed if p and p[0] == _PH_X])
+        self.add_flows(None, [p[1:] for p in parsed if p and p[0] == _PH_FLOW])
+
+    def event(self, e: dict, ordinal: int, pair: int) -> tuple | None:
+        """A parsed event as (code, its slice or flow fields, {time field: text Perfetto may read
+        otherwise than a plain decimal}), or None."""
+        get = e.get
+        ph, ts_value = get("ph"), get("ts")
+        ts = json_time_ns(ts_value)
+        if ts is None:
+            return None
+        if self.earliest > ts >= 0 and ph != "M":  # metadata's ts places nothing (traceforge writes 0)
+            self.earliest = ts
+        ts_frac, ts_text = _written(ts_value)
+        texts = {"ts": ts_text} if ts_text is not None else {}
+        if ph == "X":
+            dur_value = get("dur")
+            dur = json_time_ns(dur_value)
+            if dur is None:
+                return None
+            dur_frac, dur_text = _written(dur_value)
+            if dur_text is not None:
+                texts["dur"] = dur_text
+            return _PH_X, (ordinal, pair, ts, ts_frac, dur, dur_frac), texts
+        if ph == "s" or ph == "f" or ph == "t":
+            fid = flow_id(get("id"))
+            if fid is None:
+                return None
+            kind = _PH_CODES[ph][1] if ph != "f" or get("bp") != "e" else FLOW_END
+            cat, name = get("cat"), get("name")
+            key = self.flow_key(cat if type(cat) is str else "", name if type(name) is str else "")
+            return _PH_FLOW, (ordinal, pair, ts, ts_frac, kind, fid, key), texts
+        return None
+
+    def flow_key(self, cat: str, name: str) -> int:
+        return self.flow_names.setdefault((cat, name), len(self.flow_names))
+
+    def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Keys of (cat, name) scanner string ids; "" for one missing or not a string."""
+        if not len(cats):
+            return np.zeros(0, np.int64)
+        pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)
+        text = self.scanner.strings
+        keys = [self.flow_key(*(R.decode_string(text[i]) if i >= 0 else "" for i in p)) for p in pairs.tolist()]
+        return np.array(keys, np.int64)[inverse.ravel()]
+
+    def add_bad(self, ordinals: np.ndarray, pairs: np.ndarray) -> None:
+        self.t.bad_ordinal.frombytes(ordinals.astype(np.int64).tobytes())
+        self.t.bad_pair.frombytes(pairs.astype(np.int64).tobytes())
+
+    def add_slices(self, rows: dict[str, np.ndarray] | None, parsed: list[tuple]) -> None:
+        cols, texts = _merged(rows, parsed, _SLICE_FIELDS)
+        if cols is None:
+            return
+        t = self.t
+        t.slice_ordinal.frombytes(cols["ordinal"].tobytes())
+        t.slice_pair.frombytes(cols["pair"].tobytes())
+        t.slice_ts.extend(cols["ts"], cols["ts_frac"], texts.get("ts", {}))
+        t.slice_dur.extend(cols["dur"], cols["dur_frac"], texts.get("dur", {}))
+
+    def add_flows(self, rows: dict[str, np.ndarray] | None, parsed: list[tuple]) -> None:
+        cols, texts = _merged(rows, parsed, _FLOW_FIELDS)
+        if cols is None:
+            return
+        t = self.t
+        for column, name in ((t.flow_ordinal, "ordinal"), (t.flow_pair, "pair"), (t.flow_kind, "kind"),
+                             (t.flow_id, "id"), (t.flow_key, "key")):
+            column.frombytes(cols[name].tobytes())
+        t.flow_ts.extend(cols["ts"], cols["ts_frac"], texts.get("ts", {}))
+
+    def trace(self, events: int) -> _Trace:
+        self.t.earliest_ns = self.earliest if self.earliest != _NEVER else None
+        self.t.events = events
+        return self.t
+
+
+def _written(value: object) -> tuple[bool, str | None]:
+    """Whether a time (as the reader gives it: an int, or the text of a number with a point
+    or an exponent) was written with one, and its text when Perfetto may read it otherwise
+    than a plain decimal of at most three places (more digits, an exponent)."""
+    if type(value) is not str:
+        return False, None
+    if value[-4:-3] != ".":
+        _, dot, frac = value.partition(".")
+        if not (dot and len(frac) <= 3 and frac.isdigit()):
+            return True, value
+    return True, None
+
+
+def _merged(rows: dict[str, np.ndarray] | None, parsed: list[tuple], fields: dict[str, type]
+            ) -> tuple[dict[str, np.ndarray] | None, dict[str, dict[int, str]]]:
+    """A batch's columns (``fields`` and their types) from its rows and its parsed events
+    ((values, texts) as ``_Collector.event`` gives them), in file order; and the parsed
+    events' texts by time field and index into the columns."""
+    parts = [] if rows is None else [rows]
+    if parsed:
+        parts.append({name: np.array(column, dtype) for (name, dtype), column
+                      in zip(fields.items(), zip(*(values for values, _ in parsed)))})
+    if not parts or not sum(len(p["ordinal"]) for p in parts):
+        return None, {}
+    cols = {name: np.concatenate([p[name] for p in parts]).astype(dtype, copy=False) for name, dtype in fields.items()}
+    texts: dict[str, dict[int, str]] = {}
+    if parsed:
+        order = np.argsort(cols["ordinal"], kind="stable")
+        cols = {name: column[order] for name, column in cols.items()}
+        at = np.empty(len(order), np.int64)
+        at[order] = np.arange(len(order))
+        first_parsed = len(order) - len(parsed)
+        for j, (_, event_texts) in enumerate(parsed):
+            for name, text in event_texts.items():
+                texts.setdefault(name, {})[int(at[first_parsed + j])] = text
+    return cols, texts
 
 
 def _note_thread(e: dict, pair: tuple, t: _Trace) -> None:
