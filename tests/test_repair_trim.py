@@ -486,3 +486,55 @@ def test_repair_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch)
 def test_repair_reads_plain_rows_as_the_parser_does_on_real_traces(name, tmp_path, monkeypatch):
     fast = _repaired(TRACES[name], tmp_path / "fast.json", True)
     assert fast == _repaired(TRACES[name], tmp_path / "parsed.json", True, monkeypatch)
+
+
+@pytest.mark.parametrize("source", ["fuzz", "ns_resolution", "negative_queue"])
+def test_repair_in_small_windows_is_repair_in_one(source, tmp_path, monkeypatch):
+    """Slices replayed (and flows paired) a window at a time, as on traces too big to hold,
+    give the output of one window holding everything."""
+    import traceforge.windows
+
+    src = TRACES.get(source)
+    if src is None:
+        src = tmp_path / "t.json"
+        src.write_text(_fuzz_trace(11))
+    whole = _repaired(src, tmp_path / "whole.json", False), _repaired(src, tmp_path / "whole_rebased.json", True)
+    monkeypatch.setattr(traceforge.windows, "MAX_ROWS", 150)
+    windowed = _repaired(src, tmp_path / "windows.json", False), _repaired(src, tmp_path / "windows_rebased.json", True)
+    assert windowed == whole
+    assert any(line.startswith("moved") and not line.startswith("moved 0") for line in whole[0][1])
+
+
+def _spilled_by_hand(track, start, end, ordinal) -> np.ndarray:
+    """Perfetto's stack per thread, one slice at a time in its order (ts, longer first, file order)."""
+    out = np.zeros(len(start), bool)
+    stacks: dict[int, list] = defaultdict(list)
+    for i in sorted(range(len(start)), key=lambda i: (start[i], start[i] - end[i], ordinal[i])):
+        stack, ts, te = stacks[int(track[i])], int(start[i]), int(end[i])
+        while stack and (stack[-1][1] < ts or (stack[-1][1] == ts and not (ts == te and stack[-1][0] == ts))):
+            stack.pop()
+        if stack and ts < stack[-1][1] < te:
+            out[i] = True
+        elif len(stack) < 512:
+            stack.append((ts, te))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
+    from traceforge.overlaps import SpillWalk
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 400))
+    track, start = rng.integers(0, 4, n), rng.integers(0, 200, n) * int(rng.choice([1, 10]))
+    end = start + rng.choice([0, 1, 2, 5, 20, 100], n) * rng.integers(0, 3, n)
+    ordinal = rng.permutation(n)
+    expected = _spilled_by_hand(track, start, end, ordinal)
+    assert expected.any()
+    bounds = np.sort(rng.choice(np.unique(start), min(int(rng.integers(1, 8)), len(np.unique(start))), replace=False))
+    window = np.searchsorted(bounds, start, side="right")
+    walk, found = SpillWalk(), np.zeros(n, bool)
+    for w in range(int(window.max()) + 1):
+        rows = np.flatnonzero(window == w)
+        found[rows] = walk(track[rows], start[rows], end[rows], ordinal[rows])
+    assert np.array_equal(found, expected)

@@ -13,7 +13,9 @@ What it changes, and nothing else (ts, dur, args and every other byte stay as wr
 - with ``rebase_time``, every ts becomes relative to the trace start (see ``rebase``).
 
 Overlaps are judged on the output as Perfetto will read it: new thread ids, rebased
-times, Perfetto's rounding of fractional µs (``overlaps``).
+times, Perfetto's rounding of fractional µs (``overlaps``). Slices and flow events wait
+on disk and are replayed a window at a time (``windows``), so memory does not grow with
+the trace.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from .io import rows as R
 from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
 from .lanes import partition
-from .overlaps import spilled
+from .overlaps import SpillWalk
+from .scan import SpilledColumns, Table
+from .windows import windows_by
 from .perfetto_time import perfetto_ns, time_ns
 from .rebase import base_time_editors, shift_us_text, start_us
 
@@ -80,50 +84,30 @@ def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-@dataclass
-class _Times:
-    """Times of some events: exact ns, written with a fraction, odd texts (row -> text)."""
-
-    exact: array = field(default_factory=lambda: array("q"))
-    fractional: array = field(default_factory=lambda: array("b"))
-    odd: dict[int, str] = field(default_factory=dict)  # more than 3 decimals, exponents
-
-    def extend(self, ns: np.ndarray, fractional: np.ndarray, odd: dict[int, str]) -> None:
-        """Add times: exact ns, whether each was written with a point, and the texts (by
-        index into these) that Perfetto reads otherwise than a plain decimal."""
-        base = len(self.exact)
-        self.odd.update((base + i, text) for i, text in odd.items())
-        self.exact.frombytes(np.ascontiguousarray(ns, np.int64).tobytes())
-        self.fractional.frombytes(np.ascontiguousarray(fractional, np.int8).tobytes())
-
-    def perfetto(self, shift_us: int = 0) -> np.ndarray:
-        """The ns Perfetto reads once every time is shifted by ``-shift_us`` µs (on its text)."""
-        exact = np.frombuffer(self.exact, np.int64) - shift_us * 1000 if len(self.exact) else np.zeros(0, np.int64)
-        ns = perfetto_ns(exact, np.frombuffer(self.fractional, np.int8).astype(bool))
-        for row, text in self.odd.items():
-            read = time_ns(shift_us_text(text.encode(), shift_us).decode())
-            ns[row] = read[0] if read is not None else -1
-        return ns
-
-    def array(self) -> np.ndarray:
-        return np.frombuffer(self.exact, np.int64).copy() if len(self.exact) else np.zeros(0, np.int64)
+def _perfetto_times(exact: np.ndarray, fractional: np.ndarray, index: np.ndarray, odd: dict[int, str],
+                    shift_us: int = 0) -> np.ndarray:
+    """The ns Perfetto reads once times are shifted by ``-shift_us`` µs (on their text): exact
+    ns, whether each was written with a point, each one's index (``odd``: the texts, by index,
+    of those written otherwise than a plain decimal of at most three places)."""
+    ns = perfetto_ns(exact - shift_us * 1000, fractional != 0)
+    if odd:
+        for at in np.flatnonzero(np.isin(index, np.fromiter(odd, np.int64, len(odd)))).tolist():
+            read = time_ns(shift_us_text(odd[int(index[at])].encode(), shift_us).decode())
+            ns[at] = read[0] if read is not None else -1
+    return ns
 
 
 @dataclass
 class _Trace:
-    """What repair needs from one pass over the trace."""
+    """What repair needs from one pass over the trace. Slices and flow events wait on disk
+    (the slices are most of a trace), in file order; times exact, with odd texts by index."""
 
     pairs: list[tuple] = field(default_factory=list)  # raw (pid, tid) by pair id
-    slice_ordinal: array = field(default_factory=lambda: array("q"))
-    slice_pair: array = field(default_factory=lambda: array("q"))
-    slice_ts: _Times = field(default_factory=_Times)
-    slice_dur: _Times = field(default_factory=_Times)
-    flow_ordinal: array = field(default_factory=lambda: array("q"))
-    flow_kind: array = field(default_factory=lambda: array("b"))
-    flow_id: array = field(default_factory=lambda: array("Q"))
-    flow_key: array = field(default_factory=lambda: array("q"))  # (cat, name) id
-    flow_pair: array = field(default_factory=lambda: array("q"))
-    flow_ts: _Times = field(default_factory=_Times)
+    slices: SpilledColumns = field(default_factory=lambda: SpilledColumns(" ".join(_SLICE_FIELDS)))
+    slice_ts_odd: dict[int, str] = field(default_factory=dict)
+    slice_dur_odd: dict[int, str] = field(default_factory=dict)
+    flows: SpilledColumns = field(default_factory=lambda: SpilledColumns(" ".join(_FLOW_FIELDS)))  # id: uint64 bits
+    flow_ts_odd: dict[int, str] = field(default_factory=dict)
     bad_ordinal: array = field(default_factory=lambda: array("q"))  # events with an out-of-range pid/tid
     bad_pair: array = field(default_factory=lambda: array("q"))
     thread_names: dict[tuple, str] = field(default_factory=dict)  # raw pair -> thread_name
@@ -296,20 +280,18 @@ class _Collector:
         if cols is None:
             return
         t = self.t
-        t.slice_ordinal.frombytes(cols["ordinal"].tobytes())
-        t.slice_pair.frombytes(cols["pair"].tobytes())
-        t.slice_ts.extend(cols["ts"], cols["ts_frac"], texts.get("ts", {}))
-        t.slice_dur.extend(cols["dur"], cols["dur_frac"], texts.get("dur", {}))
+        base = len(t.slices)
+        t.slice_ts_odd.update((base + i, text) for i, text in texts.get("ts", {}).items())
+        t.slice_dur_odd.update((base + i, text) for i, text in texts.get("dur", {}).items())
+        t.slices.extend(*(cols[name] for name in _SLICE_FIELDS))
 
     def add_flows(self, rows: dict[str, np.ndarray] | None, parsed: list[tuple]) -> None:
         cols, texts = _merged(rows, parsed, _FLOW_FIELDS)
         if cols is None:
             return
         t = self.t
-        for column, name in ((t.flow_ordinal, "ordinal"), (t.flow_pair, "pair"), (t.flow_kind, "kind"),
-                             (t.flow_id, "id"), (t.flow_key, "key")):
-            column.frombytes(cols[name].tobytes())
-        t.flow_ts.extend(cols["ts"], cols["ts_frac"], texts.get("ts", {}))
+        t.flow_ts_odd.update((len(t.flows) + i, text) for i, text in texts.get("ts", {}).items())
+        t.flows.extend(*(cols[name] if name != "id" else cols[name].view(np.int64) for name in _FLOW_FIELDS))
 
     def trace(self, events: int) -> _Trace:
         self.t.earliest_ns = self.earliest if self.earliest != _NEVER else None
@@ -430,29 +412,19 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     result = RepairResult(out, events=t.events)
     threads = _Threads(t)
     shift = start_us(t.earliest_ns) if rebase_time and t.earliest_ns is not None else 0
-    s_ord, s_pair, f_ord, f_pair = _arr(t.slice_ordinal), _arr(t.slice_pair), _arr(t.flow_ordinal), _arr(t.flow_pair)
-    s_track, f_track = threads.track[s_pair], threads.track[f_pair]
-
-    lane_tid = _overlap_lanes(t, threads, s_track, s_ord, shift, result, rounding=not rebase_time)
-    f_kind = _arr(t.flow_kind, np.int8)
-    dangling = _dangling(_arr(t.flow_id, np.uint64), _arr(t.flow_key), f_kind, t.flow_ts.perfetto(shift), f_ord)
-    f_lane = _follow(np.unique(s_track[lane_tid != UNCHANGED]), s_track, t.slice_ts.array(), t.slice_dur.array(),
-                     s_ord, lane_tid, f_track, t.flow_ts.array(), f_kind)
-    f_lane[dangling] = UNCHANGED
-    result.moved_flow_ends = int((f_lane != UNCHANGED).sum())
-    result.dropped_flow_ends = int(dangling.sum())
-    keep = None
-    if dangling.any():
-        keep = np.ones(t.events, bool)
-        keep[f_ord[dangling]] = False
+    moved = _overlap_lanes(t, threads, shift, result, rounding=not rebase_time)
+    keep = _dropped_flows(t, shift)
+    flows = _follow(t, threads, moved, keep)
+    result.moved_flow_ends = len(flows.index)
+    result.dropped_flow_ends = len(keep) - int(np.count_nonzero(keep))
+    keep = keep if result.dropped_flow_ends else None
 
     b_ord, b_pair = _arr(t.bad_ordinal), _arr(t.bad_pair)
     result.remapped_threads, result.remapped_events = threads.remapped, len(b_ord)
-    moved_s, moved_f = np.flatnonzero(lane_tid != UNCHANGED), np.flatnonzero(f_lane != UNCHANGED)
     ordinals, new_pid, new_tid = _new_ids(
-        t, threads, np.concatenate([b_ord, s_ord[moved_s], f_ord[moved_f]]),
-        np.concatenate([b_pair, s_pair[moved_s], f_pair[moved_f]]),
-        np.concatenate([np.full(len(b_ord), UNCHANGED, np.int64), lane_tid[moved_s], f_lane[moved_f]]))
+        t, threads, np.concatenate([b_ord, moved.ordinal, flows.ordinal]),
+        np.concatenate([b_pair, moved.pair, flows.pair]),
+        np.concatenate([np.full(len(b_ord), UNCHANGED, np.int64), moved.tid, flows.tid]))
 
     def fields(k: int) -> dict[str, bytes]:
         values = {}
@@ -481,37 +453,72 @@ def _rebased_ts(text: bytes, delta_us: int) -> bytes:
     return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
 
 
-def _overlap_lanes(t: _Trace, threads: _Threads, s_track: np.ndarray, s_ord: np.ndarray, shift: int,
-                   result: RepairResult, rounding: bool) -> np.ndarray:
-    """The overlap-thread tid of each slice Perfetto would spill (UNCHANGED for the rest).
+@dataclass
+class _Moved:
+    """Events that move to an overlap thread, by index in ``_Trace.slices`` (or ``flows``),
+    sorted: their ordinal, (pid, tid) pair and new tid."""
+
+    index: np.ndarray
+    ordinal: np.ndarray
+    pair: np.ndarray
+    tid: np.ndarray
+
+
+def _overlap_lanes(t: _Trace, threads: _Threads, shift: int, result: RepairResult, rounding: bool) -> _Moved:
+    """The slices Perfetto would spill, with the overlap thread each moves to.
 
     Each thread's spilled slices are laid out on as few new threads as possible, judged
     as Perfetto reads the output (times shifted by ``shift`` µs); their metadata is added
     to ``threads.metadata``. With ``rounding``, also count the moves that only Perfetto's
-    rounding of fractional µs causes.
+    rounding of fractional µs causes. The slices are replayed a window of start times at
+    a time (``windows_by``), so memory stays bounded however many there are.
     """
-    start, dur = t.slice_ts.perfetto(shift), t.slice_dur.perfetto()
-    valid = np.flatnonzero((start >= 0) & (dur >= 0))  # Perfetto drops the others
-    spill = np.zeros(len(s_ord), bool)
-    spill[valid] = spilled(s_track[valid], start[valid], start[valid] + dur[valid], s_ord[valid])
-    lane_tid = np.full(len(s_ord), UNCHANGED, np.int64)
-    moved_tracks = np.unique(s_track[spill]).tolist()
-    for track in moved_tracks:
-        rows = np.flatnonzero(spill & (s_track == track))
-        lanes = partition(start[rows], start[rows] + dur[rows])
-        pid = threads.track_pair[track][0]
+    spills = _spills(t, threads, shift)
+    index, track, start, end, ordinal, pair = (spills[name] for name in ("index", "track", "start", "end",
+                                                                          "ordinal", "pair"))
+    tid = np.full(len(index), UNCHANGED, np.int64)
+    moved_tracks = np.unique(track).tolist()
+    for thread in moved_tracks:
+        rows = np.flatnonzero(track == thread)
+        lanes = partition(start[rows], end[rows])
+        pid = threads.track_pair[thread][0]
         tids = [threads.allocator.new(pid) for _ in range(int(lanes.max()) + 1)]
-        for k, tid in enumerate(tids):
-            threads.metadata += metadata_events(pid, tid, threads.lane_title(track, k + 1), threads.sort_index(track))
-        lane_tid[rows] = np.array(tids, np.int64)[lanes]
+        for k, new in enumerate(tids):
+            threads.metadata += metadata_events(pid, new, threads.lane_title(thread, k + 1), threads.sort_index(thread))
+        tid[rows] = np.array(tids, np.int64)[lanes]
         result.overlap_threads += len(tids)
-    result.moved_slices = int(spill.sum())
+    result.moved_slices = len(index)
     result.threads_with_overlaps = len(moved_tracks)
     if result.moved_slices and rounding:
-        exact_start, exact_dur = t.slice_ts.array()[valid], t.slice_dur.array()[valid]
-        exact_spill = spilled(s_track[valid], exact_start, exact_start + exact_dur, s_ord[valid])
-        result.moved_for_rounding = int((spill[valid] & ~exact_spill).sum())
-    return lane_tid
+        exact = _spills(t, threads, shift, exact=True)["index"]
+        result.moved_for_rounding = int(np.count_nonzero(~np.isin(index, exact)))
+    return _Moved(index, ordinal, pair, tid)
+
+
+def _spills(t: _Trace, threads: _Threads, shift: int, exact: bool = False) -> dict[str, np.ndarray]:
+    """The slices Perfetto would spill (columns index, track, start, end, ordinal, pair, in
+    Perfetto's ns; sorted by index). ``exact``: replayed at the exact times instead (the
+    slices Perfetto drops, with a negative time as it reads them, left out all the same)."""
+    def perfetto(rows: Table, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (_perfetto_times(rows.ts, rows.ts_frac, index, t.slice_ts_odd, shift),
+                _perfetto_times(rows.dur, rows.dur_frac, index, t.slice_dur_odd))
+
+    def start(chunk: Table, first: int) -> np.ndarray:
+        return chunk.ts if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[0]
+
+    walk, found = SpillWalk(), []
+    for rows in windows_by(t.slices, start):
+        ts, dur = perfetto(rows, rows.index)
+        valid = np.flatnonzero((ts >= 0) & (dur >= 0))  # Perfetto drops the others
+        if exact:
+            ts, dur = rows.ts, rows.dur
+        track = threads.track[rows.pair[valid]]
+        begin, end = ts[valid], ts[valid] + dur[valid]
+        spill = walk(track, begin, end, rows.ordinal[valid])
+        found.append({"index": rows.index[valid][spill], "track": track[spill], "start": begin[spill],
+                      "end": end[spill], "ordinal": rows.ordinal[valid][spill], "pair": rows.pair[valid][spill]})
+    order = np.argsort(np.concatenate([f["index"] for f in found]))
+    return {name: np.concatenate([f[name] for f in found])[order] for name in found[0]}
 
 
 def _new_ids(t: _Trace, threads: _Threads, ordinals: np.ndarray, pairs: np.ndarray,
@@ -533,28 +540,58 @@ def _new_ids(t: _Trace, threads: _Threads, ordinals: np.ndarray, pairs: np.ndarr
     return ordinals[first], new_pid[first], new_tid[first]
 
 
-def _follow(moved_tracks: np.ndarray, s_track: np.ndarray, s_ts: np.ndarray, s_dur: np.ndarray, s_ord: np.ndarray,
-            lane_tid: np.ndarray, f_track: np.ndarray, f_ts: np.ndarray, f_kind: np.ndarray) -> np.ndarray:
-    """The lane tid each flow end moves to (UNCHANGED: it stays), in exact ns.
+def _follow(t: _Trace, threads: _Threads, moved: _Moved, keep: np.ndarray) -> _Moved:
+    """The flow ends that move with the slice they mark (not those dropped: ``keep`` False),
+    judged in exact ns; only the threads with moved slices are read back.
 
     A flow end belongs to the slice it marks: for ``s``, ``t`` and ``f`` with bp "e" the
     innermost slice of its thread that starts at or before it (latest start, shortest)
     and has not ended; for ``f`` without bp, the next slice to begin on its thread.
     """
-    f_lane = np.full(len(f_track), UNCHANGED, np.int64)
+    moved_tracks = np.unique(threads.track[moved.pair])
+    slices = _picked(t.slices, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
+    flows = _picked(t.flows, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
+    s_track, f_track = threads.track[slices.pair], threads.track[flows.pair]
+    lane_tid = np.full(len(slices), UNCHANGED, np.int64)
+    lane_tid[np.isin(slices.index, moved.index)] = moved.tid  # both sorted by index
+    f_lane = np.full(len(flows), UNCHANGED, np.int64)
     for track in moved_tracks.tolist():
-        flows = np.flatnonzero(f_track == track)
-        if not len(flows):
+        at = np.flatnonzero(f_track == track)
+        if not len(at):
             continue
         rows = np.flatnonzero(s_track == track)
-        rows = rows[np.lexsort((s_ord[rows], -s_dur[rows], s_ts[rows]))]
-        starts, t = s_ts[rows], f_ts[flows]
-        following = f_kind[flows] == FLOW_END_NEXT
-        j = np.where(following, np.searchsorted(starts, t, "left"), np.searchsorted(starts, t, "right") - 1)
+        rows = rows[np.lexsort((slices.ordinal[rows], -slices.dur[rows], slices.ts[rows]))]
+        starts, ts = slices.ts[rows], flows.ts[at]
+        following = flows.kind[at] == FLOW_END_NEXT
+        j = np.where(following, np.searchsorted(starts, ts, "left"), np.searchsorted(starts, ts, "right") - 1)
         target = rows[np.clip(j, 0, len(rows) - 1)]
-        ok = (j >= 0) & (j < len(rows)) & (following | (t <= s_ts[target] + s_dur[target]))
-        f_lane[flows[ok]] = lane_tid[target[ok]]
-    return f_lane
+        ok = (j >= 0) & (j < len(rows)) & (following | (ts <= slices.ts[target] + slices.dur[target]))
+        f_lane[at[ok]] = lane_tid[target[ok]]
+    f_lane[~keep[flows.ordinal]] = UNCHANGED
+    go = np.flatnonzero(f_lane != UNCHANGED)
+    return _Moved(flows.index[go], flows.ordinal[go], flows.pair[go], f_lane[go])
+
+
+def _picked(spill: SpilledColumns, keep) -> Table:
+    """The rows of ``spill`` that ``keep`` (a mask per chunk) picks, with their ``index``."""
+    parts, first = [], 0
+    for chunk in spill.chunks():
+        at = np.flatnonzero(keep(chunk))
+        parts.append({**{name: column[at] for name, column in chunk.cols.items()}, "index": first + at})
+        first += len(chunk)
+    names = [*spill.fields, "index"]
+    return Table({name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, np.int64) for name in names})
+
+
+def _dropped_flows(t: _Trace, shift: int) -> np.ndarray:
+    """Which events stay (one bool per event): all but the flow ends and steps ``_dangling``
+    finds, looked for a window of flow ids at a time (a flow's events share an id, so each
+    window holds whole flows; traces with millions of dangling ends stay small)."""
+    keep = np.ones(t.events, bool)
+    for rows in windows_by(t.flows, lambda chunk, first: chunk.id):
+        ts = _perfetto_times(rows.ts, rows.ts_frac, rows.index, t.flow_ts_odd, shift)
+        keep[rows.ordinal[_dangling(rows.id.view(np.uint64), rows.key, rows.kind, ts, rows.ordinal)]] = False
+    return keep
 
 
 def _dangling(fid: np.ndarray, key: np.ndarray, kind: np.ndarray, ts: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
