@@ -379,8 +379,8 @@ def _trim_events(path, monkeypatch=None):
     if monkeypatch is not None:  # parse every event, as trim did before it read plain ones from rows
         monkeypatch.setattr(trim._Collector, "plain", lambda self, rows, *a: np.ones(len(rows), bool))
     ev = trim._collect(TraceReader(str(path)))
-    rows = ev.rows.load()
-    return [rows.kind, rows.start, rows.end, ev.flow_ordinal, ev.flow_id, ev.flow_key, ev.flow_start,
+    rows, flows = ev.rows.load(), ev.flows.load()
+    return [rows.kind, rows.start, rows.end, flows.ordinal, flows.id, flows.key, flows.start,
             (ev.trace_start_ns, ev.trace_end_ns)]
 
 
@@ -538,3 +538,19 @@ def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
         rows = np.flatnonzero(window == w)
         found[rows] = walk(track[rows], start[rows], end[rows], ordinal[rows])
     assert np.array_equal(found, expected)
+
+
+@pytest.mark.parametrize("source, window", [("fuzz", "+2:+300"), ("negative_queue", "+10ms:+30ms")])
+def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_path, monkeypatch):
+    """Flows decided a window of flow ids at a time give the output of one window."""
+    import traceforge.windows
+
+    src = TRACES.get(source)
+    if src is None:
+        src = tmp_path / "t.json"
+        src.write_text(_fuzz_trace(3))
+    whole = traceforge.trim(str(src), str(tmp_path / "whole.json"), window=window)
+    monkeypatch.setattr(traceforge.windows, "MAX_ROWS", 50)
+    windowed = traceforge.trim(str(src), str(tmp_path / "windows.json"), window=window)
+    assert whole.flow_events_cut > 0 and windowed.flow_events_cut == whole.flow_events_cut
+    assert (tmp_path / "windows.json").read_bytes() == (tmp_path / "whole.json").read_bytes()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import time
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ from .io.event_edits import EventEdits
 from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
 from .scan import SpilledColumns, scan
+from .windows import windows_by
 
 ALWAYS, SLICE, POINT, FLOW = range(4)
 _STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
@@ -61,14 +61,11 @@ class TrimResult:
 
 @dataclass
 class _Events:
-    """Per event, by ordinal and on disk (``rows``: kind, start and end ns, a chunk at a time);
-    the flow events' ordinals, ids, (cat, name) keys and starts in memory."""
+    """Per event, by ordinal (``rows``: kind, start and end ns), and per flow event (its
+    ordinal, id, (cat, name) key and start), on disk: read back a chunk or window at a time."""
 
     rows: SpilledColumns
-    flow_ordinal: np.ndarray
-    flow_id: np.ndarray
-    flow_key: np.ndarray
-    flow_start: np.ndarray
+    flows: SpilledColumns  # ordinal id key start, one per flow event (id: uint64 bits)
     trace_start_ns: int | None
     trace_end_ns: int | None
 
@@ -88,7 +85,8 @@ class _Collector:
     def __init__(self, scanner: R.RowScanner):
         self.scanner = scanner
         self.rows = SpilledColumns("kind:i1 start end")  # 24 bytes an event on disk, not 17 in memory
-        self.f_ord, self.f_id, self.f_key, self.f_start = array("q"), array("Q"), array("i"), array("q")
+        self.flows = SpilledColumns("ordinal id key start")  # Kineto writes two flow events per GPU op
+        self.parsed_flows: list[tuple[int, int, int, int]] = []  # a batch's, until it is done
         self.keys: dict[tuple, int] = {}  # a flow's (cat, name) -> its number
         self.pair_keys: dict[tuple[int, int], int] = {}  # the same by the scanner's string ids
         self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
@@ -102,6 +100,9 @@ class _Collector:
         parse = np.ones(batch.count, bool) if rows is None else self.plain(rows, batch.first, kind, start, end)
         for i in np.flatnonzero(parse).tolist():
             kind[i], start[i], end[i] = self.event(batch.event(i), batch.first + i)
+        if self.parsed_flows:
+            self.flows.extend(*np.array(self.parsed_flows, np.int64).T)
+            self.parsed_flows = []
         self.rows.extend(kind, start, end)
         timed = kind != ALWAYS
         if timed.any() and (self.latest is None or end[timed].max() > self.latest):
@@ -126,10 +127,8 @@ class _Collector:
         end[kept] = ts[kept] + np.where(slice_[kept], np.maximum(rows[kept, R.DUR], 0), 0)
         at = np.flatnonzero(flow)
         if len(at):
-            self.f_ord.frombytes((first + at).tobytes())
-            self.f_id.frombytes(rows[at, R.ID].tobytes())  # an int64 id as Perfetto's uint64
-            self.f_key.frombytes(self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]).tobytes())
-            self.f_start.frombytes(ts[at].tobytes())
+            # an int64 id is Perfetto's uint64 id, as bits
+            self.flows.extend(first + at, rows[at, R.ID], self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]), ts[at])
         return parse
 
     def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
@@ -157,28 +156,23 @@ class _Collector:
         fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
         if fid is not None:
             cat, name = e.get("cat"), e.get("name")
-            self.f_ord.append(ordinal)
-            self.f_id.append(fid)
-            self.f_start.append(ts)
-            self.f_key.append(self.keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
-                                                   len(self.keys)))
+            key = self.keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
+                                       len(self.keys))
+            self.parsed_flows.append((ordinal, fid - 2**64 if fid >= 2**63 else fid, key, ts))
         return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
             ts + max(dur, 0) if dur is not None else ts
 
     def events(self) -> _Events:
-        def arr(a: array, dtype=np.int64) -> np.ndarray:
-            return np.frombuffer(a, dtype) if len(a) else np.zeros(0, dtype)
-
-        return _Events(self.rows, arr(self.f_ord), arr(self.f_id, np.uint64), arr(self.f_key, np.int32),
-                       arr(self.f_start), self.earliest, self.latest)
+        return _Events(self.rows, self.flows, self.earliest, self.latest)
 
 
 _PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
 _PH_CODES = {"M": _PH_M, "X": _PH_X, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW}
 
 
-def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> np.ndarray:
-    """Which events stay for the window [start_ns, end_ns) (see the module docstring)."""
+def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]:
+    """Which events stay for the window [start_ns, end_ns) (see the module docstring), and how
+    many flow events inside it go because their flow is cut."""
     parts = []
     for chunk in ev.rows.chunks():
         s, e, kind = chunk.start, chunk.end, chunk.kind
@@ -186,20 +180,29 @@ def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> np.ndarray:
         slice_ = (kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
         parts.append((kind == ALWAYS) | point | slice_)
     keep = np.concatenate(parts) if parts else np.zeros(0, bool)
-    if len(ev.flow_ordinal):
-        inside = (ev.flow_start >= start_ns) & (ev.flow_start < end_ns)
-        order = np.lexsort((ev.flow_key, ev.flow_id))
-        fid, key = ev.flow_id[order], ev.flow_key[order]
-        new = np.empty(len(order), bool)  # where a flow (id, cat, name) begins, in ``order``
-        new[0] = True
-        new[1:] = (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])
-        del fid, key
-        whole = np.minimum.reduceat(inside[order], np.flatnonzero(new))
-        group = np.cumsum(new, dtype=np.int32)  # int32: Kineto has two flow events per GPU op
-        group -= 1
-        inside[order] = whole[group]  # now: whether the event's whole flow is inside
-        keep[ev.flow_ordinal] = inside
-    return keep
+    cut = 0
+    for flows in windows_by(ev.flows, lambda chunk, first: chunk.id):  # a flow's events share an id
+        inside = (flows.start >= start_ns) & (flows.start < end_ns)
+        whole = _whole_flows_inside(flows.id, flows.key, inside)
+        keep[flows.ordinal] = whole
+        cut += int(np.count_nonzero(inside & ~whole))
+    return keep, cut
+
+
+def _whole_flows_inside(ids: np.ndarray, keys: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Per flow event: whether every event of its flow (same id and key) is ``inside``."""
+    if not len(ids):
+        return inside
+    order = np.lexsort((keys, ids))
+    fid, key = ids[order], keys[order]
+    new = np.empty(len(order), bool)  # where a flow begins, in ``order``
+    new[0] = True
+    new[1:] = (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])
+    del fid, key
+    whole = np.minimum.reduceat(inside[order], np.flatnonzero(new))
+    out = np.empty(len(order), bool)
+    out[order] = whole[np.cumsum(new) - 1]
+    return out
 
 
 def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None) -> tuple[int, int]:
@@ -274,10 +277,7 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
     step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
     ev = _collect(TraceReader(path))
     start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
-    keep = keep_mask(ev, start_ns, end_ns)
-    flows, trace_start_ns = ev.flow_ordinal, ev.trace_start_ns
-    cut = int((~keep[flows] & (ev.flow_start >= start_ns) & (ev.flow_start < end_ns)).sum())
-    del ev, flows  # the flows' columns (two events per GPU op on Kineto traces) are not needed to write
+    keep, cut = keep_mask(ev, start_ns, end_ns)
     write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
-    return TrimResult(out, start_ns, end_ns, trace_start_ns, len(keep), int(keep.sum()), cut,
+    return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
                       time.perf_counter() - started)
