@@ -118,10 +118,11 @@ def counters(
     top-level operator), ``.problems`` (every mismatch and unmatched row or kernel)."""
     from .analyses.counters import counter_tables
     from .analyses.counters.annotation import counter_options
+    from .analyses.counters.tables import counter_columns
 
     options = counter_options({"ncu": ncu, "ncu_skip": ncu_skip, "peak_dram_gbps": peak_dram_gbps,
                                "peak_tensor_pct": peak_tensor_pct})
-    return counter_tables(scan(path), **options)
+    return counter_tables(counter_columns(path, options["ncu"]), **options)
 
 
 def diff(a: str, b: str, *, rules: str = "default") -> TraceDiff:

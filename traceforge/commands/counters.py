@@ -9,10 +9,10 @@ import sys
 import orjson
 
 from ..analyses.counters import CounterTables, counter_tables
+from ..analyses.counters.tables import counter_columns
 from ..analyses.counters.annotation import add_counter_options, counter_options
 from ..analyses.kernel_names import short_kernel_name
 from ..lazy_pandas import pd
-from ..scan import scan
 
 TABLES = ("kernels", "operators", "problems")
 PROBLEMS_SHOWN = 20
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = counter_options(vars(args))
-    tables = counter_tables(scan(args.input, display_name=args.input), **options)
+    tables = counter_tables(counter_columns(args.input, options["ncu"], display_name=args.input), **options)
     if args.format == "csv":
         getattr(tables, args.table).to_csv(sys.stdout, index=False)
     elif args.format == "json":

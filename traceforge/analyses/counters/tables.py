@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...lazy_pandas import pd
-from ...scan import TraceColumns
-from ..stacks import Stacks, build_stacks
+from ...scan import TraceColumns, scan
+from ..stacks import Stacks, build_stacks, stack_ops
 from .derived import Peaks, add_derived, add_efficiency, choose_peaks
 from .measurements import ID_COLUMNS, PROBLEM_COLUMNS, Measurements
 from .ncu_csv import read_ncu_csv
@@ -115,6 +115,14 @@ def operator_summary(kernels: pd.DataFrame) -> pd.DataFrame:
 def has_counters(cols: TraceColumns, ncu: str | None) -> bool:
     """Whether there is anything to tie to kernels: the trace's CUPTI ranges or an ncu CSV."""
     return bool(len(cols.ranges)) or ncu is not None
+
+
+def counter_columns(path: str, ncu: str | None = None, **scan_options) -> TraceColumns:
+    """What ``counter_tables`` reads of the trace at ``path``. The CPU ops wait on disk during
+    the scan; only if there are counters to place do those that can be on a launch call's
+    stack come back (most traces have none: their CPU ops are never held)."""
+    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, **scan_options)
+    return stack_ops(cols) if has_counters(cols, ncu) else cols
 
 
 def counter_tables(
