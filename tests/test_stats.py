@@ -37,10 +37,12 @@ def _merged(intervals: list[tuple[int, int]]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("name", ["df_index", "alexnet", "amd", "trace_diff"])
-def test_stats_with_the_cpu_ops_on_disk_are_the_in_memory_stats(name):
+def test_stats_with_the_cpu_ops_and_launch_calls_on_disk_are_the_in_memory_stats(name):
     path = str(TRACES[name])
-    on_disk, held = trace_stats(scan(path, spill_cpu_ops=True)), trace_stats(scan(path))
+    on_disk = trace_stats(scan(path, spill_cpu_ops=True, spill_launch=lambda name: True))
+    held = trace_stats(scan(path))
     assert held.summary["cpu_ops"].item() > 0 and "cpu_op" in set(held.activity["kind"])
+    assert held.launch_apis["calls"].sum() > held.launch_apis["gpu_ops"].sum() > 0  # calls no GPU op joins too
     for table, df in held.tables().items():
         pd.testing.assert_frame_equal(getattr(on_disk, table), df)
 

@@ -56,17 +56,18 @@ def activities(cols: TraceColumns) -> list[Activity]:
 
 def durations_by_kind(cols: TraceColumns) -> list[tuple[str, np.ndarray]]:
     """Each activity kind's durations (a negative dur as 0), kinds in ``activities``' order.
-    CPU ops (the most numerous, and on disk if the scan spilled them) are read a chunk at a
-    time, keeping only their durations."""
-    out = [(a.kind, np.maximum(a.of(cols).dur[a.rows], 0)) for a in activities(cols) if a.table in ("gpu", "launches")]
+    Launch calls and CPU ops (the most numerous, on disk if the scan spilled them) are read
+    a chunk at a time, keeping only their durations."""
+    out = [(a.kind, np.maximum(a.of(cols).dur[a.rows], 0)) for a in activities(cols) if a.table == "gpu"]
     kind_of_cat = cat_kinds(cols)
-    parts: dict[str, list[np.ndarray]] = {}
-    for table in cols.all_cpu_ops:
-        for chunk in table.chunks():
-            kinds = kind_of_cat[chunk.cat]
-            for kind in dict.fromkeys(kinds.tolist()):
-                parts.setdefault(kind, []).append(np.maximum(chunk.dur[kinds == kind], 0))
-    out += [(kind, np.concatenate(p)) for kind, p in parts.items()]
+    for parts in (cols.all_launches, cols.all_cpu_ops):
+        by_kind: dict[str, list[np.ndarray]] = {}
+        for table in parts:
+            for chunk in table.chunks():
+                kinds = kind_of_cat[chunk.cat]
+                for kind in dict.fromkeys(kinds.tolist()):
+                    by_kind.setdefault(kind, []).append(np.maximum(chunk.dur[kinds == kind], 0))
+        out += [(kind, np.concatenate(durations)) for kind, durations in by_kind.items()]
     if len(cols.ranges):
         out.append(("cuda_profiler_range", np.maximum(cols.ranges.dur, 0)))
     return out

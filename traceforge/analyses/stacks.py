@@ -80,7 +80,7 @@ def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: 
     kept op are kept (a superset).
     """
     spilled_calls = cols.spilled_launches
-    joined = None if spilled_calls is None else _joined(cols, also_calls)
+    joined = None if spilled_calls is None else joined_calls(cols, also_calls)
     keep = stack_keeper(cols, marked, joined)
     cols = cols.with_cpu_ops(keep)
     keep = None  # its items go before the launch calls come back
@@ -119,7 +119,7 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
     return lambda chunk: holders.hold(chunk) | marked[chunk.name]
 
 
-def _joined(cols: TraceColumns, also: np.ndarray | None) -> Callable[[Table], np.ndarray]:
+def joined_calls(cols: TraceColumns, also: np.ndarray | None = None) -> Callable[[Table], np.ndarray]:
     """Per launch call (a table's rows): does a GPU op join it on correlation (or ``also`` mark its name)?"""
     launched = np.unique(cols.gpu.correlation)
 

@@ -24,18 +24,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from ..distinct import factorized
 from ..errors import UsageError
 from ..lazy_pandas import pd
 from ..rank_files import metadata_rank, name_rank, trace_paths
-from ..scan import KERNEL, TraceColumns, scan, time_span
+from ..scan import KERNEL, Table, TraceColumns, merged_by_ordinal, scan, time_span
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .stacks import joined_calls
 
 TAIL_PERCENTS = (1, 5, 10)
 
@@ -71,23 +73,30 @@ def wall_span(cols: TraceColumns) -> tuple[int, int]:
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
-    """Every table for one trace (one rank)."""
+    """Every table for one trace (one rank). Launch calls and CPU ops may be on disk (``scan``'s
+    ``spill_launch``, ``spill_cpu_ops``): they are read once for the totals, then only the
+    launch calls a GPU op joins come back."""
     span = wall_span(cols)
     per_kind = durations_by_kind(cols)
+    activity, kind_tails = activity_shares(per_kind), tails(per_kind)
+    del per_kind  # a duration per launch call and CPU op
+    per_api = _per_api(cols)
+    launch_count = sum(map(len, cols.all_launches))
+    cols = _joined_launches(cols)
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
-    apis, api_kernels = launch_apis(cols)
+    apis, api_kernels = launch_apis(cols, per_api)
     summary = pd.DataFrame([{
         "trace": cols.path, "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
         "gpu_ops": len(cols.gpu), "kernels": int(np.count_nonzero(cols.gpu.kind == KERNEL)),
-        "launches": len(cols.launches), "cpu_ops": sum(map(len, cols.all_cpu_ops)), "devices": len(devices),
+        "launches": launch_count, "cpu_ops": sum(map(len, cols.all_cpu_ops)), "devices": len(devices),
         "streams": len(streams),
         "launch_pairs": pairs, "overlapping_launch_pairs": len(overlaps),
         "overlapping_launch_pct": 100.0 * len(overlaps) / pairs if pairs else 0.0,
     }])
     tables = {
-        "summary": summary, "devices": devices, "streams": streams, "activity": activity_shares(per_kind),
-        "tails": tails(per_kind), "top_kernels": top_kernels(cols), "launch_apis": apis,
+        "summary": summary, "devices": devices, "streams": streams, "activity": activity,
+        "tails": kind_tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
     for df in tables.values():
@@ -147,23 +156,14 @@ def top_kernels(cols: TraceColumns) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def launch_apis(cols: TraceColumns) -> tuple[pd.DataFrame, pd.DataFrame]:
+def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per launch API: kind, calls, total_ns, max_ns, gpu_ops, kernels;
-    per (API, GPU op name): kind, count, total_ns of the GPU ops)."""
+    per (API, GPU op name): kind, count, total_ns of the GPU ops). ``per_api``: the calls'
+    totals, when ``cols.launches`` holds only the calls GPU ops join."""
     launches, gpu = cols.launches, cols.gpu
     names = np.asarray(cols.names, dtype=object)
     gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
-    n = len(launches)
-    launched = np.bincount(launch_rows, minlength=n)
-    launched_kernels = np.bincount(launch_rows[gpu.kind[gpu_rows] == KERNEL], minlength=n)
-    calls = pd.DataFrame({
-        "api": launches.name, "kind": launches.cat, "dur": np.maximum(launches.dur, 0),
-        "gpu_ops": launched, "kernels": launched_kernels,
-    })
-    apis = calls.groupby(["api", "kind"], sort=False).agg(
-        calls=("dur", "size"), total_ns=("dur", "sum"), max_ns=("dur", "max"),
-        gpu_ops=("gpu_ops", "sum"), kernels=("kernels", "sum"),
-    ).reset_index().sort_values(["calls", "total_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    apis = (per_api or _per_api(cols)).table(launches, launch_rows, gpu.kind[gpu_rows] == KERNEL)
     apis["api"] = names[apis["api"].to_numpy()] if len(apis) else []
     apis["kind"] = cat_kinds(cols)[apis["kind"].to_numpy()] if len(apis) else []
 
@@ -184,6 +184,61 @@ def launch_apis(cols: TraceColumns) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 
+class _PerApi:
+    """Per (launch API, category) id pair, as first met: calls, total and longest ns."""
+
+    def __init__(self, keys: np.ndarray, calls: np.ndarray, total: np.ndarray, longest: np.ndarray):
+        self.keys, self.calls, self.total, self.longest = keys, calls, total, longest
+
+    def table(self, launches: Table, launch_rows: np.ndarray, is_kernel: np.ndarray) -> pd.DataFrame:
+        """With gpu_ops and kernels per pair (``launch_rows``: the call of each joined GPU op in
+        ``launches``; ``is_kernel``: which are kernels); most calls first, then most time."""
+        order = np.argsort(self.keys)
+        group = order[np.searchsorted(self.keys[order], _api_keys(launches)[launch_rows])]
+        table = pd.DataFrame({
+            "api": self.keys >> 32, "kind": self.keys & 0xFFFFFFFF, "calls": self.calls, "total_ns": self.total,
+            "max_ns": self.longest, "gpu_ops": np.bincount(group, minlength=len(self.keys)),
+            "kernels": np.bincount(group[is_kernel], minlength=len(self.keys)),
+        })
+        return table.iloc[np.lexsort((-self.total, -self.calls))].reset_index(drop=True)
+
+
+def _api_keys(launches: Table) -> np.ndarray:
+    return launches.name.astype(np.int64) << 32 | launches.cat.astype(np.int64)
+
+
+def _per_api(cols: TraceColumns) -> _PerApi:
+    """Every launch call's totals, a chunk at a time, with numpy (a pandas groupby of millions
+    of runtime calls held several times their columns at once)."""
+    keys, calls, total, longest = [], [], [], []
+    for part in cols.all_launches:
+        for chunk in part.chunks():
+            group, first = factorized(_api_keys(chunk))
+            dur = np.maximum(chunk.dur, 0).astype(np.int64)
+            keys.append(_api_keys(chunk)[first])
+            calls.append(np.bincount(group, minlength=len(first)))
+            total.append(np.zeros(len(first), np.int64))
+            np.add.at(total[-1], group, dur)
+            longest.append(np.zeros(len(first), np.int64))
+            np.maximum.at(longest[-1], group, dur)
+    if not keys:
+        return _PerApi(*(np.zeros(0, np.int64) for _ in range(4)))
+    group, first = factorized(np.concatenate(keys))  # the chunks' pairs, as first met in the trace
+    out = [np.zeros(len(first), np.int64) for _ in range(3)]
+    np.add.at(out[0], group, np.concatenate(calls))
+    np.add.at(out[1], group, np.concatenate(total))
+    np.maximum.at(out[2], group, np.concatenate(longest))
+    return _PerApi(np.concatenate(keys)[first], *out)
+
+
+def _joined_launches(cols: TraceColumns) -> TraceColumns:
+    """``cols`` with the spilled launch calls that a GPU op joins (on correlation) read back."""
+    if cols.spilled_launches is None:
+        return cols
+    joined = cols.spilled_launches.select(joined_calls(cols))
+    return replace(cols, launches=merged_by_ordinal(cols.launches, joined), spilled_launches=None)
+
+
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories).
 
@@ -194,7 +249,8 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     parts: list[TraceStats] = []
     seen: dict[int, str] = {}
     for i, path in enumerate(paths):
-        cols = scan(path, spill_cpu_ops=True)  # only their durations are needed: they wait on disk
+        # only the CPU ops' durations and the launch calls' totals are needed: they wait on disk
+        cols = scan(path, spill_cpu_ops=True, spill_launch=lambda name: True)
         rank = rank_of(cols)
         if rank is None:
             rank = name_rank(path)
