@@ -4,7 +4,7 @@
 For each trace this measures (a) the wall time, CPU time (all threads) and peak RSS of
 traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``, ``patterns``,
 ``classify``, ``launch-stats``, ``check``, and the other commands: ``info``, ``stats``,
-``counters``, ``trim``, ``diff`` of the trace with itself, ``repair``),
+``counters``, ``trim``, ``diff`` of the trace with itself, ``repair``, ``export``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and
 re-compressing the same bytes with the codec and level traceforge writes, with the library it
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs.
@@ -166,7 +166,8 @@ JOBS = {
     "info": "info",
     "stats": "stats",
     "counters": "counters",
-    "trim": "trim --steps 3-4 -o {out}",
+    "trim": "trim --window +5s:+10s -o {out}",
+    "export": "export --csv {out}",
     "diff": "diff {in}",
     "repair": "repair -o {out}",
 }

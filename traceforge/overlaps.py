@@ -27,7 +27,7 @@ def spilled(track: np.ndarray, start: np.ndarray, end: np.ndarray, ordinal: np.n
 
 class SpillWalk:
     """``spilled`` over slices given in windows of consecutive start times (each slice of a
-    window starts at or after every slice of the windows before it; see ``time_windows``):
+    window starts at or after every slice of the windows before it; see ``windows.windows_by``):
     each thread's latest end and open slices carry over from one window to the next."""
 
     def __init__(self) -> None:
