@@ -82,8 +82,8 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
 
     if parquet_dir is not None:
         check_parquet()
-    tables = read_tables(path)
-    write_tables(tables, csv_dir=csv_dir, parquet_dir=parquet_dir)
+    tables = dict(read_tables(path))
+    write_tables(tables.items(), csv_dir=csv_dir, parquet_dir=parquet_dir)
     return tables
 
 

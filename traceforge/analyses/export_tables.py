@@ -10,6 +10,7 @@ the op they ran in; CPU ops their parent op.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +25,11 @@ from .stacks import build_stacks
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
 
-def read_tables(path: str) -> dict[str, pd.DataFrame]:
-    """The export tables of the trace at ``path`` (one pass over it)."""
+def read_tables(path: str) -> Iterator[tuple[str, pd.DataFrame]]:
+    """The export tables of the trace at ``path`` (one pass over it), a kind at a time."""
     collector = OpArgsCollector()
     cols = scan(path, on_batch=collector)
-    return export_tables(cols, collector.table())
+    return tables_by_kind(cols, collector.table())
 
 
 def export_tables(cols: TraceColumns, op_args: Table) -> dict[str, pd.DataFrame]:
@@ -36,6 +37,11 @@ def export_tables(cols: TraceColumns, op_args: Table) -> dict[str, pd.DataFrame]
 
     ``op_args`` comes from ``op_args.OpArgsCollector`` run over the same trace.
     """
+    return dict(tables_by_kind(cols, op_args))
+
+
+def tables_by_kind(cols: TraceColumns, op_args: Table) -> Iterator[tuple[str, pd.DataFrame]]:
+    """``export_tables`` one kind at a time: a writer holds one table, not all of them."""
     stacks = build_stacks(cols)
     names = np.asarray(cols.names + [""], dtype=object)  # index -1: no name
     gpu_op = stacks.gpu_op()
@@ -44,7 +50,6 @@ def export_tables(cols: TraceColumns, op_args: Table) -> dict[str, pd.DataFrame]
     gpu_launch_name[has_launch] = cols.launches.name[stacks.gpu_launch[has_launch]]
     # scan's interned (grid, block) per kernel, as six columns; the extra last row (-1) is "none"
     dims = np.array([[*g, *b] for g, b in cols.kernel_dims] + [[-1] * 6], np.int64).reshape(-1, 6)
-    tables = {}
     for act in activities(cols):
         t, rows = act.of(cols), act.rows
         ts, dur = t.ts[rows], t.dur[rows]
@@ -73,8 +78,7 @@ def export_tables(cols: TraceColumns, op_args: Table) -> dict[str, pd.DataFrame]
             elif act.table == "cpu_ops":
                 df["external_id"] = extra["external_id"]
                 df["parent"] = _op_names(cols, names, stacks.cpu_parent[rows])
-        tables[act.kind] = df
-    return tables
+        yield act.kind, df
 
 
 def _op_names(cols: TraceColumns, names: np.ndarray, op_rows: np.ndarray) -> np.ndarray:
@@ -95,24 +99,25 @@ def check_parquet() -> None:
         raise UsageError("--parquet needs pyarrow (pip install pyarrow); --csv works without it")
 
 
-def write_tables(tables: dict[str, pd.DataFrame], *, csv_dir: str | None = None, parquet_dir: str | None = None) -> list[Path]:
-    """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet``; return the files written."""
+def write_tables(tables: Iterable[tuple[str, pd.DataFrame]], *, csv_dir: str | None = None,
+                 parquet_dir: str | None = None) -> list[tuple[Path, int]]:
+    """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet`` for each (kind, table), in
+    turn; return the files written, each with its rows."""
     if parquet_dir is not None:
         check_parquet()
-    written = []
-    for directory, suffix in ((csv_dir, ".csv"), (parquet_dir, ".parquet")):
-        if directory is None:
-            continue
-        out = Path(directory)
+    dirs = [(Path(d), suffix) for d, suffix in ((csv_dir, ".csv"), (parquet_dir, ".parquet")) if d is not None]
+    for out, _ in dirs:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UsageError(f"cannot create {out}: {e.strerror}") from None
-        for kind, df in tables.items():
+    written: list[list[tuple[Path, int]]] = [[] for _ in dirs]
+    for kind, df in tables:
+        for (out, suffix), files in zip(dirs, written):
             path = out / f"{kind}{suffix}"
             if suffix == ".csv":
                 df.to_csv(path, index=False, errors="backslashreplace")
             else:
                 df.to_parquet(path, index=False)
-            written.append(path)
-    return written
+            files.append((path, len(df)))
+    return [file for files in written for file in files]  # the CSV files first, as listed before

@@ -27,10 +27,9 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("say where to write: --csv DIR and/or --parquet DIR")
     if args.parquet is not None:
         check_parquet()
-    tables = read_tables(args.input)
-    written = write_tables(tables, csv_dir=args.csv, parquet_dir=args.parquet)
-    rows = ", ".join(f"{kind} {len(df):,}" for kind, df in tables.items())
+    written = write_tables(read_tables(args.input), csv_dir=args.csv, parquet_dir=args.parquet)
+    rows = ", ".join(dict.fromkeys(f"{path.stem} {n:,}" for path, n in written))
     print(f"wrote {len(written)} files ({rows})", file=sys.stderr)
-    for path in written:
+    for path, _ in written:
         print(path)
     return 0
