@@ -37,7 +37,7 @@ from .io.writer import write_trace
 from .lanes import partition
 from .overlaps import SpillWalk
 from .scan import SpilledColumns, Table
-from .windows import windows_by
+from .windows import picked, windows_by
 from .perfetto_time import perfetto_ns, time_ns
 from .rebase import base_time_editors, shift_us_text, start_us
 
@@ -549,8 +549,8 @@ def _follow(t: _Trace, threads: _Threads, moved: _Moved, keep: np.ndarray) -> _M
     and has not ended; for ``f`` without bp, the next slice to begin on its thread.
     """
     moved_tracks = np.unique(threads.track[moved.pair])
-    slices = _picked(t.slices, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
-    flows = _picked(t.flows, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
+    slices = picked(t.slices, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
+    flows = picked(t.flows, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
     s_track, f_track = threads.track[slices.pair], threads.track[flows.pair]
     lane_tid = np.full(len(slices), UNCHANGED, np.int64)
     lane_tid[np.isin(slices.index, moved.index)] = moved.tid  # both sorted by index
@@ -570,17 +570,6 @@ def _follow(t: _Trace, threads: _Threads, moved: _Moved, keep: np.ndarray) -> _M
     f_lane[~keep[flows.ordinal]] = UNCHANGED
     go = np.flatnonzero(f_lane != UNCHANGED)
     return _Moved(flows.index[go], flows.ordinal[go], flows.pair[go], f_lane[go])
-
-
-def _picked(spill: SpilledColumns, keep) -> Table:
-    """The rows of ``spill`` that ``keep`` (a mask per chunk) picks, with their ``index``."""
-    parts, first = [], 0
-    for chunk in spill.chunks():
-        at = np.flatnonzero(keep(chunk))
-        parts.append({**{name: column[at] for name, column in chunk.cols.items()}, "index": first + at})
-        first += len(chunk)
-    names = [*spill.fields, "index"]
-    return Table({name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, np.int64) for name in names})
 
 
 def _dropped_flows(t: _Trace, shift: int) -> np.ndarray:

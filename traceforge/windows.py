@@ -57,6 +57,11 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
             f.close()
 
 
+def picked(table: SpilledColumns, keep: Callable[[Table], np.ndarray]) -> Table:
+    """The rows of ``table`` that ``keep`` (a mask per chunk) picks, with their ``index``."""
+    return _joined([_indexed(chunk, first)[keep(chunk)] for chunk, first in _chunks(table)], table.fields)
+
+
 def _chunks(table: SpilledColumns) -> Iterator[tuple[Table, int]]:
     first = 0
     for chunk in table.chunks():
