@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analyses.launches import join_gpu_to_launch, stream_launch_rows
+from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, join_gpu_to_launch, stream_launch_rows
 from .check.perfetto import flow_id
 from .durations import parse_duration_ns
 from .errors import UsageError
@@ -250,7 +250,8 @@ def parse_steps(text: str) -> tuple[int, int]:
 def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
     """From the start of ProfilerStep#first to the end of ProfilerStep#last, extended to
     the end of the GPU work launched during those steps (it runs after the CPU side)."""
-    cols = scan(path, cpu_ops=False)  # the steps are kept whatever CPU ops are
+    # the steps are kept whatever CPU ops are; of the launch calls, only those that put work on a stream
+    cols = scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS))
     number = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(n)) else -1 for n in cols.names], np.int64)
     ops = cols.steps
     step_of = number[ops.name] if len(ops) else np.zeros(0, np.int64)
