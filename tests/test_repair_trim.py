@@ -554,3 +554,20 @@ def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_pat
     windowed = traceforge.trim(str(src), str(tmp_path / "windows.json"), window=window)
     assert whole.flow_events_cut > 0 and windowed.flow_events_cut == whole.flow_events_cut
     assert (tmp_path / "windows.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+
+def test_rebase_rewrites_the_top_level_ts_not_one_in_args(tmp_path):
+    """Every event is plain (the scanner reads every ts), so the ts texts are found from its
+    rows; a "ts" inside args, with or without a top-level one, must stay as written."""
+    events = [f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {1000 + i}, "dur": 1, "name": "k{i}"}}' for i in range(50)]
+    events[10] = '{"ph": "X", "pid": 1, "tid": 1, "ts": 1010, "dur": 1, "args": {"ts": 7}}'
+    events[20] = '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "args": {"ts": 8}}'
+    events[30] = '{"ph": "X", "pid": 1, "tid": 1, "args": {"ts": 9}, "ts": 1030.5, "dur": 1}'
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    traceforge.repair(str(src), str(tmp_path / "out.json"), rebase_time=True)
+    out = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
+    assert [e.get("ts") for e in out[:3]] == [0, 1, 2]
+    assert out[10]["ts"] == 10 and out[10]["args"] == {"ts": 7}
+    assert "ts" not in out[20] and out[20]["args"] == {"ts": 8}
+    assert out[30]["ts"] == 30.5 and out[30]["args"] == {"ts": 9}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import rows as R
 from .fields import Replacement, replace_fields, splice
 from .reader import WS, EventBatch
 
@@ -81,11 +82,19 @@ class EventEdits:
         """Where each event's top-level ts number is, in event order, by one regex pass.
 
         Usually the matches are, in order, exactly the ts values the reader parsed: each
-        belongs to the next event that has one. Otherwise (a ``ts`` key inside args, say)
+        belongs to the next event that has one. Where the scanner's rows show that, no
+        event is parsed. Otherwise (a ``ts`` key inside args, say)
         an event gets its span only if it holds exactly one match with its own ts text,
         and None (tokenise it) if not.
         """
         matches = list(_TS.finditer(batch.raw))
+        rows = batch.raw_rows
+        if rows is not None and not (rows[:, R.FLAGS] & R.F_ODD).any():  # the scanner read every ts
+            # Each event with a numeric ts holds a match of its own: as many matches as such
+            # events means there is no other (a "ts" in args), so they are theirs, in order.
+            timed = np.flatnonzero(rows[:, R.FLAGS] & R.F_TS)
+            if len(matches) == len(timed):
+                return {i: m.span(1) for i, m in zip(timed.tolist(), matches)}
         owners, texts = [], []
         for i, e in enumerate(batch.events):
             ts = e.get("ts")
