@@ -8,7 +8,7 @@ import numpy as np
 
 from .exacttime import ns_to_us_text
 from .io.codec import input_codec
-from .scan import GPU_KIND_NAMES, TraceColumns, scan, time_span
+from .scan import GPU_KIND_NAMES, TraceColumns, scan
 
 
 def trace_info(path: str) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def trace_info(path: str) -> dict[str, Any]:
 
 
 def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
-    span = time_span((cols.gpu, *cols.all_launches, *cols.all_cpu_ops, cols.ranges))
+    span = cols.time_span()
     if span is not None:
         first, last = span
         span = {"first_ts_us": ns_to_us_text(first), "last_end_us": ns_to_us_text(last), "duration_ms": (last - first) / 1e6}

@@ -142,7 +142,7 @@ class _Collector:
         self.t = _Trace()
         self.pair_ids: dict[tuple, int] = {}
         self.pair_bad: list[bool] = []
-        self.flow_names: dict[tuple[str, str], int] = {}  # a flow's (cat, name) -> its key
+        self.flow_keys = R.StringPairs(scanner)  # a flow's (cat, name) -> its key
         self.earliest = _NEVER
         self.scanner = scanner
         self.track_pair = np.zeros(0, np.int64)  # per scanner track: its pair id, -1 unhashable, -2 not yet met
@@ -189,7 +189,7 @@ class _Collector:
         kind = np.where((flow_kind[at] == FLOW_END_NEXT) & (flags[at] & R.F_BP_E != 0), FLOW_END, flow_kind[at])
         self.add_flows({"ordinal": batch.first + at, "pair": pair[at], "ts": ts[at],
                         "ts_frac": flags[at] & R.F_TS_FRAC != 0, "kind": kind, "id": rows[at, R.ID].view(np.uint64),
-                        "key": self.flow_keys(rows[at, R.CAT], rows[at, R.NAME])},
+                        "key": self.flow_keys.of_ids(rows[at, R.CAT], rows[at, R.NAME])},
                        [p[1:] for p in parsed if p and p[0] == _PH_FLOW])
 
     def pairs(self, tracks: np.ndarray, odd: np.ndarray, odd_events: dict[int, dict]) -> np.ndarray:
@@ -254,22 +254,8 @@ class _Collector:
             if fid is None:
                 return None
             kind = _PH_CODES[ph][1] if ph != "f" or get("bp") != "e" else FLOW_END
-            cat, name = get("cat"), get("name")
-            key = self.flow_key(cat if type(cat) is str else "", name if type(name) is str else "")
-            return _PH_FLOW, (ordinal, pair, ts, ts_frac, kind, fid, key), texts
+            return _PH_FLOW, (ordinal, pair, ts, ts_frac, kind, fid, self.flow_keys.of(get("cat"), get("name"))), texts
         return None
-
-    def flow_key(self, cat: str, name: str) -> int:
-        return self.flow_names.setdefault((cat, name), len(self.flow_names))
-
-    def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
-        """Keys of (cat, name) scanner string ids; "" for one missing or not a string."""
-        if not len(cats):
-            return np.zeros(0, np.int64)
-        pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)
-        text = self.scanner.strings
-        keys = [self.flow_key(*(R.decode_string(text[i]) if i >= 0 else "" for i in p)) for p in pairs.tolist()]
-        return np.array(keys, np.int64)[inverse.ravel()]
 
     def add_bad(self, ordinals: np.ndarray, pairs: np.ndarray) -> None:
         self.t.bad_ordinal.frombytes(ordinals.astype(np.int64).tobytes())

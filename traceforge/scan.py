@@ -267,6 +267,10 @@ class TraceColumns:
         """The CPU ops: those in memory, and those on disk if they were spilled."""
         return (self.cpu_ops,) if self.spilled_cpu_ops is None else (self.cpu_ops, self.spilled_cpu_ops)
 
+    def time_span(self) -> tuple[int, int] | None:
+        """(first start, last end) in ns over every scanned event (``time_span``), None for none."""
+        return time_span((self.gpu, *self.all_launches, *self.all_cpu_ops, self.ranges))
+
     @property
     def base_time_ns(self) -> int | None:
         value = self.metadata.get("baseTimeNanoseconds")

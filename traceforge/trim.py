@@ -87,8 +87,7 @@ class _Collector:
         self.rows = SpilledColumns("kind:i1 start end")  # 24 bytes an event on disk, not 17 in memory
         self.flows = SpilledColumns("ordinal id key start")  # Kineto writes two flow events per GPU op
         self.parsed_flows: list[tuple[int, int, int, int]] = []  # a batch's, until it is done
-        self.keys: dict[tuple, int] = {}  # a flow's (cat, name) -> its number
-        self.pair_keys: dict[tuple[int, int], int] = {}  # the same by the scanner's string ids
+        self.keys = R.StringPairs(scanner)  # a flow's (cat, name) -> its number
         self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
                             (_PH_OTHER,))
         self.earliest: int | None = None
@@ -128,21 +127,8 @@ class _Collector:
         at = np.flatnonzero(flow)
         if len(at):
             # an int64 id is Perfetto's uint64 id, as bits
-            self.flows.extend(first + at, rows[at, R.ID], self.flow_keys(rows[at, R.CAT], rows[at, R.NAME]), ts[at])
+            self.flows.extend(first + at, rows[at, R.ID], self.keys.of_ids(rows[at, R.CAT], rows[at, R.NAME]), ts[at])
         return parse
-
-    def flow_keys(self, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
-        pairs, inverse = np.unique(np.stack((cats, names), axis=1), axis=0, return_inverse=True)
-        numbers = [self.pair_key(cat, name) for cat, name in pairs.tolist()]
-        return np.array(numbers, np.int32)[inverse.ravel()]
-
-    def pair_key(self, cat: int, name: int) -> int:
-        key = self.pair_keys.get((cat, name))
-        if key is None:
-            strings = self.scanner.strings
-            texts = tuple(R.decode_string(strings[i]) if i >= 0 else "" for i in (cat, name))
-            key = self.pair_keys[(cat, name)] = self.keys.setdefault(texts, len(self.keys))
-        return key
 
     def event(self, e: dict, ordinal: int) -> tuple[int, int, int]:
         """One parsed event's class, start and end."""
@@ -155,9 +141,7 @@ class _Collector:
         dur = json_time_ns(e.get("dur")) if ph == "X" else None
         fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
         if fid is not None:
-            cat, name = e.get("cat"), e.get("name")
-            key = self.keys.setdefault((cat if type(cat) is str else "", name if type(name) is str else ""),
-                                       len(self.keys))
+            key = self.keys.of(e.get("cat"), e.get("name"))
             self.parsed_flows.append((ordinal, fid - 2**64 if fid >= 2**63 else fid, key, ts))
         return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
             ts + max(dur, 0) if dur is not None else ts

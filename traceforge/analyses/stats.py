@@ -32,7 +32,7 @@ from ..distinct import factorized
 from ..errors import UsageError
 from ..lazy_pandas import pd
 from ..rank_files import metadata_rank, name_rank, trace_paths
-from ..scan import KERNEL, Table, TraceColumns, merged_by_ordinal, scan, time_span
+from ..scan import KERNEL, Table, TraceColumns, merged_by_ordinal, scan
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
@@ -69,7 +69,7 @@ def rank_of(cols: TraceColumns) -> int | None:
 
 def wall_span(cols: TraceColumns) -> tuple[int, int]:
     """(first start, last end) in ns over every scanned event; (0, 0) for none."""
-    return time_span((cols.gpu, *cols.all_launches, *cols.all_cpu_ops, cols.ranges)) or (0, 0)
+    return cols.time_span() or (0, 0)
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
@@ -213,9 +213,10 @@ def _per_api(cols: TraceColumns) -> _PerApi:
     keys, calls, total, longest = [], [], [], []
     for part in cols.all_launches:
         for chunk in part.chunks():
-            group, first = factorized(_api_keys(chunk))
+            chunk_keys = _api_keys(chunk)
+            group, first = factorized(chunk_keys)
             dur = np.maximum(chunk.dur, 0).astype(np.int64)
-            keys.append(_api_keys(chunk)[first])
+            keys.append(chunk_keys[first])
             calls.append(np.bincount(group, minlength=len(first)))
             total.append(np.zeros(len(first), np.int64))
             np.add.at(total[-1], group, dur)

@@ -105,6 +105,34 @@ def decode_value(raw: bytes) -> object:
         return json.loads(raw.decode("utf-8", "surrogateescape"))
 
 
+class StringPairs:
+    """Dense numbers for pairs of strings (a flow's cat and name), in the order first numbered;
+    a value missing or not a string counts as "". From a parsed event's values (``of``) or,
+    vectorised, from a scanner's string ids (``of_ids``: each id pair decoded once)."""
+
+    def __init__(self, scanner: RowScanner):
+        self.scanner = scanner
+        self.numbers: dict[tuple[str, str], int] = {}
+        self._by_ids: dict[tuple[int, int], int] = {}
+
+    def of(self, a: object, b: object) -> int:
+        key = (a if type(a) is str else "", b if type(b) is str else "")
+        return self.numbers.setdefault(key, len(self.numbers))
+
+    def of_ids(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not len(a):
+            return np.zeros(0, np.int64)
+        pairs, inverse = np.unique(np.stack((a, b), axis=1), axis=0, return_inverse=True)
+        return np.array([self._of_id_pair(i, j) for i, j in pairs.tolist()], np.int64)[inverse.ravel()]
+
+    def _of_id_pair(self, i: int, j: int) -> int:
+        number = self._by_ids.get((i, j))
+        if number is None:
+            texts = (decode_string(self.scanner.strings[k]) if k >= 0 else "" for k in (i, j))
+            number = self._by_ids[(i, j)] = self.of(*texts)
+        return number
+
+
 class IdTable:
     """Values per scanner id (a string or a track), worked out the first time an id is met.
 
