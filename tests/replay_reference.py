@@ -4,35 +4,128 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from traceforge.check.collect import (
     BEGIN,
     END,
+    FLOW_END,
     FLOW_END_NEXT,
     FLOW_START,
     FLOW_STEP,
     MERGED_THREAD,
+    NO_V2,
     SLICE,
-    Columns,
+    Collected,
 )
 from traceforge.check.event_rules import V2_BEGIN, V2_STEP
-from traceforge.check.replay import _sorted_rows, _v1_flow_ids
 from traceforge.check.report import Findings, shorten
+from traceforge.exacttime import ns_to_us_text
 
 MAX_DEPTH = 512
 REBASE_HINT = "traceforge repair --rebase-time fixes it"
 _CHUNK = 1 << 18  # rows turned into Python ints at a time: memory stays flat on huge traces
 
 
+@dataclass
+class Columns:
+    """Every replay row in memory, in file order (the C walk reads them back a window at a
+    time). ``flow``: a dense key per distinct v1 flow (id, cat, name), -1 on other rows;
+    ``v2``: row -> (bind_id, mode)."""
+
+    ordinal: np.ndarray
+    kind: np.ndarray
+    flags: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    ts_exact: np.ndarray
+    dur_exact: np.ndarray
+    track: np.ndarray
+    name: np.ndarray
+    cat: np.ndarray
+    flow_id: np.ndarray
+    flow: np.ndarray
+    names: list[str]
+    cats: list[str]
+    v2: dict[int, tuple[int, int]]
+
+    @classmethod
+    def of(cls, collected: Collected) -> Columns:
+        chunks = [chunk.cols for chunk in collected.rows.chunks()]
+        rows = {k: np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0, np.int64)
+                for k in collected.rows.fields}
+        v2_rows = np.flatnonzero(rows["v2_mode"] != NO_V2)
+        v2 = {row: (fid % 2**64, mode) for row, fid, mode in
+              zip(v2_rows.tolist(), rows["fid"][v2_rows].tolist(), rows["v2_mode"][v2_rows].tolist())}
+        is_flow = rows["kind"] >= FLOW_START
+        flow = np.full(len(is_flow), -1, np.int64)
+        if is_flow.any():
+            triples = np.column_stack([rows["fid"], rows["cat"], rows["name"]])[is_flow]
+            flow[is_flow] = np.unique(triples, axis=0, return_inverse=True)[1].ravel()
+        return cls(**{k: v for k, v in rows.items() if k not in ("fid", "v2_mode")}, flow_id=rows["fid"],
+                   flow=flow, names=collected.names, cats=collected.cats, v2=v2)
+
+    def __len__(self) -> int:
+        return len(self.ordinal)
+
+    def name_of(self, row: int) -> str | None:
+        i = int(self.name[row])
+        return self.names[i] if i >= 0 else None
+
+    def ts_text(self, row: int) -> str:
+        return ns_to_us_text(int(self.ts_exact[row]))
+
+    def flow_text(self, row: int) -> str:
+        if row in self.v2:
+            return f"bind_id {self.v2[row][0]}"
+        cat = int(self.cat[row])
+        return f"id {int(self.flow_id[row]) % 2**64}, cat {self.cats[cat] if cat >= 0 else None!r}"
+
+
 def replay(cols: Columns, findings: Findings) -> None:
-    """Add the order-dependent findings (overlaps, depth, misplaced ends, flows)."""
+    """Add the order-dependent findings (overlaps, depth, misplaced ends, flows) and the
+    dangling flow ends."""
+    _dangling_flow_ends(cols, findings)
     exact_spills = None
     if not (np.array_equal(cols.ts, cols.ts_exact) and np.array_equal(cols.dur, cols.dur_exact)):
         exact = _Replay(cols, exact=True, findings=None)
         exact.run()
         exact_spills = exact.spilled
     _Replay(cols, exact=False, findings=findings, exact_spills=exact_spills).run()
+
+
+def _dangling_flow_ends(cols: Columns, findings: Findings) -> None:
+    """Flow ends whose key no s event has, anywhere in the trace (examples in file order)."""
+    started = np.unique(cols.flow[cols.kind == FLOW_START])
+    is_end = (cols.kind == FLOW_END) | (cols.kind == FLOW_END_NEXT)
+    rows = np.flatnonzero(is_end & ~np.isin(cols.flow, started))
+    shown = rows[:findings.max_examples].tolist()
+    for row in shown:
+        findings.add("dangling_flow_end", int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row),
+                     cols.flow_text(row))
+    findings.extra("dangling_flow_end", len(rows) - len(shown))
+
+
+def _sorted_rows(cols: Columns, ts: np.ndarray, dur: np.ndarray, *, slices_only: bool) -> np.ndarray:
+    """The rows in Perfetto's order: by ts; at equal ts, E first, then longer first, then file order."""
+    rows = np.flatnonzero(cols.kind <= END) if slices_only else np.arange(len(cols))
+    key = np.negative(dur[rows])
+    key[cols.kind[rows] == END] = np.iinfo(np.int64).min
+    return rows[np.lexsort((key, ts[rows]))]
+
+
+def _v1_flow_ids(cols: Columns, order: np.ndarray) -> tuple[np.ndarray, int]:
+    """Perfetto numbers v1 flows 0, 1, 2, ... as their keys first appear in sorted order:
+    that number per row (-1: not a v1 flow event), and how many there are."""
+    fids = np.full(len(cols), -1, np.int64)
+    rows = order[cols.flow[order] >= 0]
+    keys, first = np.unique(cols.flow[rows], return_index=True)
+    rank = np.empty(len(keys), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
+    fids[rows] = rank[np.searchsorted(keys, cols.flow[rows])]
+    return fids, len(keys)
 
 
 class _Replay:

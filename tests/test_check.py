@@ -331,22 +331,24 @@ def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch):
     assert _report_fields(check_trace(str(TRACES[name]), max_examples=10)) == _report_fields(fast)
 
 
-def _replays(cols, max_examples=10) -> tuple[tuple, tuple]:
-    """The reports of the C walk and of the Python reference on the same columns."""
+def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
+    """The reports of the C walk (over windows of ``max_rows`` rows) and of the Python
+    reference (every row in memory) on the same trace."""
     from traceforge.check.replay import replay
     from traceforge.check.report import CheckReport, Findings
 
+    from .replay_reference import Columns
     from .replay_reference import replay as reference
 
     reports = []
-    for walk in (replay, reference):
+    for walk in (lambda c, f: replay(c, f, max_rows), lambda c, f: reference(Columns.of(c), f)):
         findings = Findings(max_examples)
-        walk(cols, findings)
+        walk(_collected(path), findings)
         reports.append(_report_fields(CheckReport.from_findings("t", 0, findings, 0.0)))
     return reports[0], reports[1]
 
 
-def _columns(path) -> object:
+def _collected(path) -> object:
     from traceforge.check.report import Findings
     from traceforge.io.reader import TraceReader
 
@@ -357,9 +359,10 @@ def _columns(path) -> object:
 def test_the_c_walk_replays_as_the_python_reference_on_odd_events(seed, tmp_path):
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": [\n' + ",\n".join(_odd_and_plain_events(100 + seed, 4000)) + "\n]}")
-    c_walk, reference = _replays(_columns(path))
+    c_walk, reference = _replays(path)
     assert c_walk[0].get("slice_spill_overlapping_complete_event") and c_walk[0].get("flow_duplicate_id")
     assert c_walk == reference
+    assert _replays(path, max_rows=97)[0] == reference  # ~40 windows: the walk's state carries over
 
 
 def test_the_c_walk_replays_as_the_python_reference_on_deep_and_unbalanced_stacks(tmp_path):
@@ -369,13 +372,15 @@ def test_the_c_walk_replays_as_the_python_reference_on_deep_and_unbalanced_stack
     events += [_x("inner", 20_010, 500, tid=2), _x("late", 21_000, 5, tid=2)]
     events += [_x("k", 0, 10, tid=3, bind_id=2**63 + 5, flow_out=True), _x("l", 20, 10, tid=3, bind_id=2**63 + 5,
                flow_in=True), _x("m", 40, 10, tid=3, bind_id=0, flow_in=True, flow_out=True)]
-    cols = _columns(_write(tmp_path, events))
-    c_walk, reference = _replays(cols)
+    path = _write(tmp_path, events)
+    c_walk, reference = _replays(path)
     assert c_walk[0].get("slice_max_depth_exceeded") and c_walk[0].get("misplaced_end_event")
     assert c_walk == reference
+    assert _replays(path, max_rows=50)[0] == reference
 
 
 @pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution", "trace_diff"])
 def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name):
-    c_walk, reference = _replays(_columns(TRACES[name]))
+    c_walk, reference = _replays(TRACES[name])
     assert c_walk == reference
+    assert _replays(TRACES[name], max_rows=5000)[0] == reference

@@ -178,11 +178,19 @@ class SpilledColumns:
 
     def chunks(self, chunk: int = 1 << 18) -> Iterator[Table]:
         """The rows, ``chunk`` at a time, as int64 tables (for a look before ``select``)."""
+        for rows in self.blocks(chunk):
+            yield self.as_table(rows)
+
+    def blocks(self, chunk: int = 1 << 18) -> Iterator[np.ndarray]:
+        """The rows, ``chunk`` at a time, as they are stored: int64 matrices, a row per row."""
         self._file.seek(0)
         for lo in range(0, self.size, chunk):
             n = min(chunk, self.size - lo)
-            rows = np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
-            yield Table({f: rows[:, j] for j, f in enumerate(self.fields)})
+            yield np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
+
+    def as_table(self, rows: np.ndarray) -> Table:
+        """A block of rows as a table (views of its columns)."""
+        return Table({f: rows[:, j] for j, f in enumerate(self.fields)})
 
     def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
         """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table

@@ -24,34 +24,37 @@ MAX_ROWS = 1 << 20  # ~100 MB for a window of repair's slices, sorted
 
 def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int | None = None
                ) -> Iterator[Table]:
-    """``table``'s rows in windows by ``key``, in key order (not sorted within a window), each
-    with one more column: ``index`` (the row's place in ``table``).
-    ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row ``first``.
-    A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where one key
-    repeats that often."""
+    """``table``'s rows in windows by ``key``, in key order (not sorted within a window, where
+    rows keep their order in ``table``), each with one more column: ``index`` (the row's place
+    in ``table``). ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row
+    ``first``. A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where
+    one key repeats that often."""
     max_rows = max_rows or MAX_ROWS
+    fields = [*table.fields, "index"]
     if len(table) <= max_rows:
-        yield _joined([_indexed(chunk, first) for chunk, first in _chunks(table)], table.fields)
+        yield _table(np.concatenate([_indexed(rows, first) for rows, first in _blocks(table)] or
+                                    [np.zeros((0, len(fields)), np.int64)]), fields)
         return
     # copies, not views: a view of a chunk's column holds the whole chunk
-    sample = np.sort(np.concatenate([key(chunk, first)[::SAMPLE_EVERY].copy() for chunk, first in _chunks(table)]))
+    sample = np.sort(np.concatenate([key(table.as_table(rows), first)[::SAMPLE_EVERY].copy()
+                                     for rows, first in _blocks(table)]))
     windows = -(-len(table) // max_rows)
     bounds = np.unique(sample[[len(sample) * k // windows for k in range(1, windows)]])
-    fields = [*table.fields, "index"]
     files = [tempfile.TemporaryFile() for _ in range(len(bounds) + 1)]
     try:
-        for chunk, first in _chunks(table):
-            rows = _indexed(chunk, first)
-            window = np.searchsorted(bounds, key(chunk, first), side="right")
-            order = np.argsort(window, kind="stable")
+        for rows, first in _blocks(table):
+            window = np.searchsorted(bounds, key(table.as_table(rows), first), side="right")
+            order = np.argsort(window.astype(np.uint16 if len(files) <= 1 << 16 else np.int64), kind="stable")
             ends = np.cumsum(np.bincount(window, minlength=len(files)))
-            for f, part in zip(files, np.split(rows[order], ends[:-1])):
+            rows = _indexed(rows, first)[order]
+            for f, part in zip(files, np.split(rows, ends[:-1])):
                 f.write(part.data)
         for f in files:
             f.seek(0)
-            rows = np.fromfile(f, np.int64).reshape(-1, len(fields))
+            window_rows = np.fromfile(f, np.int64).reshape(-1, len(fields))
             f.close()
-            yield Table({name: rows[:, j] for j, name in enumerate(fields)})
+            yield _table(window_rows, fields)
+            del window_rows  # not held while the next window is read
     finally:
         for f in files:
             f.close()
@@ -59,22 +62,28 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
 
 def picked(table: SpilledColumns, keep: Callable[[Table], np.ndarray]) -> Table:
     """The rows of ``table`` that ``keep`` (a mask per chunk) picks, with their ``index``."""
-    return _joined([_indexed(chunk, first)[keep(chunk)] for chunk, first in _chunks(table)], table.fields)
+    parts = [_indexed(rows, first, keep(table.as_table(rows))) for rows, first in _blocks(table)]
+    return _table(np.concatenate(parts) if parts else np.zeros((0, len(table.fields) + 1), np.int64),
+                  [*table.fields, "index"])
 
 
-def _chunks(table: SpilledColumns) -> Iterator[tuple[Table, int]]:
+def _blocks(table: SpilledColumns) -> Iterator[tuple[np.ndarray, int]]:
     first = 0
-    for chunk in table.chunks():
-        yield chunk, first
-        first += len(chunk)
+    for rows in table.blocks():
+        yield rows, first
+        first += len(rows)
 
 
-def _indexed(chunk: Table, first: int) -> np.ndarray:
-    """The chunk's rows as an int64 matrix, with each one's index as a last column."""
-    columns = [*chunk.cols.values(), np.arange(first, first + len(chunk))]
-    return np.column_stack([np.asarray(c, np.int64) for c in columns])
+def _indexed(rows: np.ndarray, first: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """The block's rows (those ``keep`` picks), each with its index as a last column."""
+    index = np.arange(first, first + len(rows))
+    if keep is not None:
+        rows, index = rows[keep], index[keep]
+    out = np.empty((len(rows), rows.shape[1] + 1), np.int64)
+    out[:, :-1] = rows
+    out[:, -1] = index
+    return out
 
 
-def _joined(parts: list[np.ndarray], fields: list[str]) -> Table:
-    rows = np.concatenate(parts) if parts else np.zeros((0, len(fields) + 1), np.int64)
-    return Table({name: rows[:, j] for j, name in enumerate([*fields, "index"])})
+def _table(rows: np.ndarray, fields: list[str]) -> Table:
+    return Table({name: rows[:, j] for j, name in enumerate(fields)})

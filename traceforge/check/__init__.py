@@ -31,11 +31,11 @@ def check_trace(path: str, *, max_examples: int = DEFAULT_MAX_EXAMPLES) -> Check
     reader = TraceReader(path)
     findings = Findings(max_examples)
     try:
-        cols = collect(reader, findings)
+        collected = collect(reader, findings)
     except TraceFormatError as e:
         findings.add("json_syntax_error", e.event, None, None, e.what)
     else:
-        replay(cols, findings)
+        replay(collected, findings)
     return CheckReport.from_findings(reader.name, reader.event_count, findings, time.perf_counter() - started)
 
 

@@ -1,23 +1,23 @@
-"""The one streaming pass: per-event rules at once, compact columns for the replay.
+"""The one streaming pass: per-event rules at once, the replay's rows to disk.
 
 Rules that depend on a single event (missing fields, negative ts/dur, counters, flow ids,
 Kineto quirks) are decided while reading. Rules that depend on order (overlaps, depth,
 flow binding) need every slice and flow event sorted the way Perfetto sorts them, so
-those events go into numpy columns (``Columns``, 66 bytes per event) and ``replay``
-decides them afterwards. Plain events (most of a Kineto trace, and of what traceforge
-writes) are taken from the C scanner's rows without a JSON parser; the rest are parsed.
+those events are written to a temporary file (``Collected.rows``, 96 bytes per event)
+and ``replay`` reads them back a window of times at a time. Plain events (most of a
+Kineto trace, and of what traceforge writes) are taken from the C scanner's rows without
+a JSON parser; the rest are parsed.
 """
 
 from __future__ import annotations
 
-from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..exacttime import ns_to_us_text
 from ..io import rows as R
 from ..io.reader import EventBatch, TraceReader
+from ..scan import SpilledColumns
 from .event_rules import (
     CONTROL_ESCAPE,
     GPU_CATS,
@@ -35,52 +35,25 @@ from .report import Findings
 # Kinds of replayed events.
 SLICE, BEGIN, END, FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT = range(7)
 MERGED_THREAD = 1  # flag: pid/tid out of range, so Perfetto merged this event's thread
+NO_V2 = -1  # v2_mode of a row without a bind_id
 
-_COLUMNS = {"ordinal": "q", "kind": "b", "flags": "b", "ts": "q", "dur": "q", "ts_exact": "q",
-            "dur_exact": "q", "track": "i", "name": "i", "cat": "i", "flow_id": "q"}
+# The replay's row, in file order: times in ns (Perfetto's and exact; ``dur`` 0 for events
+# without one, which Perfetto sorts like zero-length slices); ``name``/``cat`` index
+# ``Collected.names``/``cats`` (-1: none); ``fid`` the flow id of a flow event, or the
+# bind_id of a slice whose ``v2_mode`` (``event_rules.V2_*``) is not ``NO_V2``, as int64 bits.
+FIELDS = "ordinal kind flags ts dur ts_exact dur_exact track name cat fid v2_mode"
 
 
 @dataclass
-class Columns:
-    """Slice and flow events in file order; times in ns (Perfetto's and exact).
+class Collected:
+    """What the replay needs: the rows on disk, the strings their ids index, how many thread
+    tracks there are, and whether any time differs from Perfetto's reading of it."""
 
-    ``dur`` is 0 for events without one (Perfetto sorts those like zero-length slices);
-    ``name``/``cat`` index ``names``/``cats`` (-1: none). Flow events have their id in
-    ``flow_id`` (uint64 bits) and a dense ``flow`` key per distinct v1 (id, cat, name),
-    -1 for slices; ``v2`` maps a slice row to its (bind_id, mode).
-    """
-
-    ordinal: np.ndarray
-    kind: np.ndarray
-    flags: np.ndarray
-    ts: np.ndarray
-    dur: np.ndarray
-    ts_exact: np.ndarray
-    dur_exact: np.ndarray
-    track: np.ndarray
-    name: np.ndarray
-    cat: np.ndarray
-    flow_id: np.ndarray
-    flow: np.ndarray
+    rows: SpilledColumns
     names: list[str]
     cats: list[str]
-    v2: dict[int, tuple[int, int]] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ordinal)
-
-    def name_of(self, row: int) -> str | None:
-        i = int(self.name[row])
-        return self.names[i] if i >= 0 else None
-
-    def ts_text(self, row: int) -> str:
-        return ns_to_us_text(int(self.ts_exact[row]))
-
-    def flow_text(self, row: int) -> str:
-        if row in self.v2:
-            return f"bind_id {self.v2[row][0]}"
-        cat = int(self.cat[row])
-        return f"id {int(self.flow_id[row]) % 2**64}, cat {self.cats[cat] if cat >= 0 else None!r}"
+    n_tracks: int
+    inexact: bool
 
 
 class _Interner(dict):
@@ -112,12 +85,12 @@ class _Threads:
         return self.tracks[thread_of(pid, tid)], MERGED_THREAD if merged else 0
 
 
-def collect(reader: TraceReader, findings: Findings) -> Columns:
-    """Read every event once; record per-event findings; return the replay columns."""
+def collect(reader: TraceReader, findings: Findings) -> Collected:
+    """Read every event once; record per-event findings; return the replay's rows."""
     collector = _Collector(reader.scanner, findings)
     for batch in reader.batches():
         collector.batch(batch)
-    return collector.columns()
+    return collector.finish()
 
 
 class _Collector:
@@ -133,11 +106,11 @@ class _Collector:
 
     def __init__(self, scanner: R.RowScanner, findings: Findings):
         self.findings = findings
-        self.cols = {k: array(t) for k, t in _COLUMNS.items()}
+        self.rows = SpilledColumns(FIELDS)
+        self.inexact = False
         self.names, self.cats = _Interner(), _Interner()
         self.threads = _Threads()
         self.counters = Counters()
-        self.v2: dict[int, tuple[int, int]] = {}
         self.scanner = scanner
         self.counter_groups: dict[tuple[int, int], tuple] = {}
         self.ph = R.IdTable(scanner.strings, lambda raw: (_ph_code(R.decode_string(raw)),), (_SKIP,))
@@ -167,15 +140,14 @@ class _Collector:
         else:
             fast, fields, counters = self.plain(rows)
         parsed: list[tuple] = []
-        v2: dict[int, tuple[int, int]] = {}
         slow = np.flatnonzero(~fast).tolist()
         # one parse of the batch costs about what parsing a quarter of its events one by one does
         event = batch.events.__getitem__ if len(slow) * 4 > batch.count else batch.event
         for i in slow:
-            row = self.event(event(i), batch.first + i, v2)
+            row = self.event(event(i), batch.first + i)
             if row is not None:
                 parsed.append(row)
-        self.append(batch.first, fields, parsed, v2)
+        self.append(batch.first, fields, parsed)
         if len(counters):
             self.plain_counters(rows[counters], batch.first + counters)
 
@@ -216,7 +188,7 @@ class _Collector:
                   "ts": ts[kept], "ts_exact": rows[kept, R.TS], "dur": np.where(instant, 0, dur[kept]),
                   "dur_exact": np.where(instant, 0, dur_exact[kept]),
                   "track": track[kept], "name": name[kept], "cat": cat[kept],
-                  "flow_id": np.where(is_flow[kept], rows[kept, R.ID], 0)}
+                  "fid": np.where(is_flow[kept], rows[kept, R.ID], 0), "v2_mode": np.full(len(kept), NO_V2)}
         return fast, fields, counters
 
     def plain_counters(self, rows: np.ndarray, ordinals: np.ndarray) -> None:
@@ -230,27 +202,22 @@ class _Collector:
                 group = self.counter_groups[(track, name)] = (coerce_id(pid) or 0, text)
             self.counters.plain(group, count, int(ordinals[at]))
 
-    def append(self, first: int, fields: dict[str, np.ndarray] | None, parsed: list[tuple],
-               v2: dict[int, tuple[int, int]]) -> None:
-        """Add a batch's replay rows to the columns in file order (ordinals relative to ``first``)."""
+    def append(self, first: int, fields: dict[str, np.ndarray] | None, parsed: list[tuple]) -> None:
+        """Write a batch's replay rows in file order (ordinals relative to ``first``)."""
         if parsed:
-            slow = dict(zip(_COLUMNS, map(np.array, zip(*parsed))))
+            slow = dict(zip(self.rows.fields, map(np.array, zip(*parsed))))
             slow["ordinal"] -= first
-            fields = slow if fields is None else {k: np.concatenate((fields[k], slow[k])) for k in _COLUMNS}
+            fields = slow if fields is None else {k: np.concatenate((fields[k], slow[k])) for k in self.rows.fields}
         if fields is None:
             return
         order = np.argsort(fields["ordinal"], kind="stable")
-        ordinals = fields["ordinal"][order]
-        base = len(self.cols["ordinal"])
-        for k, column in self.cols.items():
-            values = ordinals + first if k == "ordinal" else fields[k][order]
-            column.frombytes(values.astype(column.typecode, copy=False).tobytes())
-        if v2:
-            for ordinal, entry in v2.items():
-                self.v2[base + int(np.searchsorted(ordinals, ordinal - first))] = entry
+        fields["ordinal"] = fields["ordinal"] + first
+        self.rows.extend(*(fields[k][order] for k in self.rows.fields))
+        self.inexact = self.inexact or not (np.array_equal(fields["ts"], fields["ts_exact"])
+                                            and np.array_equal(fields["dur"], fields["dur_exact"]))
 
-    def event(self, e: dict, ordinal: int, v2: dict[int, tuple[int, int]]) -> tuple | None:
-        """Check one parsed event; its replay row (in ``_COLUMNS`` order) or None."""
+    def event(self, e: dict, ordinal: int) -> tuple | None:
+        """Check one parsed event; its replay row (in ``FIELDS`` order) or None."""
         findings = self.findings
         add = findings.add
         ph = e.get("ph")
@@ -315,29 +282,22 @@ class _Collector:
         else:
             return None
 
+        v2_mode = NO_V2
         if ph in "XB" and "bind_id" in e:
-            v2_flow(e, ordinal, v2, findings)
+            v2 = v2_flow(e, ordinal, findings)
+            if v2 is not None:
+                fid, v2_mode = v2
         if dur is None:
             dur = (0, 0)
         cat = e.get("cat")
         return (ordinal, kind, flags, ts[0], dur[0], ts[1], dur[1], track,
                 self.names[name] if type(name) is str and name else -1,
                 self.cats[cat] if type(cat) is str and cat else -1,
-                fid - 2**64 if fid >= 2**63 else fid)
+                fid - 2**64 if fid >= 2**63 else fid, v2_mode)
 
-    def columns(self) -> Columns:
+    def finish(self) -> Collected:
         self.counters.finish(self.findings)
-        # Views of the arrays' buffers, not copies: a copy held every column twice at the peak.
-        arrays = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)) if len(v) else np.zeros(0, v.typecode)
-                  for k, v in self.cols.items()}
-        self.cols = {}
-        for exact, perfetto in (("ts_exact", "ts"), ("dur_exact", "dur")):
-            if np.array_equal(arrays[exact], arrays[perfetto]):  # whole µs (or no rounding): one array, not two
-                arrays[exact] = arrays[perfetto]
-        flow = _flow_keys(arrays["flow_id"], arrays["cat"], arrays["name"], arrays["kind"] >= FLOW_START)
-        columns = Columns(**arrays, flow=flow, names=list(self.names), cats=list(self.cats), v2=self.v2)
-        _dangling_flow_ends(columns, self.findings)
-        return columns
+        return Collected(self.rows, list(self.names), list(self.cats), len(self.threads.tracks), self.inexact)
 
 
 # ph codes beyond the replay kinds (see ``_ph_code``)
@@ -355,35 +315,3 @@ def _ph_code(ph: str) -> int:
     if not ph:
         return _SKIP
     return _PH_CODES.get(ph[0], _PARSE if ph[0] in "ben" else _OTHER)
-
-
-def _flow_keys(flow_id: np.ndarray, cat: np.ndarray, name: np.ndarray, is_flow: np.ndarray) -> np.ndarray:
-    """A dense id per distinct v1 flow key (id, cat, name), Perfetto's identity of a flow.
-
-    Sorted with a lexsort and numbered where the key changes: ``np.unique`` of the triples
-    as records held ~125 bytes a flow event at once (the peak of a check)."""
-    keys = np.full(len(flow_id), -1, np.int32)
-    rows = np.flatnonzero(is_flow)
-    if len(rows):
-        ids, cats, names = flow_id[rows], cat[rows], name[rows]
-        order = np.lexsort((names, cats, ids))
-        ids, cats, names = ids[order], cats[order], names[order]
-        new = np.empty(len(rows), bool)
-        new[0] = True
-        new[1:] = (ids[1:] != ids[:-1]) | (cats[1:] != cats[:-1]) | (names[1:] != names[:-1])
-        del ids, cats, names
-        keys[rows[order]] = np.cumsum(new, dtype=np.int32) - 1
-    return keys
-
-
-def _dangling_flow_ends(cols: Columns, findings: Findings) -> None:
-    """Kineto writes ``f`` events whose ``s`` it never wrote (a warning; Perfetto's own
-    accounting of them, which depends on order, comes from the replay)."""
-    started = np.unique(cols.flow[cols.kind == FLOW_START])
-    is_end = (cols.kind == FLOW_END) | (cols.kind == FLOW_END_NEXT)
-    rows = np.flatnonzero(is_end & ~np.isin(cols.flow, started))
-    shown = rows[:findings.max_examples].tolist()
-    for row in shown:
-        findings.add("dangling_flow_end", int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row),
-                     cols.flow_text(row))
-    findings.extra("dangling_flow_end", len(rows) - len(shown))

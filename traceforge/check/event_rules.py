@@ -60,17 +60,17 @@ def _is_id(value: object) -> bool:
     return type(value) in (int, float) or (type(value) is str and value != "")
 
 
-def v2_flow(e: dict, ordinal: int, v2: dict, findings: Findings) -> None:
-    """A v2 flow (``bind_id`` on a slice): ``v2[ordinal]`` = (id, mode)."""
+def v2_flow(e: dict, ordinal: int, findings: Findings) -> tuple[int, int] | None:
+    """A v2 flow (``bind_id`` on a slice): (id, mode), or None where Perfetto ignores it."""
     fid = flow_id(e["bind_id"])
     if fid is None:
         findings.add("flow_invalid_id", ordinal, e.get("name"), str(e.get("ts")), f"bind_id {e['bind_id']!r}")
-        return
+        return None
     flow_in, flow_out = bool(e.get("flow_in")), bool(e.get("flow_out"))
     if not (flow_in or flow_out):
         findings.add("flow_without_direction", ordinal, e.get("name"), str(e.get("ts")))
-        return
-    v2[ordinal] = (fid, V2_STEP if flow_in and flow_out else V2_BEGIN if flow_out else V2_END)
+        return None
+    return fid, V2_STEP if flow_in and flow_out else V2_BEGIN if flow_out else V2_END
 
 
 class Counters:

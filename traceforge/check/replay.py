@@ -13,15 +13,24 @@ longest first, then file order) and keeps a stack of open slices per thread trac
 This follows trace_processor's slice_tracker.cc and flow_tracker.cc, including the places
 where they pop the top of the stack rather than the slice they looked at. The walk itself
 is in C (``traceforge/_replay.c``): it is sequential, one step per event, and in Python it
-was half of the time of a check.
+was half of the time of a check. The rows come back from disk a window of Perfetto start
+times at a time (``windows.windows_by``), and the walk's state carries from one window to
+the next, so memory holds one window, not the trace.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .. import _replay
-from .collect import END, MERGED_THREAD, Columns
+from ..exacttime import ns_to_us_text
+from ..scan import Table
+from ..windows import picked, windows_by
+from .collect import END, MERGED_THREAD, NO_V2, Collected
+from .flow_keys import FlowKeys
 from .report import Findings, shorten
 
 REBASE_HINT = "traceforge repair --rebase-time fixes it"
@@ -36,107 +45,162 @@ _RULES = {
     _replay.STEP_WITHOUT_START: "flow_step_without_start",
     _replay.END_FROM_SLICE_0: "flow_end_from_slice_0",
 }
+_SPILL = _RULES[_replay.SPILL]
+DANGLING = "dangling_flow_end"
+_CAUSES = ("merged thread ids", "float rounding", "overlap")
 
 
-def replay(cols: Columns, findings: Findings) -> None:
-    """Add the order-dependent findings (overlaps, depth, misplaced ends, flows)."""
-    exact_spills = None
-    if not (np.array_equal(cols.ts, cols.ts_exact) and np.array_equal(cols.dur, cols.dur_exact)):
-        found = _walk(cols, exact=True)
-        exact_spills = np.unique(found[found[:, 0] == _replay.SPILL, 1])
-    found = _walk(cols, exact=False)
-    for code in dict.fromkeys(found[:, 0].tolist()):  # rules in the order first found
-        _report(cols, found[found[:, 0] == code, 1:], _RULES[code], findings, exact_spills)
+def replay(collected: Collected, findings: Findings, max_rows: int | None = None) -> None:
+    """Add the order-dependent findings (overlaps, depth, misplaced ends, flows) and Kineto's
+    dangling flow ends. ``max_rows``: rows per window (``windows.MAX_ROWS`` by default)."""
+    keys = FlowKeys.of(collected.rows)
+    walker = _replay.walker(collected.n_tracks, keys.count, False)
+    # the slices alone at their exact times, to tell which spills only Perfetto's rounding makes
+    exact = _replay.walker(collected.n_tracks, 0, True) if collected.inexact else None
+    tally = _Tally(findings.max_examples)
+    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows):
+        key = keys.index(rows)
+        exact_spills = None
+        if exact is not None:
+            found = _walk(exact, rows, key, exact=True)
+            exact_spills = found[found[:, 0] == _replay.SPILL, 1]
+        tally.walked(_walk(walker, rows, key, exact=False), exact_spills)
+        tally.dangling(rows.ordinal[keys.dangling(rows, key)])
+        del rows, key  # not held while the next window is read
+    tally.report(collected, findings)
 
 
-def _walk(cols: Columns, *, exact: bool) -> np.ndarray:
-    """(rule, row, other row) of what the walk finds, in order. ``exact``: the slices alone,
-    at their exact times (to tell which spills only Perfetto's rounding makes)."""
-    ts = cols.ts_exact if exact else cols.ts
-    dur = cols.dur_exact if exact else cols.dur
-    order = _sorted_rows(cols, ts, dur, slices_only=exact)
-    fids, n_flows = _v1_flow_ids(cols, order)
-    v2_rows = np.array(sorted(cols.v2), np.int64)
-    v2 = [cols.v2[row] for row in v2_rows.tolist()]
-    v2_fids = np.array([fid for fid, _ in v2], np.uint64).view(np.int64)
-    v2_modes = np.array([mode for _, mode in v2], np.int8)
-    n_tracks = int(cols.track.max()) + 1 if len(cols) else 0
-    found = _replay.replay(order, cols.kind, ts, dur, cols.track, fids, cols.name, cols.cat, v2_rows, v2_fids,
-                           v2_modes, n_tracks, n_flows, exact)
-    return np.frombuffer(found, np.int64).reshape(-1, 3)
+def _walk(walker: object, rows: Table, key: np.ndarray, *, exact: bool) -> np.ndarray:
+    """The records (rule, ordinal, other ordinal, other's name, flags) of one window's walk.
+    ``exact``: slices only, at their exact times. Windows by Perfetto's start times serve
+    the exact walk too: Perfetto's reading of a time never decreases as the time grows."""
+    ts, dur = (rows.ts_exact, rows.dur_exact) if exact else (rows.ts, rows.dur)
+    found = _replay.walk(walker, _sorted_rows(rows.kind, ts, dur, slices_only=exact), rows.kind, ts, dur,
+                         rows.track, key, rows.fid, rows.v2_mode, rows.name, rows.cat, rows.flags, rows.ordinal)
+    return np.frombuffer(found, np.int64).reshape(-1, _replay.RECORD)
 
 
-def _sorted_rows(cols: Columns, ts: np.ndarray, dur: np.ndarray, *, slices_only: bool) -> np.ndarray:
-    """The rows in Perfetto's order (slices only, or every row). All rows are sorted in place
-    of a gathered copy: at the peak, the sort's temporaries are it."""
-    if slices_only:
-        rows = np.flatnonzero(cols.kind <= END)
-        ts, dur, kind = ts[rows], dur[rows], cols.kind[rows]
-    else:
-        rows, kind = None, cols.kind
+def _sorted_rows(kind: np.ndarray, ts: np.ndarray, dur: np.ndarray, *, slices_only: bool) -> np.ndarray:
+    """The window's rows (slices only, or all) in Perfetto's order: by ts; at equal ts, E
+    first, then longer first, then file order (a window's rows are in file order)."""
+    rows = np.flatnonzero(kind <= END) if slices_only else None
+    if rows is not None:
+        ts, dur, kind = ts[rows], dur[rows], kind[rows]
     key = np.negative(dur)
     key[kind == END] = np.iinfo(np.int64).min
     order = np.lexsort((key, ts))  # stable: file order breaks ties
     return (order if rows is None else rows[order]).astype(np.int64, copy=False)
 
 
-def _v1_flow_ids(cols: Columns, order: np.ndarray) -> tuple[np.ndarray, int]:
-    """Perfetto numbers v1 flows 0, 1, 2, ... as their keys first appear in sorted order:
-    that number per row (-1: not a v1 flow event), and how many there are."""
-    fids = np.full(len(cols), -1, np.int32)
-    rows = order[cols.flow[order] >= 0]
-    keys, first = np.unique(cols.flow[rows], return_index=True)
-    rank = np.empty(len(keys), np.int32)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(keys), dtype=np.int32)
-    fids[rows] = rank[np.searchsorted(keys, cols.flow[rows])]
-    return fids, len(keys)
+@dataclass
+class _Rule:
+    """One rule's findings so far: the first records (with their spill causes) and counts."""
+
+    count: int = 0
+    examples: list[tuple[list[int], int | None]] = field(default_factory=list)
+    causes: Counter = field(default_factory=Counter)  # in the order first met
 
 
-def _report(cols: Columns, found: np.ndarray, rule: str, findings: Findings, exact_spills: np.ndarray | None) -> None:
-    """One rule's findings: the first ones as examples, the rest counted (by cause)."""
-    rows, others = found[:, 0], found[:, 1]
-    causes = _spill_causes(cols, rows, others, exact_spills) if rule == _RULES[_replay.SPILL] else None
-    shown = min(len(rows), findings.max_examples)
-    for i in range(shown):
-        row, other = int(rows[i]), int(others[i])
-        cause = None if causes is None else _CAUSES[causes[i]]
-        findings.add(rule, int(cols.ordinal[row]), cols.name_of(row), cols.ts_text(row),
-                     _note(cols, rule, row, other, cause), cause)
-    if causes is None:
-        findings.extra(rule, len(rows) - shown)
-        return
-    rest, first = np.unique(causes[shown:], return_index=True)
-    counts = np.bincount(causes[shown:], minlength=len(_CAUSES))
-    for cause in rest[np.argsort(first)].tolist():  # as first met, like the examples' causes
-        findings.extra(rule, int(counts[cause]), _CAUSES[cause])
+class _Tally:
+    """Findings gathered window by window: per rule, a count, causes and the first examples.
+    The examples' names and times are read back from disk once, at the end (``report``)."""
+
+    def __init__(self, max_examples: int):
+        self.max_examples = max_examples
+        self.rules: dict[str, _Rule] = {}
+        self.dangling_count = 0
+        self.dangling_first = np.zeros(0, np.int64)  # the first ends in file order
+
+    def walked(self, found: np.ndarray, exact_spills: np.ndarray | None) -> None:
+        for code in dict.fromkeys(found[:, 0].tolist()):  # rules in the order first found
+            records = found[found[:, 0] == code]
+            rule = self.rules.setdefault(_RULES[code], _Rule())
+            causes = _spill_causes(records, exact_spills) if code == _replay.SPILL else None
+            room = max(0, self.max_examples - len(rule.examples))
+            for i, record in enumerate(records[:room].tolist()):
+                rule.examples.append((record, None if causes is None else int(causes[i])))
+            rule.count += len(records)
+            if causes is not None:
+                codes, first, counts = np.unique(causes, return_index=True, return_counts=True)
+                for j in np.argsort(first).tolist():
+                    rule.causes[int(codes[j])] += int(counts[j])
+
+    def dangling(self, ordinals: np.ndarray) -> None:
+        self.dangling_count += len(ordinals)
+        self.dangling_first = np.sort(np.concatenate((self.dangling_first, ordinals)))[:self.max_examples]
+
+    def report(self, collected: Collected, findings: Findings) -> None:
+        wanted = {r[1] for rule in self.rules.values() for r, _ in rule.examples}
+        wanted.update(self.dangling_first.tolist())
+        rows = _Rows(collected, wanted)
+        for name, rule in self.rules.items():
+            for record, cause in rule.examples:
+                _, ordinal, other, other_name, _ = record
+                findings.add(name, ordinal, rows.name(ordinal), rows.ts_text(ordinal),
+                             _note(rows, name, ordinal, other, collected.names[other_name] if other_name >= 0 else None,
+                                   None if cause is None else _CAUSES[cause]),
+                             None if cause is None else _CAUSES[cause])
+            if not rule.causes:
+                findings.extra(name, rule.count - len(rule.examples))
+                continue
+            shown = Counter(cause for _, cause in rule.examples)
+            for cause, count in rule.causes.items():
+                findings.extra(name, count - shown[cause], _CAUSES[cause])
+        for ordinal in self.dangling_first.tolist():
+            findings.add(DANGLING, ordinal, rows.name(ordinal), rows.ts_text(ordinal), rows.flow_text(ordinal))
+        findings.extra(DANGLING, self.dangling_count - len(self.dangling_first))
 
 
-_CAUSES = ("merged thread ids", "float rounding", "overlap")
-
-
-def _spill_causes(cols: Columns, rows: np.ndarray, over: np.ndarray, exact_spills: np.ndarray | None) -> np.ndarray:
-    """Index into ``_CAUSES`` per spilled row: an out-of-range tid merged two threads; only
+def _spill_causes(records: np.ndarray, exact_spills: np.ndarray | None) -> np.ndarray:
+    """Index into ``_CAUSES`` per spill: an out-of-range tid merged two threads; only
     Perfetto's float rounding of fractional µs makes them overlap; or a real overlap."""
-    merged = ((cols.flags[rows] | cols.flags[over]) & MERGED_THREAD) != 0
-    rounding = np.zeros(len(rows), bool) if exact_spills is None else ~np.isin(rows, exact_spills)
+    merged = (records[:, 4] & MERGED_THREAD) != 0
+    rounding = np.zeros(len(records), bool) if exact_spills is None else ~np.isin(records[:, 1], exact_spills)
     return np.where(merged, 0, np.where(rounding, 1, 2))
 
 
-def _note(cols: Columns, rule: str, row: int, other: int, cause: str | None) -> str:
-    if rule == "slice_spill_overlapping_complete_event":
-        note = f"overlaps {_describe(cols, other)}"
+class _Rows:
+    """The few rows that examples show, read back from disk by ordinal."""
+
+    def __init__(self, collected: Collected, ordinals: set[int]):
+        wanted = np.array(sorted(ordinals), np.int64)
+        table = picked(collected.rows, lambda chunk: np.isin(chunk.ordinal, wanted))
+        self._rows = {int(o): i for i, o in enumerate(table.ordinal.tolist())}
+        self._table = table
+        self._names, self._cats = collected.names, collected.cats
+
+    def _get(self, ordinal: int, column: str) -> int:
+        return int(self._table.cols[column][self._rows[ordinal]])
+
+    def name(self, ordinal: int) -> str | None:
+        i = self._get(ordinal, "name")
+        return self._names[i] if i >= 0 else None
+
+    def ts_text(self, ordinal: int) -> str:
+        return ns_to_us_text(self._get(ordinal, "ts_exact"))
+
+    def flow_text(self, ordinal: int) -> str:
+        fid = self._get(ordinal, "fid") % 2**64
+        if self._get(ordinal, "v2_mode") != NO_V2:
+            return f"bind_id {fid}"
+        cat = self._get(ordinal, "cat")
+        return f"id {fid}, cat {self._cats[cat] if cat >= 0 else None!r}"
+
+
+def _note(rows: _Rows, rule: str, ordinal: int, other: int, other_name: str | None, cause: str | None) -> str:
+    if rule == _SPILL:
+        note = f"overlaps {_describe(other, other_name)}"
         if cause == "merged thread ids":
             return note + "; an out-of-range tid put them on one thread"
         if cause == "float rounding":
             return note + f"; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
         return note
     if rule == "slice_max_depth_exceeded":
-        return f"inside {_describe(cols, other)}"
+        return f"inside {_describe(other, other_name)}"
     if rule == "misplaced_end_event":
-        return f"B slice(s) still open inside {_describe(cols, other)}, which ended before"
-    return cols.flow_text(row)
+        return f"B slice(s) still open inside {_describe(other, other_name)}, which ended before"
+    return rows.flow_text(ordinal)
 
 
-def _describe(cols: Columns, row: int) -> str:
-    name = cols.name_of(row)
-    return f"{shorten(name) if name else None!r} (#{int(cols.ordinal[row])})"
+def _describe(ordinal: int, name: str | None) -> str:
+    return f"{shorten(name) if name else None!r} (#{ordinal})"
