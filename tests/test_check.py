@@ -380,7 +380,10 @@ def test_the_c_walk_replays_as_the_python_reference_on_deep_and_unbalanced_stack
 
 
 @pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution", "trace_diff"])
-def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name):
+def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeypatch):
+    import traceforge.windows
+
     c_walk, reference = _replays(TRACES[name])
     assert c_walk == reference
+    monkeypatch.setattr(traceforge.windows, "BLOCK", 2000)  # windows gathered by reading blocks again
     assert _replays(TRACES[name], max_rows=5000)[0] == reference

@@ -50,7 +50,7 @@ typedef struct {
     int slices_only;
     Stack *stacks;
     Ints *pending;       /* per track: (flow id, ordinal) of f events without bp, waiting for a slice */
-    int64_t *dense_of;   /* per v1 flow key: Perfetto's flow id for it, -1 until first met */
+    int32_t *dense_of;   /* per v1 flow key: Perfetto's flow id for it, -1 until first met */
     uint64_t n_dense, next_dense;
     uint8_t *dense;      /* flow ids 0 .. n_dense - 1 that have a source slice */
     uint64_t *sparse;    /* other ids with one (v2 bind_ids), open addressing; 0 marks empty */
@@ -123,7 +123,7 @@ static void start_flow(Walker *r, uint64_t fid) {
 
 /* Perfetto numbers v1 flows 0, 1, 2, ... as it first meets their keys (id, cat, name). */
 static uint64_t v1_flow_id(Walker *r, int64_t key) {
-    if (r->dense_of[key] < 0) r->dense_of[key] = (int64_t)r->next_dense++;
+    if (r->dense_of[key] < 0) r->dense_of[key] = (int32_t)r->next_dense++;
     return (uint64_t)r->dense_of[key];
 }
 
@@ -278,8 +278,8 @@ static PyObject *walker(PyObject *self, PyObject *args) {
     Py_ssize_t n_tracks, n_keys;
     int slices_only;
     if (!PyArg_ParseTuple(args, "nnp", &n_tracks, &n_keys, &slices_only)) return NULL;
-    if (n_tracks < 0 || n_keys < 0) {
-        PyErr_SetString(PyExc_ValueError, "walker: negative counts");
+    if (n_tracks < 0 || n_keys < 0 || n_keys > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "walker: counts out of range");
         return NULL;
     }
     Walker *r = PyMem_RawCalloc(1, sizeof(Walker));
@@ -290,9 +290,9 @@ static PyObject *walker(PyObject *self, PyObject *args) {
     r->stacks = PyMem_RawCalloc(n_tracks ? n_tracks : 1, sizeof(Stack));
     r->pending = PyMem_RawCalloc(n_tracks ? n_tracks : 1, sizeof(Ints));
     r->dense = PyMem_RawCalloc(n_keys ? n_keys : 1, 1);
-    r->dense_of = PyMem_RawMalloc((n_keys ? n_keys : 1) * sizeof(int64_t));
+    r->dense_of = PyMem_RawMalloc((n_keys ? n_keys : 1) * sizeof(int32_t));
     if (!r->stacks || !r->pending || !r->dense || !r->dense_of) { release(r); return PyErr_NoMemory(); }
-    memset(r->dense_of, 0xff, (n_keys ? n_keys : 1) * sizeof(int64_t));  /* -1: not met yet */
+    memset(r->dense_of, 0xff, (n_keys ? n_keys : 1) * sizeof(int32_t));  /* -1: not met yet */
     PyObject *capsule = PyCapsule_New(r, CAPSULE, walker_free);
     if (!capsule) release(r);
     return capsule;

@@ -183,10 +183,13 @@ class SpilledColumns:
 
     def blocks(self, chunk: int = 1 << 18) -> Iterator[np.ndarray]:
         """The rows, ``chunk`` at a time, as they are stored: int64 matrices, a row per row."""
-        self._file.seek(0)
         for lo in range(0, self.size, chunk):
-            n = min(chunk, self.size - lo)
-            yield np.fromfile(self._file, np.int64, n * len(self.fields)).reshape(n, len(self.fields))
+            yield self.rows(lo, min(chunk, self.size - lo))
+
+    def rows(self, first: int, count: int) -> np.ndarray:
+        """Rows ``first`` .. ``first + count - 1`` as an int64 matrix."""
+        self._file.seek(first * len(self.fields) * 8)
+        return np.fromfile(self._file, np.int64, count * len(self.fields)).reshape(count, len(self.fields))
 
     def as_table(self, rows: np.ndarray) -> Table:
         """A block of rows as a table (views of its columns)."""

@@ -47,18 +47,21 @@ _RULES = {
 }
 _SPILL = _RULES[_replay.SPILL]
 DANGLING = "dangling_flow_end"
+# rows per window: ~27 MB read back, sorted and walked (a window of a million rows held twice
+# that while gathered, for no gain in speed)
+WINDOW_ROWS = 1 << 18
 _CAUSES = ("merged thread ids", "float rounding", "overlap")
 
 
 def replay(collected: Collected, findings: Findings, max_rows: int | None = None) -> None:
     """Add the order-dependent findings (overlaps, depth, misplaced ends, flows) and Kineto's
-    dangling flow ends. ``max_rows``: rows per window (``windows.MAX_ROWS`` by default)."""
+    dangling flow ends. ``max_rows``: rows per window (``WINDOW_ROWS`` by default)."""
     keys = FlowKeys.of(collected.rows)
     walker = _replay.walker(collected.n_tracks, keys.count, False)
     # the slices alone at their exact times, to tell which spills only Perfetto's rounding makes
     exact = _replay.walker(collected.n_tracks, 0, True) if collected.inexact else None
     tally = _Tally(findings.max_examples)
-    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows):
+    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows or WINDOW_ROWS):
         key = keys.index(rows)
         exact_spills = None
         if exact is not None:

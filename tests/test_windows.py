@@ -1,0 +1,56 @@
+"""windows.windows_by: a spilled table read back in windows of consecutive key values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import traceforge.windows as windows
+from traceforge.scan import SpilledColumns
+
+
+def _spilled(keys: np.ndarray) -> SpilledColumns:
+    table = SpilledColumns("key value")
+    for lo in range(0, len(keys), 700):
+        table.extend(keys[lo:lo + 700], -np.arange(lo, min(lo + 700, len(keys))))
+    return table
+
+
+def _windows(table: SpilledColumns, max_rows: int) -> list[np.ndarray]:
+    """Each window's row indices, checked for what every caller relies on."""
+    out = [w.index.copy() for w in windows.windows_by(table, lambda chunk, first: chunk.key, max_rows)]
+    assert all(np.array_equal(w, np.sort(w)) for w in out)  # a window keeps the table's order
+    return out
+
+
+@pytest.mark.parametrize("order", ["nearly sorted", "shuffled", "few keys"])
+def test_windows_hold_consecutive_keys_whichever_way_they_are_gathered(order, monkeypatch):
+    rng = np.random.default_rng(len(order))
+    n = 20_000
+    keys = {"nearly sorted": np.arange(n) // 3 + rng.integers(0, 50, n),
+            "shuffled": rng.permutation(n) // 2,
+            "few keys": rng.integers(0, 7, n)}[order]
+    monkeypatch.setattr(windows, "BLOCK", 1000)
+    gathered = {}
+    for rereads in (0, 10**6):  # every window from its own file; every window from the blocks read again
+        monkeypatch.setattr(windows, "REREADS", rereads)
+        gathered[rereads] = _windows(_spilled(keys), 1500)
+    assert len(gathered[0]) == len(gathered[10**6]) and all(
+        np.array_equal(a, b) for a, b in zip(gathered[0], gathered[10**6]))
+    parts = [w for w in gathered[0] if len(w)]  # a window may be empty
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(n))  # every row once
+    for before, after in zip(parts, parts[1:]):
+        assert keys[before].max() < keys[after].min()  # equal keys share a window
+    if order != "few keys":
+        assert len(parts) > 5 and max(map(len, parts)) < 3 * 1500
+
+
+def test_the_blocks_are_read_again_only_where_the_keys_are_nearly_in_order(monkeypatch):
+    monkeypatch.setattr(windows, "BLOCK", 1000)
+    ways = []
+    monkeypatch.setattr(windows, "_reread", lambda *a: ways.append("reread") or iter(()))
+    monkeypatch.setattr(windows, "_distributed", lambda *a: ways.append("files") or iter(()))
+    n = 20_000
+    for keys in (np.arange(n), np.random.default_rng(1).permutation(n)):
+        list(windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1500))
+    assert ways == ["reread", "files"]
