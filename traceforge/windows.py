@@ -51,13 +51,19 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
         samples.append(keys[::SAMPLE_EVERY].copy())
         spans.append((keys.min(), keys.max()))
     sample = np.sort(np.concatenate(samples))
-    windows = -(-len(table) // max_rows)
-    bounds = np.unique(sample[[len(sample) * k // windows for k in range(1, windows)]])
-    reach = np.searchsorted(bounds, np.array(spans), side="right")  # per block: first and last window
+    # Gathered from blocks, a window is held twice at once (the parts, then joined): those
+    # windows hold half as many rows, so that either way peaks at about the same memory.
+    halves = _bounds(sample, 2 * -(-len(table) // max_rows))
+    reach = np.searchsorted(halves, np.array(spans), side="right")  # per block: first and last window
     if (reach[:, 1] - reach[:, 0] + 1).sum() <= REREADS * len(reach):
-        yield from _reread(table, key, bounds, reach)
+        yield from _reread(table, key, halves, reach)
     else:
-        yield from _distributed(table, key, bounds)
+        yield from _distributed(table, key, _bounds(sample, -(-len(table) // max_rows)))
+
+
+def _bounds(sample: np.ndarray, windows: int) -> np.ndarray:
+    """The keys that start windows 1, 2, ... of about equal rows, from a sorted sample."""
+    return np.unique(sample[[len(sample) * k // windows for k in range(1, windows)]])
 
 
 def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray,
