@@ -27,7 +27,7 @@ from .scan import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
 MAX_ROWS = 1 << 20  # ~100 MB for a window of repair's slices, sorted
-BLOCK = 1 << 18  # rows read from the spill at a time
+BLOCK = 1 << 16  # rows read from the spill at a time (fewer windows each, where the spill is read again)
 REREADS = 4
 
 
