@@ -66,5 +66,5 @@ def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
         "next_api": names[launches.name[calls[nxt]]],
         "next_launch_start": start[nxt],
         "overlap_ns": overlap[hit],
-    }, columns=COLUMNS)
+    }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
     return int(same_thread.sum()), table
