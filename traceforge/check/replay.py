@@ -100,7 +100,7 @@ class _Rule:
     """One rule's findings so far: the first records (with their spill causes) and counts."""
 
     count: int = 0
-    examples: list[tuple[list[int], int | None]] = field(default_factory=list)
+    examples: list[tuple[list[int], str | None]] = field(default_factory=list)
     causes: Counter = field(default_factory=Counter)  # in the order first met
 
 
@@ -118,37 +118,31 @@ class _Tally:
         for code in dict.fromkeys(found[:, 0].tolist()):  # rules in the order first found
             records = found[found[:, 0] == code]
             rule = self.rules.setdefault(_RULES[code], _Rule())
-            causes = _spill_causes(records, exact_spills) if code == _replay.SPILL else None
-            room = max(0, self.max_examples - len(rule.examples))
-            for i, record in enumerate(records[:room].tolist()):
-                rule.examples.append((record, None if causes is None else int(causes[i])))
             rule.count += len(records)
-            if causes is not None:
-                codes, first, counts = np.unique(causes, return_index=True, return_counts=True)
-                for j in np.argsort(first).tolist():
-                    rule.causes[int(codes[j])] += int(counts[j])
+            causes = [None] * len(records)
+            if code == _replay.SPILL:
+                causes = [_CAUSES[c] for c in _spill_causes(records, exact_spills).tolist()]
+                rule.causes.update(causes)
+            room = max(0, self.max_examples - len(rule.examples))
+            rule.examples += zip(records[:room].tolist(), causes[:room])
 
     def dangling(self, ordinals: np.ndarray) -> None:
         self.dangling_count += len(ordinals)
         self.dangling_first = np.sort(np.concatenate((self.dangling_first, ordinals)))[:self.max_examples]
 
     def report(self, collected: Collected, findings: Findings) -> None:
-        wanted = {r[1] for rule in self.rules.values() for r, _ in rule.examples}
-        wanted.update(self.dangling_first.tolist())
-        rows = _Rows(collected, wanted)
+        wanted = {record[1] for rule in self.rules.values() for record, _ in rule.examples}
+        rows = _Rows(collected, wanted | set(self.dangling_first.tolist()))
         for name, rule in self.rules.items():
-            for record, cause in rule.examples:
-                _, ordinal, other, other_name, _ = record
+            for (_, ordinal, other, other_name, _), cause in rule.examples:
+                other_text = _describe(other, collected.names[other_name] if other_name >= 0 else None)
                 findings.add(name, ordinal, rows.name(ordinal), rows.ts_text(ordinal),
-                             _note(rows, name, ordinal, other, collected.names[other_name] if other_name >= 0 else None,
-                                   None if cause is None else _CAUSES[cause]),
-                             None if cause is None else _CAUSES[cause])
-            if not rule.causes:
-                findings.extra(name, rule.count - len(rule.examples))
-                continue
+                             _note(rows, name, ordinal, other_text, cause), cause)
             shown = Counter(cause for _, cause in rule.examples)
             for cause, count in rule.causes.items():
-                findings.extra(name, count - shown[cause], _CAUSES[cause])
+                findings.extra(name, count - shown[cause], cause)
+            if not rule.causes:
+                findings.extra(name, rule.count - len(rule.examples))
         for ordinal in self.dangling_first.tolist():
             findings.add(DANGLING, ordinal, rows.name(ordinal), rows.ts_text(ordinal), rows.flow_text(ordinal))
         findings.extra(DANGLING, self.dangling_count - len(self.dangling_first))
@@ -190,18 +184,18 @@ class _Rows:
         return f"id {fid}, cat {self._cats[cat] if cat >= 0 else None!r}"
 
 
-def _note(rows: _Rows, rule: str, ordinal: int, other: int, other_name: str | None, cause: str | None) -> str:
+def _note(rows: _Rows, rule: str, ordinal: int, other: str, cause: str | None) -> str:
+    """What an example says beside its name and ts (``other``: the slice it concerns)."""
     if rule == _SPILL:
-        note = f"overlaps {_describe(other, other_name)}"
         if cause == "merged thread ids":
-            return note + "; an out-of-range tid put them on one thread"
+            return f"overlaps {other}; an out-of-range tid put them on one thread"
         if cause == "float rounding":
-            return note + f"; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
-        return note
+            return f"overlaps {other}; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
+        return f"overlaps {other}"
     if rule == "slice_max_depth_exceeded":
-        return f"inside {_describe(other, other_name)}"
+        return f"inside {other}"
     if rule == "misplaced_end_event":
-        return f"B slice(s) still open inside {_describe(other, other_name)}, which ended before"
+        return f"B slice(s) still open inside {other}, which ended before"
     return rows.flow_text(ordinal)
 
 
