@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
+import tempfile
 
 from . import __version__, progress
 from .commands import annotate, check, classify, counters, info, launch_stats
@@ -53,4 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         sys.stderr.close()
+        return 1
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        # large traces spill columns to temporary files (GBs at 10 GB for check and repair)
+        print(f"traceforge: error: no space left on device, for the output or for temporary files in "
+              f"{tempfile.gettempdir()} (set TMPDIR to a larger disk)", file=sys.stderr)
         return 1
