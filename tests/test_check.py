@@ -387,3 +387,29 @@ def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeyp
     assert c_walk == reference
     monkeypatch.setattr(traceforge.windows, "BLOCK", 2000)  # windows gathered by reading blocks again
     assert _replays(TRACES[name], max_rows=5000)[0] == reference
+
+
+@pytest.mark.parametrize("ids", ["small", "spanning 64 bits"])
+def test_flow_keys_over_any_id_range(ids, tmp_path, monkeypatch):
+    """Flow keys are packed from the ids' range, or from their ranks where the range is too
+    wide (ids from both ends of 64 bits): either way each (id, cat, name) is one flow."""
+    from traceforge.check.flow_keys import FlowKeys
+
+    first = 5 if ids == "small" else 2**63 - 40
+    fids = [first + i if i % 2 else (first + i) % 2**64 ^ (2**63 if ids != "small" else 0) for i in range(60)]
+    events = [_x("k", 0, 10_000, tid=t) for t in (1, 2)]
+    for i, fid in enumerate(fids):
+        cat = "ac2g" if i % 3 else "fwdbwd"
+        events.append({**_flow("s", hex(fid), 10 + i, tid=1), "cat": cat})
+        if i % 4:
+            events.append({**_flow("f", hex(fid), 20 + i, tid=2, bp="e"), "cat": cat})
+        if i % 5 == 0:  # an end whose id no s has
+            events.append({**_flow("f", hex((fid + 1000) % 2**64), 30 + i, tid=2, bp="e"), "cat": cat})
+    events.append({**_flow("s", hex(fids[7]), 100, tid=1), "cat": "ac2g"})  # a duplicate start
+    path = _write(tmp_path, events)
+    keys = FlowKeys.of(_collected(path))
+    assert keys.count == 72 and (keys._ids is None) == (ids == "small")
+    c_walk, reference = _replays(path)
+    assert c_walk == reference and _replays(path, max_rows=20)[0] == reference
+    assert c_walk[0] == {"flow_duplicate_id": 1, "flow_end_without_start": 12}
+    assert c_walk[1] == {"dangling_flow_end": 12}

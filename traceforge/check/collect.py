@@ -47,13 +47,21 @@ FIELDS = "ordinal kind flags ts dur ts_exact dur_exact track name cat fid v2_mod
 @dataclass
 class Collected:
     """What the replay needs: the rows on disk, the strings their ids index, how many thread
-    tracks there are, and whether any time differs from Perfetto's reading of it."""
+    tracks there are, whether any time differs from Perfetto's reading of it, and, of the v1
+    flow events, the distinct ``flow_pair`` values and the least and greatest ``fid``."""
 
     rows: SpilledColumns
     names: list[str]
     cats: list[str]
     n_tracks: int
     inexact: bool
+    flow_pairs: np.ndarray
+    flow_ids: tuple[int, int] | None
+
+
+def flow_pair(cat: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """A flow event's (cat, name), both string ids (-1: none), as one int64."""
+    return (cat << 32) | (name & 0xFFFFFFFF)
 
 
 class _Interner(dict):
@@ -108,6 +116,8 @@ class _Collector:
         self.findings = findings
         self.rows = SpilledColumns(FIELDS)
         self.inexact = False
+        self.flow_pairs: set[int] = set()
+        self.flow_ids: tuple[int, int] | None = None
         self.names, self.cats = _Interner(), _Interner()
         self.threads = _Threads()
         self.counters = Counters()
@@ -215,6 +225,13 @@ class _Collector:
         self.rows.extend(*(fields[k][order] for k in self.rows.fields))
         self.inexact = self.inexact or not (np.array_equal(fields["ts"], fields["ts_exact"])
                                             and np.array_equal(fields["dur"], fields["dur_exact"]))
+        flow = fields["kind"] >= FLOW_START
+        if flow.any():
+            self.flow_pairs.update(np.unique(flow_pair(fields["cat"][flow], fields["name"][flow])).tolist())
+            fid = fields["fid"][flow]
+            low, high = int(fid.min()), int(fid.max())
+            self.flow_ids = (low, high) if self.flow_ids is None else (min(low, self.flow_ids[0]),
+                                                                       max(high, self.flow_ids[1]))
 
     def event(self, e: dict, ordinal: int) -> tuple | None:
         """Check one parsed event; its replay row (in ``FIELDS`` order) or None."""
@@ -297,7 +314,8 @@ class _Collector:
 
     def finish(self) -> Collected:
         self.counters.finish(self.findings)
-        return Collected(self.rows, list(self.names), list(self.cats), len(self.threads.tracks), self.inexact)
+        return Collected(self.rows, list(self.names), list(self.cats), len(self.threads.tracks), self.inexact,
+                         np.array(sorted(self.flow_pairs), np.int64), self.flow_ids)
 
 
 # ph codes beyond the replay kinds (see ``_ph_code``)

@@ -56,7 +56,7 @@ _CAUSES = ("merged thread ids", "float rounding", "overlap")
 def replay(collected: Collected, findings: Findings, max_rows: int | None = None) -> None:
     """Add the order-dependent findings (overlaps, depth, misplaced ends, flows) and Kineto's
     dangling flow ends. ``max_rows``: rows per window (``WINDOW_ROWS`` by default)."""
-    keys = FlowKeys.of(collected.rows)
+    keys = FlowKeys.of(collected)
     walker = _replay.walker(collected.n_tracks, keys.count, False)
     # the slices alone at their exact times, to tell which spills only Perfetto's rounding makes
     exact = _replay.walker(collected.n_tracks, 0, True) if collected.inexact else None
