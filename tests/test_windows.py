@@ -50,3 +50,18 @@ def test_the_blocks_are_read_again_only_where_the_keys_are_nearly_in_order(monke
     for keys in (np.arange(n), np.random.default_rng(1).permutation(n)):
         list(windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1500))
     assert ways == ["reread", "files"]
+
+
+def test_windows_draw_their_progress(monkeypatch):
+    """A long replay after the read shows on the bar, as bytes of rows dealt with."""
+    import io
+
+    from traceforge import progress
+
+    stream = io.StringIO()
+    monkeypatch.setattr(progress, "_is_terminal", lambda s: True)
+    keys = np.arange(5000)
+    with progress.shown(stream=stream):
+        for _ in windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1000, "replay"):
+            pass
+    assert "replay  100% [" in stream.getvalue() and "0.1/0.1 MB" in stream.getvalue()

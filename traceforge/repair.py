@@ -493,7 +493,7 @@ def _spills(t: _Trace, threads: _Threads, shift: int, exact: bool = False) -> di
         return chunk.ts if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[0]
 
     walk, found = SpillWalk(), []
-    for rows in windows_by(t.slices, start):
+    for rows in windows_by(t.slices, start, pass_name=None if exact else "replay"):
         ts, dur = perfetto(rows, rows.index)
         valid = np.flatnonzero((ts >= 0) & (dur >= 0))  # Perfetto drops the others
         if exact:
@@ -563,7 +563,7 @@ def _dropped_flows(t: _Trace, shift: int) -> np.ndarray:
     finds, looked for a window of flow ids at a time (a flow's events share an id, so each
     window holds whole flows; traces with millions of dangling ends stay small)."""
     keep = np.ones(t.events, bool)
-    for rows in windows_by(t.flows, lambda chunk, first: chunk.id):
+    for rows in windows_by(t.flows, lambda chunk, first: chunk.id, pass_name="flows"):
         ts = _perfetto_times(rows.ts, rows.ts_frac, rows.index, t.flow_ts_odd, shift)
         keep[rows.ordinal[_dangling(rows.id.view(np.uint64), rows.key, rows.kind, ts, rows.ordinal)]] = False
     return keep

@@ -165,7 +165,7 @@ def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]
         parts.append((kind == ALWAYS) | point | slice_)
     keep = np.concatenate(parts) if parts else np.zeros(0, bool)
     cut = 0
-    for flows in windows_by(ev.flows, lambda chunk, first: chunk.id):  # a flow's events share an id
+    for flows in windows_by(ev.flows, lambda chunk, first: chunk.id, pass_name="flows"):  # an id's events together
         inside = (flows.start >= start_ns) & (flows.start < end_ns)
         whole = _whole_flows_inside(flows.id, flows.key, inside)
         keep[flows.ordinal] = whole

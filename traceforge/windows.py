@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from . import progress
 from .scan import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
@@ -31,14 +32,24 @@ BLOCK = 1 << 16  # rows read from the spill at a time (fewer windows each, where
 REREADS = 4
 
 
-def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int | None = None
-               ) -> Iterator[Table]:
+def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int | None = None,
+               pass_name: str | None = None) -> Iterator[Table]:
     """``table``'s rows in windows by ``key``, in key order (not sorted within a window, where
     rows keep their order in ``table``), each with one more column: ``index`` (the row's place
     in ``table``). ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row
     ``first``. A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where
-    one key repeats that often."""
-    max_rows = max_rows or MAX_ROWS
+    one key repeats that often. ``pass_name``: shown on the progress bar (if one is drawn)
+    with the bytes of the rows dealt with so far."""
+    bar, done, width = progress.active(), 0, len(table.fields) * 8
+    for window in _windows(table, key, max_rows or MAX_ROWS):
+        done += len(window)
+        yield window
+        del window  # not held while the next window is read
+        if bar is not None and pass_name:
+            bar(pass_name, done * width, len(table) * width)
+
+
+def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int) -> Iterator[Table]:
     fields = [*table.fields, "index"]
     if len(table) <= max_rows:
         yield _table(np.concatenate([_indexed(rows, first) for rows, first in _blocks(table)] or

@@ -61,7 +61,7 @@ def replay(collected: Collected, findings: Findings, max_rows: int | None = None
     # the slices alone at their exact times, to tell which spills only Perfetto's rounding makes
     exact = _replay.walker(collected.n_tracks, 0, True) if collected.inexact else None
     tally = _Tally(findings.max_examples)
-    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows or WINDOW_ROWS):
+    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows or WINDOW_ROWS, "replay"):
         key = keys.index(rows)
         exact_spills = None
         if exact is not None:
