@@ -50,10 +50,8 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
 
 
 def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int) -> Iterator[Table]:
-    fields = [*table.fields, "index"]
     if len(table) <= max_rows:
-        yield _table(np.concatenate([_indexed(rows, first) for rows, first in _blocks(table)] or
-                                    [np.zeros((0, len(fields)), np.int64)]), fields)
+        yield _joined([_indexed(rows, first) for rows, first in _blocks(table)], table)
         return
     # copies, not views: a view of a chunk's column holds the whole chunk
     samples, spans = [], []
@@ -80,7 +78,6 @@ def _bounds(sample: np.ndarray, windows: int) -> np.ndarray:
 def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray,
             reach: np.ndarray) -> Iterator[Table]:
     """Each window from the blocks whose keys reach into it."""
-    fields = [*table.fields, "index"]
     for w in range(len(bounds) + 1):
         parts = []
         for b in np.flatnonzero((reach[:, 0] <= w) & (w <= reach[:, 1])).tolist():
@@ -88,7 +85,7 @@ def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], boun
             rows = table.rows(first, min(BLOCK, len(table) - first))
             inside = np.searchsorted(bounds, key(table.as_table(rows), first), side="right") == w
             parts.append(_indexed(rows, first, inside))
-        yield _table(np.concatenate(parts) if parts else np.zeros((0, len(fields)), np.int64), fields)
+        yield _joined(parts, table)
         del parts  # not held while the next window is read
 
 
@@ -118,9 +115,7 @@ def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray],
 
 def picked(table: SpilledColumns, keep: Callable[[Table], np.ndarray]) -> Table:
     """The rows of ``table`` that ``keep`` (a mask per chunk) picks, with their ``index``."""
-    parts = [_indexed(rows, first, keep(table.as_table(rows))) for rows, first in _blocks(table)]
-    return _table(np.concatenate(parts) if parts else np.zeros((0, len(table.fields) + 1), np.int64),
-                  [*table.fields, "index"])
+    return _joined([_indexed(rows, first, keep(table.as_table(rows))) for rows, first in _blocks(table)], table)
 
 
 def _blocks(table: SpilledColumns) -> Iterator[tuple[np.ndarray, int]]:
@@ -139,6 +134,15 @@ def _indexed(rows: np.ndarray, first: int, keep: np.ndarray | None = None) -> np
     out[:, :-1] = rows
     out[:, -1] = index
     return out
+
+
+def _joined(parts: list[np.ndarray], table: SpilledColumns) -> Table:
+    """Indexed row blocks of ``table`` as one table."""
+    if len(parts) == 1:
+        rows = parts[0]  # not copied
+    else:
+        rows = np.concatenate(parts) if parts else np.zeros((0, len(table.fields) + 1), np.int64)
+    return _table(rows, [*table.fields, "index"])
 
 
 def _table(rows: np.ndarray, fields: list[str]) -> Table:
