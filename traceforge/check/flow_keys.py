@@ -50,6 +50,7 @@ class FlowKeys:
         return out
 
     def _find(self, rows: SpilledColumns) -> None:
+        """Every distinct key, and which of them an s event has, by a pass over the rows."""
         keys, starts = [], []
         for chunk in rows.chunks():
             flow = chunk.kind >= FLOW_START
