@@ -11,7 +11,10 @@ the key and shows the small numbers, which a double holds to the ns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
+
+import numpy as np
 
 from .errors import TraceFormatError
 from .io.fields import scalar_spans
@@ -36,6 +39,25 @@ def shift_us_text(text: bytes, delta_us: int) -> bytes:
     with localcontext() as ctx:
         ctx.prec = len(text) + len(str(delta_us)) + 2  # room for every digit: exact
         return format(value - delta_us, "f").encode()
+
+
+@dataclass(frozen=True)
+class Rebase:
+    """Each event's ts moved back by ``delta_us`` (an ``io.event_edits.TsRewrite``). A ts
+    that was not negative stays so: only metadata can start before the trace (thread names
+    written at ts 0), and Perfetto drops a negative ts."""
+
+    delta_us: int
+
+    def text(self, text: bytes) -> bytes:
+        shifted = shift_us_text(text, self.delta_us)
+        return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
+
+    def integers(self, values: np.ndarray, negative: np.ndarray) -> np.ndarray:
+        """``text`` of integer texts, all at once: their values, and whether each is written
+        with a minus sign (``-0`` is)."""
+        shifted = values - self.delta_us
+        return np.where((shifted < 0) & ~negative, 0, shifted)
 
 
 def start_us(earliest_ns: int) -> int:

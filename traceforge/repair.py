@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
@@ -39,7 +38,7 @@ from .overlaps import SpillWalk
 from .scan import SpilledColumns, Table
 from .windows import picked, windows_by
 from .perfetto_time import perfetto_ns, time_ns
-from .rebase import base_time_editors, shift_us_text, start_us
+from .rebase import Rebase, base_time_editors, shift_us_text, start_us
 
 FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT = range(4)  # FLOW_END: bp "e"; FLOW_END_NEXT: without
 _U32 = 2**32
@@ -420,8 +419,7 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
             values["tid"] = str(int(new_tid[k])).encode()
         return values
 
-    edits = EventEdits(keep=keep, ordinals=ordinals, fields=fields,
-                       ts=partial(_rebased_ts, delta_us=shift) if rebase_time else None)
+    edits = EventEdits(keep=keep, ordinals=ordinals, fields=fields, ts=Rebase(shift) if rebase_time else None)
     head_edit = tail_edit = None
     if rebase_time:
         head_edit, tail_edit, result.base_time_ns = base_time_editors(
@@ -430,13 +428,6 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     write_trace(TraceReader(path), out, event_blocks(threads.metadata), edit=edits, edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _rebased_ts(text: bytes, delta_us: int) -> bytes:
-    """A ts moved back by ``delta_us``; one that was not negative stays so: only metadata
-    can start before the trace (thread names written at ts 0), and a negative ts is dropped."""
-    shifted = shift_us_text(text, delta_us)
-    return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
 
 
 @dataclass

@@ -190,7 +190,8 @@ def _note(rows: _Rows, rule: str, ordinal: int, other: str, cause: str | None) -
         if cause == "merged thread ids":
             return f"overlaps {other}; an out-of-range tid put them on one thread"
         if cause == "float rounding":
-            return f"overlaps {other}; only Perfetto's float rounding of fractional µs makes them overlap: {REBASE_HINT}"
+            return (f"overlaps {other}; only Perfetto's float rounding of fractional µs makes them overlap: "
+                    f"{REBASE_HINT}")
         return f"overlaps {other}"
     if rule == "slice_max_depth_exceeded":
         return f"inside {other}"
