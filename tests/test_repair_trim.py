@@ -571,3 +571,17 @@ def test_rebase_rewrites_the_top_level_ts_not_one_in_args(tmp_path):
     assert out[10]["ts"] == 10 and out[10]["args"] == {"ts": 7}
     assert "ts" not in out[20] and out[20]["args"] == {"ts": 8}
     assert out[30]["ts"] == 30.5 and out[30]["args"] == {"ts": 9}
+
+
+@pytest.mark.parametrize("delta", [0, 7, 1712195495519000])
+def test_rebase_of_integer_values_is_rebase_of_their_text(delta):
+    """repair rewrites non-negative integer ts texts from the scanner's values a batch at a
+    time, and others from their text: both must agree (a ts that was not negative stays so)."""
+    import numpy as np
+
+    from traceforge.rebase import Rebase
+
+    texts = [b"0", b"5", b"7", b"1712195495519000", b"1712195495519001", b"9007199254740993", b"3"]
+    rebase = Rebase(delta)
+    values = rebase.integers(np.array([int(t) for t in texts], np.int64))
+    assert [b"%d" % v for v in values.tolist()] == [rebase.text(t) for t in texts]

@@ -53,11 +53,9 @@ class Rebase:
         shifted = shift_us_text(text, self.delta_us)
         return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
 
-    def integers(self, values: np.ndarray, negative: np.ndarray) -> np.ndarray:
-        """``text`` of integer texts, all at once: their values, and whether each is written
-        with a minus sign (``-0`` is)."""
-        shifted = values - self.delta_us
-        return np.where((shifted < 0) & ~negative, 0, shifted)
+    def integers(self, values: np.ndarray) -> np.ndarray:
+        """``text`` of texts of non-negative integers, all at once, from their values."""
+        return np.maximum(values - self.delta_us, 0)
 
 
 def start_us(earliest_ns: int) -> int:

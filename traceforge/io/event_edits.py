@@ -31,12 +31,12 @@ _MINUS = ord("-")
 
 
 class TsRewrite(Protocol):
-    """A new top-level ts for every event: from its text, or, for integer texts, from their
-    values all at once (``negative``: written with a minus sign)."""
+    """A new top-level ts for every event: from its text, or, for texts of non-negative
+    integers, from their values all at once."""
 
     def text(self, text: bytes) -> bytes: ...
 
-    def integers(self, values: np.ndarray, negative: np.ndarray) -> np.ndarray: ...
+    def integers(self, values: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass
@@ -117,10 +117,10 @@ class EventEdits:
         if rows is not None:
             flags = rows[owners[known], R.FLAGS]
             integer[known] = (flags & (R.F_TS | R.F_TS_FRAC | R.F_ODD)) == R.F_TS
+        integer[integer] = np.frombuffer(raw, np.uint8)[starts[integer]] != _MINUS  # "-0" stays as written
         values = np.zeros(len(owners), np.int64)
         if integer.any():
-            negative = np.frombuffer(raw, np.uint8)[starts[integer]] == _MINUS
-            values[integer] = self.ts.integers(rows[owners[integer], R.TS] // 1000, negative)
+            values[integer] = self.ts.integers(rows[owners[integer], R.TS] // 1000)
         if integer[known].all():
             texts = Texts.numbers(values)
             texts.lengths[starts < 0] = 0
