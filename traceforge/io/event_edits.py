@@ -91,11 +91,10 @@ class EventEdits:
         next_start = np.append(batch.spans[1:, 0], len(raw))
         starts = np.concatenate((ts.starts[plain], batch.spans[dropped, 0], batch.spans[one_by_one, 0]))
         stops = np.concatenate((ts.stops[plain], next_start[dropped], batch.spans[one_by_one, 1]))
-        new_ts = Texts(ts.texts.blob, ts.texts.starts[plain], ts.texts.lengths[plain])
-        parts = [_padded(new_ts, 0, len(dropped) + len(one_by_one)),  # each edit's text is in one of these
-                 _padded(Texts.of(texts), len(new_ts) + len(dropped), 0)]
+        source = np.repeat([0, 1, 2], [np.count_nonzero(plain), len(dropped), len(one_by_one)])  # of each edit
+        parts = [ts.texts.take(plain).spread(source == 0), Texts.of(texts).spread(source == 2)]  # dropped: no text
         order = np.argsort(starts, kind="stable")
-        return splice_rows(raw, starts[order], stops[order], [_taken(p, order) for p in parts])
+        return splice_rows(raw, starts[order], stops[order], [part.take(order) for part in parts])
 
     def _rewritten(self, raw: bytes, a: int, b: int, changed: int | None) -> bytes:
         """Event ``raw[a:b]`` with its new fields and ts, by tokenising it."""
@@ -174,17 +173,6 @@ class EventEdits:
         events = sorted(found)
         spans = np.array([found[i] for i in events], np.int64).reshape(-1, 2)
         return np.array(events, np.int64), spans[:, 0].copy(), spans[:, 1].copy()
-
-
-def _padded(texts: Texts, before: int, after: int) -> Texts:
-    """``texts`` with empty rows before and after."""
-    zeros_before, zeros_after = np.zeros(before, np.int64), np.zeros(after, np.int64)
-    return Texts(texts.blob, np.concatenate((zeros_before, texts.starts, zeros_after)),
-                 np.concatenate((zeros_before, texts.lengths, zeros_after)))
-
-
-def _taken(texts: Texts, rows: np.ndarray) -> Texts:
-    return Texts(texts.blob, texts.starts[rows], texts.lengths[rows])
 
 
 def _spans(matches: list[re.Match]) -> tuple[np.ndarray, np.ndarray]:
