@@ -193,7 +193,7 @@ class SpilledColumns:
 
     def as_table(self, rows: np.ndarray) -> Table:
         """A block of rows as a table (views of its columns)."""
-        return Table({f: rows[:, j] for j, f in enumerate(self.fields)})
+        return Table.of_rows(rows, self.fields)
 
     def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
         """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
@@ -220,6 +220,11 @@ class Table:
             return self.__dict__["cols"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, fields: list[str]) -> Table:
+        """A matrix, a row per row, as a table of ``fields`` (views of its columns)."""
+        return cls({name: rows[:, j] for j, name in enumerate(fields)})
 
     def __len__(self) -> int:
         return len(next(iter(self.cols.values()))) if self.cols else 0

@@ -1,8 +1,8 @@
 """A spilled table read back in windows of consecutive values of a key, one in memory at a time.
 
 For work that must see rows in time order, or all rows of a group together, but cannot
-hold them all (``repair`` replays every slice of every thread as Perfetto does, and pairs
-flow events by id). A first pass over the spill takes a sample of the keys, which sets
+hold them all (``check`` replays every slice and flow event as Perfetto does, ``repair``
+every slice, and both ``repair`` and ``trim`` take flow events a window of ids at a time). A first pass over the spill takes a sample of the keys, which sets
 window bounds of about ``max_rows`` rows each. Every row of a window has a key at or above
 those of all rows in the windows before it, so sorting each window by the key (then
 anything) and joining the windows gives the whole table in that order; rows with equal
@@ -106,7 +106,7 @@ def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray],
             f.seek(0)
             window_rows = np.fromfile(f, np.int64).reshape(-1, len(fields))
             f.close()
-            yield _table(window_rows, fields)
+            yield Table.of_rows(window_rows, fields)
             del window_rows  # not held while the next window is read
     finally:
         for f in files:
@@ -142,8 +142,4 @@ def _joined(parts: list[np.ndarray], table: SpilledColumns) -> Table:
         rows = parts[0]  # not copied
     else:
         rows = np.concatenate(parts) if parts else np.zeros((0, len(table.fields) + 1), np.int64)
-    return _table(rows, [*table.fields, "index"])
-
-
-def _table(rows: np.ndarray, fields: list[str]) -> Table:
-    return Table({name: rows[:, j] for j, name in enumerate(fields)})
+    return Table.of_rows(rows, [*table.fields, "index"])
