@@ -65,8 +65,6 @@ def rank_of(cols: TraceColumns) -> int | None:
     return metadata_rank(cols.metadata)
 
 
-
-
 def wall_span(cols: TraceColumns) -> tuple[int, int]:
     """(first start, last end) in ns over every scanned event; (0, 0) for none."""
     return cols.time_span() or (0, 0)
@@ -180,8 +178,6 @@ def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.
         per_kernel["kernel"] = names[per_kernel["kernel"].to_numpy()]
         per_kernel["kind"] = per_kernel["kind"].map(GPU_ACTIVITY)
     return apis, per_kernel
-
-
 
 
 class _PerApi:
