@@ -15,20 +15,16 @@ import numpy as np
 MAX_DEPTH = 512  # Perfetto drops a slice nested this deep (not a spill)
 
 
-def spilled(track: np.ndarray, start: np.ndarray, end: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
-    """Mask of the slices Perfetto would spill (``slice_spill_overlapping_complete_event``).
+class SpillWalk:
+    """Which complete slices Perfetto would spill (``slice_spill_overlapping_complete_event``).
 
     Slices are [start, end) in Perfetto's ns on thread ``track``, replayed in Perfetto's
     order (ts, longer first, file order): a slice that starts inside the slice on top of
-    its thread's stack and ends after it spills and is not pushed.
+    its thread's stack and ends after it spills and is not pushed. They come in windows of
+    consecutive start times (each slice of a window starts at or after every slice of the
+    windows before it; see ``windows.windows_by``): each thread's latest end and open slices
+    carry over from one window to the next.
     """
-    return SpillWalk()(track, start, end, ordinal)
-
-
-class SpillWalk:
-    """``spilled`` over slices given in windows of consecutive start times (each slice of a
-    window starts at or after every slice of the windows before it; see ``windows.windows_by``):
-    each thread's latest end and open slices carry over from one window to the next."""
 
     def __init__(self) -> None:
         self._reach: dict[int, int] = {}  # per thread: the latest end so far
