@@ -56,7 +56,7 @@ class Collected:
     n_tracks: int
     inexact: bool
     flow_pairs: np.ndarray
-    flow_ids: tuple[int, int] | None
+    flow_id_range: tuple[int, int] | None
 
 
 def flow_pair(cat: np.ndarray, name: np.ndarray) -> np.ndarray:
@@ -117,7 +117,7 @@ class _Collector:
         self.rows = SpilledColumns(FIELDS)
         self.inexact = False
         self.flow_pairs: set[int] = set()
-        self.flow_ids: tuple[int, int] | None = None
+        self.flow_id_range: tuple[int, int] | None = None
         self.names, self.cats = _Interner(), _Interner()
         self.threads = _Threads()
         self.counters = Counters()
@@ -230,8 +230,9 @@ class _Collector:
             self.flow_pairs.update(np.unique(flow_pair(fields["cat"][flow], fields["name"][flow])).tolist())
             fid = fields["fid"][flow]
             low, high = int(fid.min()), int(fid.max())
-            self.flow_ids = (low, high) if self.flow_ids is None else (min(low, self.flow_ids[0]),
-                                                                       max(high, self.flow_ids[1]))
+            if self.flow_id_range is not None:
+                low, high = min(low, self.flow_id_range[0]), max(high, self.flow_id_range[1])
+            self.flow_id_range = (low, high)
 
     def event(self, e: dict, ordinal: int) -> tuple | None:
         """Check one parsed event; its replay row (in ``FIELDS`` order) or None."""
@@ -315,7 +316,7 @@ class _Collector:
     def finish(self) -> Collected:
         self.counters.finish(self.findings)
         return Collected(self.rows, list(self.names), list(self.cats), len(self.threads.tracks), self.inexact,
-                         np.array(sorted(self.flow_pairs), np.int64), self.flow_ids)
+                         np.array(sorted(self.flow_pairs), np.int64), self.flow_id_range)
 
 
 # ph codes beyond the replay kinds (see ``_ph_code``)

@@ -40,7 +40,7 @@ class FlowKeys:
     @classmethod
     def of(cls, collected: Collected) -> FlowKeys:
         """The keys of the flow events in ``collected.rows``."""
-        pairs, (low, high) = collected.flow_pairs, collected.flow_ids or (0, 0)
+        pairs, (low, high) = collected.flow_pairs, collected.flow_id_range or (0, 0)
         if len(pairs) * (high - low + 1) < 2**63:
             out = cls(pairs, low, None, high - low + 1)
         else:
