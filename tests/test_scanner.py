@@ -60,6 +60,23 @@ def test_args_that_are_not_plain_ints(tmp_path):
     assert cols.gpu.correlation.tolist() == [16, -1, -1, 6, -1, -1]
 
 
+def test_external_id_and_shared_memory_only_as_ints(tmp_path):
+    path = tmp_path / "t.json"
+    events = [
+        KERNEL % ('"a"', "1", "1", '{"correlation": 1, "External id": 5, "shared memory": 1024}'),
+        KERNEL % ('"b"', "2", "1", '{"correlation": 2, "External id": "5", "shared memory": 1.0}'),
+        KERNEL % ('"c"', "3", "1", '{"correlation": 3, "External id": 99999999999999999999999}'),
+        KERNEL % ('"d"', "4", "1", '{"External id": 6, "External id": [6], "shared memory": 0}'),  # the last wins
+        KERNEL % ('"e"', '"5"', "1", '{"correlation": 5, "External id": 7, "shared memory": 8}'),  # odd: parsed
+        KERNEL % ('"f"', "6", "1", '{}'),
+    ]
+    path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}", encoding="utf-8")
+    cols = scan(str(path), op_args=True)
+    assert cols.gpu.external_id.tolist() == [5, -1, -1, -1, 7, -1]
+    assert cols.gpu.shared_memory.tolist() == [1024, -1, -1, 0, 8, -1]
+    assert "external_id" not in scan(str(path)).gpu.cols  # only when asked for
+
+
 def test_kernel_dims_only_when_both_are_three_ints(tmp_path):
     grid = '{"correlation": 1, "grid": [4, 2, 1], "block": [128, 1, 1]}'
     cols = _scan(tmp_path, [

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 import traceforge
-
+from traceforge import windows
+from traceforge.analyses import export_tables
 from traceforge.analyses.patterns import find_patterns, scan_for_operator
 from traceforge.analyses.stacks import build_stacks, nest_calls, scan_for_stacks
 from traceforge.scan import Table, TraceColumns, scan
@@ -83,6 +84,69 @@ def test_stack_ops_keep_every_ancestor_of_tangled_ops(tmp_path, seed):
         got = find_patterns(for_operator, op="mark", nested=nested, min_len=1, top_k=100)
         assert (got.note, got.table.to_json(), got.members.tolist()) == (want.note, want.table.to_json(),
                                                                          want.members.tolist())
+
+
+def _exported_holders(path) -> dict[int, str]:
+    """Per exported event's ordinal: the op holding it as export writes it (``parent``, ``cpu_op``)."""
+    out = {}
+    for _, df in export_tables.read_tables(str(path)):
+        if len(df):
+            assert (np.diff(df["start"].to_numpy()) >= 0).all()  # each table in start order
+        holder = df["parent"] if "parent" in df else df.get("cpu_op")
+        if holder is not None:
+            out.update(zip(df["ordinal"].tolist(), holder.tolist()))
+    return out
+
+
+def _held_by(path) -> dict[int, str]:
+    """``_exported_holders`` from ``build_stacks`` over every CPU op in memory."""
+    cols = scan(str(path))
+    stacks = build_stacks(cols)
+    names = np.asarray(cols.names + [""], dtype=object)
+
+    def op_names(rows: np.ndarray) -> list[str]:
+        ids = np.full(len(rows), -1)
+        ids[rows >= 0] = cols.cpu_ops.name[rows[rows >= 0]]
+        return names[ids].tolist()
+    out = dict(zip(cols.cpu_ops.ordinal.tolist(), op_names(stacks.cpu_parent)))
+    out.update(zip(cols.launches.ordinal.tolist(), op_names(stacks.launch_op)))
+    out.update(zip(cols.gpu.ordinal.tolist(), op_names(stacks.gpu_op())))
+    return out
+
+
+def _counting_windows(monkeypatch, window_rows: int, block: int) -> list[int]:
+    """Make export nest ``window_rows`` at a time over ``block``-row blocks; the list gets a
+    1 per window."""
+    seen: list[int] = []
+
+    def counted(*args, **kwargs):
+        for window in windows.windows_by(*args, **kwargs):
+            seen.append(1)
+            yield window
+    monkeypatch.setattr(export_tables, "WINDOW_ROWS", window_rows)
+    monkeypatch.setattr(export_tables, "windows_by", counted)
+    monkeypatch.setattr(windows, "BLOCK", block)
+    return seen
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_export_nests_in_windows_as_build_stacks_does(tmp_path, monkeypatch, seed):
+    """Each thread's open ops carry from one window of start times to the next: tangled ops
+    (ties, zero durations, partial overlaps) get the same parents as all nested at once."""
+    path = tmp_path / "tangled.json"
+    _tangled_trace(path, seed)
+    want = _held_by(path)
+    assert _exported_holders(path) == want
+    seen = _counting_windows(monkeypatch, 37, 100)
+    assert _exported_holders(path) == want
+    assert len(seen) > 10
+
+
+@pytest.mark.parametrize("name", ["df_index", "nccl"])
+def test_export_nests_real_traces_in_windows(name, monkeypatch):
+    seen = _counting_windows(monkeypatch, 2000, 1000)
+    assert _exported_holders(TRACES[name]) == _held_by(TRACES[name])
+    assert len(seen) > 5
 
 
 @pytest.mark.parametrize("name", ["negative_queue", "df_index", "nccl", "trace_diff"])

@@ -82,7 +82,10 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
 
     if parquet_dir is not None:
         check_parquet()
-    tables = dict(read_tables(path))
+    chunks: dict[str, list[pd.DataFrame]] = {}
+    for kind, chunk in read_tables(path):
+        chunks.setdefault(kind, []).append(chunk)
+    tables = {kind: pd.concat(parts, ignore_index=True) for kind, parts in chunks.items()}
     write_tables(tables.items(), csv_dir=csv_dir, parquet_dir=parquet_dir)
     return tables
 

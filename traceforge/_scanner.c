@@ -25,7 +25,7 @@ enum {
     FIELD_START, FIELD_END, FIELD_PH, FIELD_CAT, FIELD_NAME, FIELD_TRACK, FIELD_TS, FIELD_DUR,
     FIELD_FLAGS, FIELD_ID, FIELD_ARGS_AT, FIELD_CORRELATION, FIELD_DEVICE,
     FIELD_STREAM, FIELD_BYTES, FIELD_KERNEL, FIELD_GRID, FIELD_BLOCK = FIELD_GRID + 3,
-    NFIELDS = FIELD_BLOCK + 3
+    FIELD_EXTERNAL_ID = FIELD_BLOCK + 3, FIELD_SHARED_MEMORY, NFIELDS
 };
 
 enum {
@@ -35,7 +35,10 @@ enum {
      * through a double; keys beyond those above send an event to a JSON parser there) */
     F_TS_FRAC = 2048, F_DUR_FRAC = 4096, F_DUR_KEY = 8192, F_EXTRA = 16384, F_BP_E = 32768,
     F_ARGS_ONE_NUMBER = 1 << 16, F_ID_KEY = 1 << 17, F_SCOPE_T = 1 << 18,
-    F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21  /* valid grid / block, while parsing */
+    F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21,  /* valid grid / block, while parsing */
+    /* args "External id" / "shared memory" as 64-bit ints (only export reads them; any other
+     * value counts as absent, so they never make an event odd) */
+    F_EXTERNAL_ID = 1 << 22, F_SHARED_MEMORY = 1 << 23
 };
 
 enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
@@ -520,6 +523,17 @@ static int parse_int_field(Parser *p, int64_t *row, int field, int flag) {
     return 0;
 }
 
+/* An int field read only where it is a 64-bit int: `flag` set then, cleared otherwise. */
+static int parse_optional_int(Parser *p, int64_t *row, int field, int flag) {
+    unsigned char c = p->b[p->pos];
+    row[FIELD_FLAGS] &= ~flag;
+    if (c != '-' && !(c >= '0' && c <= '9')) return skip_value(p);
+    Number num;
+    if (parse_number(p, &num) < 0) return -1;
+    if (num.is_int) { row[field] = num.ival; row[FIELD_FLAGS] |= flag; }
+    return 0;
+}
+
 /* A time in µs as exact ns and `flag`; F_ODD for text a JSON parser must decide on. */
 static int parse_time(Parser *p, int64_t *row, int field, int flag, int frac_flag) {
     unsigned char c = p->b[p->pos];
@@ -577,6 +591,8 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
     if (KEY("device")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE);
     if (KEY("stream")) return parse_int_field(p, row, FIELD_STREAM, F_STREAM);
     if (KEY("bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES);
+    if (KEY("External id")) return parse_optional_int(p, row, FIELD_EXTERNAL_ID, F_EXTERNAL_ID);
+    if (KEY("shared memory")) return parse_optional_int(p, row, FIELD_SHARED_MEMORY, F_SHARED_MEMORY);
     if (KEY("kernel")) {
         int64_t id;
         if (parse_interned(p, ev->strings, &id) < 0) return -1;
@@ -596,7 +612,7 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
 }
 
 static const int64_t ARGS_FLAGS = F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN |
-                                  F_BLOCK_SEEN | F_ARGS_ONE_NUMBER;
+                                  F_BLOCK_SEEN | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY;
 
 static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
     Event *ev = ctx;
@@ -652,6 +668,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
         if (KEY("args")) {
             row[FIELD_FLAGS] &= ~ARGS_FLAGS;
             row[FIELD_CORRELATION] = row[FIELD_DEVICE] = row[FIELD_STREAM] = row[FIELD_BYTES] = 0;
+            row[FIELD_EXTERNAL_ID] = row[FIELD_SHARED_MEMORY] = 0;
             row[FIELD_KERNEL] = -1;
             if (p->b[p->pos] != '{') return skip_value(p);
             Py_ssize_t members_end;
@@ -800,7 +817,8 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"DUR", FIELD_DUR}, {"FLAGS", FIELD_FLAGS}, {"ID", FIELD_ID}, {"ARGS_AT", FIELD_ARGS_AT},
         {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
         {"STREAM", FIELD_STREAM}, {"BYTES", FIELD_BYTES}, {"KERNEL", FIELD_KERNEL}, {"GRID", FIELD_GRID},
-        {"BLOCK", FIELD_BLOCK}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
+        {"BLOCK", FIELD_BLOCK}, {"EXTERNAL_ID", FIELD_EXTERNAL_ID}, {"SHARED_MEMORY", FIELD_SHARED_MEMORY},
+        {"F_EXTERNAL_ID", F_EXTERNAL_ID}, {"F_SHARED_MEMORY", F_SHARED_MEMORY}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
         {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
         {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_EMPTY", F_ARGS_EMPTY},
         {"F_TS_FRAC", F_TS_FRAC}, {"F_DUR_FRAC", F_DUR_FRAC}, {"F_DUR_KEY", F_DUR_KEY}, {"F_EXTRA", F_EXTRA},

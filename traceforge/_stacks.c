@@ -1,4 +1,6 @@
 /* Nesting one thread's CPU ops and launch calls (analyses/stacks.py): sort, then walk.
+ * nest_sorted walks items already sorted, from a stack left by the items before them, for
+ * export's windows of start times (analyses/export_tables.py).
  *
  * The items are sorted as indices into the thread's row lists, reading times and durations
  * from the trace's columns: 8 bytes an item (an index and a merge buffer). Gathering each
@@ -89,18 +91,28 @@ typedef struct {
     int32_t row;
 } Open;
 
-/* Walks the sorted items with an array as the stack of open ops: each item's parent is the
- * innermost open op that contains it (starts inside it, ends by its end). Calls never open. */
+/* The next item in sorted order, [start, stop): pops the open ops that do not hold it (start
+ * inside, end by their end), pushes it if it opens (an op, not a call, of positive duration)
+ * and returns the row of its parent, the innermost op holding it (-1 none). */
+static inline int32_t nest_step(Open *stack, Py_ssize_t *depth, int64_t start, int64_t stop, int opens, int32_t row) {
+    Py_ssize_t d = *depth;
+    while (d && !(start < stack[d - 1].end && stop <= stack[d - 1].end)) d--;
+    int32_t parent = d ? stack[d - 1].row : -1;
+    if (opens && stop > start) stack[d++] = (Open){stop, row};
+    *depth = d;
+    return parent;
+}
+
+/* Walks the sorted items with an array as the stack of open ops. */
 static void walk(const Thread *t, const int32_t *idx, Py_ssize_t m, Py_ssize_t n_cpu, int32_t *parent, Open *stack) {
     Py_ssize_t depth = 0;
     for (Py_ssize_t s = 0; s < m; s++) {
         int32_t k = idx[s];
-        int64_t start = item_ts(t, k), stop = start + item_dur(t, k);
+        int64_t start = item_ts(t, k);
         int is_call = k >= t->n_ops;
         int32_t row = is_call ? (int32_t)(n_cpu + t->calls[k - t->n_ops]) : t->ops[k];
-        while (depth && !(start < stack[depth - 1].end && stop <= stack[depth - 1].end)) depth--;
-        if (depth) parent[row] = stack[depth - 1].row;
-        if (!is_call && stop > start) stack[depth++] = (Open){stop, row};
+        int32_t holder = nest_step(stack, &depth, start, start + item_dur(t, k), !is_call, row);
+        if (holder >= 0) parent[row] = holder;
     }
 }
 
@@ -169,6 +181,37 @@ done:
     return result;
 }
 
+/* nest_sorted(start, stop, opens, ids, holder, stack) -> stack: see the method's doc. */
+static PyObject *nest_sorted(PyObject *self, PyObject *args) {
+    Py_buffer start, stop, opens, ids, holder, carried;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*y*", &start, &stop, &opens, &ids, &holder, &carried)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = start.len / 8, depth = carried.len / (Py_ssize_t)sizeof(Open);
+    Open *stack = NULL;
+    if (stop.len != n * 8 || opens.len != n || ids.len != n * 4 || holder.len != n * 4 ||
+        carried.len % (Py_ssize_t)sizeof(Open)) {
+        PyErr_SetString(PyExc_ValueError, "start/stop: int64, opens: a byte, ids/holder: int32 per item; "
+                                          "stack: as returned");
+        goto done;
+    }
+    stack = PyMem_RawMalloc((depth + n + 1) * sizeof(Open));
+    if (!stack) { PyErr_NoMemory(); goto done; }
+    memcpy(stack, carried.buf, carried.len);
+    const int64_t *s0 = start.buf, *s1 = stop.buf;
+    const char *o = opens.buf;
+    const int32_t *id = ids.buf;
+    int32_t *out = holder.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = nest_step(stack, &depth, s0[i], s1[i], o[i], id[i]);
+    Py_END_ALLOW_THREADS
+    result = PyBytes_FromStringAndSize((const char *)stack, depth * sizeof(Open));
+done:
+    PyMem_RawFree(stack);
+    PyBuffer_Release(&start); PyBuffer_Release(&stop); PyBuffer_Release(&opens);
+    PyBuffer_Release(&ids); PyBuffer_Release(&holder); PyBuffer_Release(&carried);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest_thread", nest_thread, METH_VARARGS,
      "nest_thread(ops, calls, op_ts, op_dur, op_dur_itemsize, call_ts, call_dur, call_dur_itemsize, parent): one "
@@ -176,6 +219,11 @@ static PyMethodDef methods[] = {
      "order, sorted by start, longer first, ops before calls, file order; set parent[item] (int32; ops' rows, then "
      "calls' rows after len(op_ts)) to the row of the innermost op holding it (start ts, end ts + max(dur, 0)). "
      "ts: int64; durations: int32 or int64"},
+    {"nest_sorted", nest_sorted, METH_VARARGS,
+     "nest_sorted(start, stop, opens, ids, holder, stack) -> stack: one thread's next items, already in nesting "
+     "order ([start, stop) int64, stop = start + max(dur, 0); opens: uint8/bool, 1 for an op; ids: int32), walked "
+     "from the open ops `stack` left by the items before them (b'' for none); sets holder[i] (int32) to the id of "
+     "the innermost op holding item i (-1 none) and returns the open ops after the last item, for the next call"},
     {NULL, NULL, 0, NULL},
 };
 

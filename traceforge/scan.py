@@ -243,6 +243,7 @@ class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
 
     path: str
+    # With scan(op_args=True) the first three have external_id too, and gpu shared_memory.
     gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims
     launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
     cpu_ops: Table  # ordinal ts dur track name cat
@@ -344,6 +345,7 @@ def scan(
     keep_launch: Callable[[str], bool] | None = None,
     spill_cpu_ops: bool = False,
     spill_launch: Callable[[str], bool] | None = None,
+    op_args: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -355,9 +357,12 @@ def scan(
     ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
     caller that keeps only some of them (see ``SpilledColumns``); ``spill_launch(name)``
     likewise puts the launch calls it picks (of those kept) in ``spilled_launches``.
+    ``op_args``: also keep args ``External id`` (GPU ops, launch calls, CPU ops) and ``shared
+    memory`` (GPU ops) as columns ``external_id`` and ``shared_memory`` (-1 where absent or not
+    an int), for export.
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -369,6 +374,7 @@ def scan(
 _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
 _PH_X, _PH_M, _PH_FLOW = 1, 2, 3
 _TIMES = R.F_TS | R.F_DUR
+_OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
 
 
 class _ByString:
@@ -390,8 +396,9 @@ class _ColumnBuilder:
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
-                 spill_launch: Callable[[str], bool] | None = None):
+                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False):
         self.scanner = scanner
+        self.op_args = op_args
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
         self.spill_launch = spill_launch
@@ -409,13 +416,14 @@ class _ColumnBuilder:
         self._track_id = np.zeros(0, np.int32)
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
+        ext = " external_id:n4" if op_args else ""
         self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
-                            "bytes:n4 dims:i4")
+                            "bytes:n4 dims:i4" + (ext + " shared_memory:n4" if op_args else ""))
         self.places = SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
-        launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4"
+        launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4" + ext
         self.launch = _Columns(launch_fields)
         self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
-        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4"
+        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext
         self.cpu = _Columns(cpu_fields)
         self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = _Columns(_SLICE_FIELDS)
@@ -479,6 +487,7 @@ class _ColumnBuilder:
                 np.where(flags & R.F_STREAM, r[:, R.STREAM], self._tid_int[r[:, R.TRACK]]),
                 track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1), name,
                 np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r),
+                *self._op_args(r, R.EXTERNAL_ID, R.SHARED_MEMORY),
             )
             if self.places is not None:
                 self.places.extend(*_places(batch, r))
@@ -487,7 +496,7 @@ class _ColumnBuilder:
             kernel_id = np.full(len(r), -1, np.int32)
             kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
             values = (ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
-                      name, self._cat_ids(r[:, R.CAT]), kernel_id)
+                      name, self._cat_ids(r[:, R.CAT]), kernel_id, *self._op_args(r, R.EXTERNAL_ID))
             if self.spill_launch is None:
                 self.launch.extend(*values)
             else:
@@ -497,12 +506,18 @@ class _ColumnBuilder:
                     self.spilled_launch.extend(*(v[spill] for v in values))
         elif code == _KIND_CODES[_CPU]:
             cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
-            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]))
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():
                 args = batch.event(i).get("args")
                 self.range_args.append(args if type(args) is dict else {})
+
+    def _op_args(self, r: np.ndarray, *fields: int) -> list[np.ndarray]:
+        """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
+        if not self.op_args:
+            return []
+        return [np.where(r[:, R.FLAGS] & _OP_ARG_FLAGS[f], r[:, f], -1) for f in fields]
 
     def _count(self, rows: np.ndarray) -> None:
         key = (rows[:, R.PH] + 2) << 32 | (rows[:, R.CAT] + 2)
@@ -662,6 +677,11 @@ def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
         if all(type(d) is list and len(d) == 3 and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in d)
                for d in (grid, block)):
             row[R.GRID:R.GRID + 3], row[R.BLOCK:R.BLOCK + 3], flags = grid, block, flags | R.F_DIMS
+        for key, column, flag in (("External id", R.EXTERNAL_ID, R.F_EXTERNAL_ID),
+                                  ("shared memory", R.SHARED_MEMORY, R.F_SHARED_MEMORY)):
+            value = args.get(key)
+            if type(value) is int and _INT64[0] <= value <= _INT64[1]:
+                row[column], flags = value, flags | flag
     row[R.FLAGS] = flags
 
 

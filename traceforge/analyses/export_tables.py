@@ -4,93 +4,184 @@ otherwise convert traces into by hand, with exact integer-ns ``start``, ``end``,
 ``end`` is ``start + dur`` as written in the trace (not clipped). Absent values are -1
 (ids, sizes) or the empty string (names). GPU ops carry the launch API and the innermost CPU
 op that issued them (``cpu_op``, the top of the operator stack, see ``stacks``); launch calls
-the op they ran in; CPU ops their parent op.
+the op they ran in; CPU ops their parent op. Each table's rows are in start order (then file
+order).
+
+Memory stays bounded by the GPU ops: CPU ops and launch calls (most of a trace) wait on disk
+after the scan and are nested a window of start times at a time (``windows.windows_by``),
+each thread's open ops carried from one window to the next; tables come out a chunk at a time.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .._stacks import nest_sorted
 from ..errors import UsageError
+from ..io.heap import trim_heap
 from ..lazy_pandas import pd
-from ..op_args import OpArgsCollector, lookup
-from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns, scan
-from .activity import activities
-from .stacks import build_stacks
+from ..scan import KERNEL, MEMCPY, MEMSET, SpilledColumns, Table, TraceColumns, scan
+from ..windows import windows_by
+from .activity import GPU_ACTIVITY, cat_kinds
+from .launches import launch_of_gpu
+from .stacks import joined_calls
 
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+CHUNK_ROWS = 1 << 16  # GPU ops of a table handed out at a time (pandas' CSV writer holds several times a chunk)
+WINDOW_ROWS = 1 << 18  # CPU ops and launch calls nested at a time
+_CALL_FIELDS = "ordinal ts dur track name cat external_id correlation call"
 
 
 def read_tables(path: str) -> Iterator[tuple[str, pd.DataFrame]]:
-    """The export tables of the trace at ``path`` (one pass over it), a kind at a time."""
-    collector = OpArgsCollector()
-    cols = scan(path, on_batch=collector)
-    return tables_by_kind(cols, collector.table())
+    """The export tables of the trace at ``path`` (one pass over it), as (kind, chunk) pairs:
+    each kind's chunks in order, kinds interleaved."""
+    return tables_by_kind(scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True))
 
 
-def export_tables(cols: TraceColumns, op_args: Table) -> dict[str, pd.DataFrame]:
-    """Tables by activity kind (``kernel``, ``gpu_memcpy``, ``cuda_runtime``, ``cpu_op``, ...).
-
-    ``op_args`` comes from ``op_args.OpArgsCollector`` run over the same trace.
-    """
-    return dict(tables_by_kind(cols, op_args))
-
-
-def tables_by_kind(cols: TraceColumns, op_args: Table) -> Iterator[tuple[str, pd.DataFrame]]:
-    """``export_tables`` one kind at a time: a writer holds one table, not all of them."""
-    stacks = build_stacks(cols)
+def tables_by_kind(cols: TraceColumns) -> Iterator[tuple[str, pd.DataFrame]]:
+    """``read_tables`` from columns scanned with ``spill_cpu_ops=True``, every launch call
+    spilled and ``op_args=True``. Consumes the spilled tables."""
     names = np.asarray(cols.names + [""], dtype=object)  # index -1: no name
-    gpu_op = stacks.gpu_op()
-    gpu_launch_name = np.full(len(cols.gpu), -1, np.int64)
-    has_launch = stacks.gpu_launch >= 0
-    gpu_launch_name[has_launch] = cols.launches.name[stacks.gpu_launch[has_launch]]
+    calls, joined, tracks = _merged_calls(cols)
+    trim_heap()  # the merge's chunks left holes in the heap (~80 MB at 2 GB)
+    launch_op = np.full(len(joined), -1, np.int32)  # per joined call: its innermost op's name id
+    yield from _nested_calls(calls, joined.ordinal, launch_op, names, cat_kinds(cols), tracks)
+    gpu_launch = launch_of_gpu(replace(cols, launches=joined))
+    has = gpu_launch >= 0
+    launch_name, op_name = np.full(len(cols.gpu), -1, np.int32), np.full(len(cols.gpu), -1, np.int32)
+    launch_name[has], op_name[has] = joined.name[gpu_launch[has]], launch_op[gpu_launch[has]]
+    del joined, launch_op, gpu_launch, has
+    yield from _gpu_tables(cols, names, launch_name, op_name)
+    yield from _range_tables(cols, names, tracks)
+
+
+class _Tracks:
+    """Each track's pid and tid, as int64 columns for a kind whose tracks all have int ones
+    (Kineto's), else as objects (2021's ``"stream 7"``)."""
+
+    def __init__(self, tracks: list[tuple], used: dict[str, set[int]]):
+        self._objects = [np.array([t[i] for t in tracks] or [0], dtype=object) for i in (0, 1)]
+        self._ints = [np.array([t[i] if type(t[i]) is int else 0 for t in tracks] or [0], np.int64) for i in (0, 1)]
+        self._int_kinds = [{kind for kind, rows in used.items() if all(type(tracks[r][i]) is int for r in rows)}
+                           for i in (0, 1)]
+
+    def columns(self, kind: str, track: np.ndarray) -> dict[str, Any]:
+        return {key: (self._ints[i] if kind in self._int_kinds[i] else self._objects[i])[track]
+                for i, key in enumerate(("pid", "tid"))}
+
+
+def _merged_calls(cols: TraceColumns) -> tuple[SpilledColumns, Table, _Tracks]:
+    """CPU ops and launch calls in one spilled table (``call`` 1 for a launch call); the calls
+    that GPU ops join, in memory; each kind's pids and tids."""
+    merged = SpilledColumns(_CALL_FIELDS)
+    kind_of_cat = cat_kinds(cols)
+    used = {"cuda_profiler_range": set(np.unique(cols.ranges.track).tolist())}
+    for spilled, call in ((cols.spilled_cpu_ops, 0), (cols.spilled_launches, 1)):
+        for chunk in spilled.chunks():
+            correlation = chunk.correlation if call else np.full(len(chunk), -1)
+            merged.extend(chunk.ordinal, chunk.ts, chunk.dur, chunk.track, chunk.name, chunk.cat, chunk.external_id,
+                          correlation, np.full(len(chunk), call))
+            kinds = kind_of_cat[chunk.cat]
+            for kind in dict.fromkeys(kinds.tolist()):
+                used.setdefault(kind, set()).update(np.unique(chunk.track[kinds == kind]).tolist())
+    # read once more (reading back is cheap): select keeps narrow columns, grown in place
+    joined = cols.spilled_launches.select(joined_calls(cols))
+    return merged, Table({f: joined.cols[f] for f in ("ordinal", "correlation", "name")}), _Tracks(cols.tracks, used)
+
+
+def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: np.ndarray, names: np.ndarray,
+                  kind_of_cat: np.ndarray, tracks: _Tracks) -> Iterator[tuple[str, pd.DataFrame]]:
+    """The CPU op and launch call tables, a window of start times at a time, each row with the
+    op holding it; sets ``launch_op`` for the joined calls (ordinals ``joined_ordinal``)."""
+    stacks: dict[int, bytes] = {}  # per thread: its open ops after the windows so far
+    for window in windows_by(calls, lambda chunk, first: chunk.ts, WINDOW_ROWS, "stacks"):
+        holder = _holders(window, stacks)
+        at = np.minimum(np.searchsorted(joined_ordinal, window.ordinal), max(len(joined_ordinal) - 1, 0))
+        if len(joined_ordinal):
+            hit = (window.call == 1) & (joined_ordinal[at] == window.ordinal)
+            launch_op[at[hit]] = holder[hit]
+        order = np.lexsort((window.ordinal, window.ts))
+        kinds = kind_of_cat[window.cat[order]]
+        for kind in dict.fromkeys(kinds.tolist()):
+            yield kind, _call_frame(window, order[kinds == kind], holder, kind, names, tracks)
+        trim_heap()  # each window's tables leave the heap with holes the next one does not fit
+
+
+def _holders(window: Table, stacks: dict[int, bytes]) -> np.ndarray:
+    """Per row of a window: the name id of the innermost CPU op holding it (-1 none), by the
+    nesting order of ``stacks.nest_calls``: per thread by start, longer first, ops before calls,
+    file order."""
+    n = len(window.ts)
+    dur = np.maximum(window.dur, 0)
+    order = np.lexsort((window.ordinal, window.call, -dur, window.ts, window.track))
+    track, start = window.track[order], window.ts[order]
+    stop, opens = start + dur[order], (window.call[order] == 0).astype(np.uint8)
+    ids, held = window.name[order].astype(np.int32), np.empty(n, np.int32)
+    first = np.flatnonzero(np.r_[True, track[1:] != track[:-1]]) if n else np.zeros(0, np.int64)
+    for a, b in zip(first.tolist(), [*first[1:].tolist(), n]):
+        t = int(track[a])
+        stacks[t] = nest_sorted(start[a:b], stop[a:b], opens[a:b], ids[a:b], held[a:b], stacks.get(t, b""))
+    holder = np.empty(n, np.int32)
+    holder[order] = held
+    return holder
+
+
+def _call_frame(window: Table, rows: np.ndarray, holder: np.ndarray, kind: str, names: np.ndarray,
+                tracks: _Tracks) -> pd.DataFrame:
+    ts, dur = window.ts[rows], window.dur[rows]
+    df = {"ordinal": window.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": names[window.name[rows]],
+          **tracks.columns(kind, window.track[rows])}
+    if window.call[rows[0]]:
+        df.update(correlation=window.correlation[rows], external_id=window.external_id[rows],
+                  cpu_op=names[holder[rows]])
+    else:
+        df.update(external_id=window.external_id[rows], parent=names[holder[rows]])
+    return _frame(df)
+
+
+def _gpu_tables(cols: TraceColumns, names: np.ndarray, launch_name: np.ndarray, op_name: np.ndarray
+                ) -> Iterator[tuple[str, pd.DataFrame]]:
+    g = cols.gpu
     # scan's interned (grid, block) per kernel, as six columns; the extra last row (-1) is "none"
-    dims = np.array([[*g, *b] for g, b in cols.kernel_dims] + [[-1] * 6], np.int64).reshape(-1, 6)
-    for act in activities(cols):
-        t, rows = act.of(cols), act.rows
-        ts, dur = t.ts[rows], t.dur[rows]
-        df = pd.DataFrame({"ordinal": t.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": names[t.name[rows]]})
-        extra = lookup(op_args, t.ordinal[rows])
-        if act.table == "gpu":
-            kind = int(t.kind[rows[0]])
-            df["device"], df["stream"], df["correlation"] = t.device[rows], t.stream[rows], t.correlation[rows]
-            df["external_id"] = extra["external_id"]
-            if kind == KERNEL:
-                for i, k in enumerate(_DIMS):
-                    df[k] = dims[t.dims[rows], i]
-                df["shared_memory"] = extra["shared_memory"]
-            if kind in (MEMCPY, MEMSET):
-                df["bytes"] = t.bytes[rows]
-            df["launch"] = names[gpu_launch_name[rows]]
-            df["cpu_op"] = _op_names(cols, names, gpu_op[rows])
-        else:
-            pid_tid = [cols.tracks[i] for i in t.track[rows].tolist()]
-            df["pid"] = pd.Series([p for p, _ in pid_tid], dtype=_track_dtype(pid_tid, 0))
-            df["tid"] = pd.Series([q for _, q in pid_tid], dtype=_track_dtype(pid_tid, 1))
-            if act.table == "launches":
-                df["correlation"] = t.correlation[rows]
-                df["external_id"] = extra["external_id"]
-                df["cpu_op"] = _op_names(cols, names, stacks.launch_op[rows])
-            elif act.table == "cpu_ops":
-                df["external_id"] = extra["external_id"]
-                df["parent"] = _op_names(cols, names, stacks.cpu_parent[rows])
-        yield act.kind, df
+    dims = np.array([[*grid, *block] for grid, block in cols.kernel_dims] + [[-1] * 6], np.int64).reshape(-1, 6)
+    order = np.lexsort((g.ordinal, g.ts))
+    for code, kind in GPU_ACTIVITY.items():
+        of_kind = order[g.kind[order] == code]
+        for lo in range(0, len(of_kind), CHUNK_ROWS):
+            rows = of_kind[lo:lo + CHUNK_ROWS]
+            ts, dur = g.ts[rows], g.dur[rows]
+            df = {"ordinal": g.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": names[g.name[rows]],
+                  "device": g.device[rows], "stream": g.stream[rows], "correlation": g.correlation[rows],
+                  "external_id": g.external_id[rows]}
+            if code == KERNEL:
+                df.update(zip(_DIMS, dims[g.dims[rows]].T))
+                df["shared_memory"] = g.shared_memory[rows]
+            if code in (MEMCPY, MEMSET):
+                df["bytes"] = g.bytes[rows]
+            df.update(launch=names[launch_name[rows]], cpu_op=names[op_name[rows]])
+            yield kind, _frame(df)
 
 
-def _op_names(cols: TraceColumns, names: np.ndarray, op_rows: np.ndarray) -> np.ndarray:
-    """Names of CPU op rows; "" for -1."""
-    ids = np.full(len(op_rows), -1, np.int64)
-    ids[op_rows >= 0] = cols.cpu_ops.name[op_rows[op_rows >= 0]]
-    return names[ids]
+def _range_tables(cols: TraceColumns, names: np.ndarray, tracks: _Tracks) -> Iterator[tuple[str, pd.DataFrame]]:
+    r = cols.ranges
+    if len(r):
+        rows = np.lexsort((r.ordinal, r.ts))
+        ts, dur = r.ts[rows], r.dur[rows]
+        kind = "cuda_profiler_range"
+        yield kind, _frame({"ordinal": r.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
+                            "name": names[r.name[rows]], **tracks.columns(kind, r.track[rows])})
 
 
-def _track_dtype(pid_tid: list[tuple], i: int) -> str:
-    """int64 when every pid (or tid) is an int, as in Kineto; object for 2021's ``"stream 7"``."""
-    return "int64" if all(type(pt[i]) is int for pt in pid_tid) else "object"
+def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A table chunk with every int column int64: the same schema in every chunk and every
+    trace (scan narrows columns to int32 where a trace's values fit)."""
+    return pd.DataFrame({k: v.astype(np.int64, copy=False) if v.dtype.kind == "i" else v for k, v in columns.items()})
 
 
 def check_parquet() -> None:
@@ -99,10 +190,42 @@ def check_parquet() -> None:
         raise UsageError("--parquet needs pyarrow (pip install pyarrow); --csv works without it")
 
 
+class _CsvFile:
+    def __init__(self, path: Path):
+        self._f = path.open("w", encoding="utf-8", errors="backslashreplace", newline="")
+        self.rows = 0
+
+    def write(self, df: pd.DataFrame) -> None:
+        df.to_csv(self._f, index=False, header=self.rows == 0)
+        self.rows += len(df)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _ParquetFile:
+    def __init__(self, path: Path):
+        self._path, self._writer, self.rows = path, None, 0
+
+    def write(self, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(df, preserve_index=False, schema=None if self._writer is None else self._writer.schema)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._path, table.schema)
+        self._writer.write_table(table)
+        self.rows += len(df)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
 def write_tables(tables: Iterable[tuple[str, pd.DataFrame]], *, csv_dir: str | None = None,
                  parquet_dir: str | None = None) -> list[tuple[Path, int]]:
-    """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet`` for each (kind, table), in
-    turn; return the files written, each with its rows."""
+    """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet``, each kind's chunks (non-empty)
+    appended in turn; return the files written, each with its rows."""
     if parquet_dir is not None:
         check_parquet()
     dirs = [(Path(d), suffix) for d, suffix in ((csv_dir, ".csv"), (parquet_dir, ".parquet")) if d is not None]
@@ -111,13 +234,16 @@ def write_tables(tables: Iterable[tuple[str, pd.DataFrame]], *, csv_dir: str | N
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UsageError(f"cannot create {out}: {e.strerror}") from None
-    written: list[list[tuple[Path, int]]] = [[] for _ in dirs]
-    for kind, df in tables:
-        for (out, suffix), files in zip(dirs, written):
-            path = out / f"{kind}{suffix}"
-            if suffix == ".csv":
-                df.to_csv(path, index=False, errors="backslashreplace")
-            else:
-                df.to_parquet(path, index=False)
-            files.append((path, len(df)))
-    return [file for files in written for file in files]  # the CSV files first, as listed before
+    files: list[dict[str, _CsvFile | _ParquetFile]] = [{} for _ in dirs]
+    try:
+        for kind, df in tables:
+            for (out, suffix), opened in zip(dirs, files):
+                if kind not in opened:
+                    opened[kind] = (_CsvFile if suffix == ".csv" else _ParquetFile)(out / f"{kind}{suffix}")
+                opened[kind].write(df)
+    finally:
+        for opened in files:
+            for f in opened.values():
+                f.close()
+    # the CSV files first, as listed before
+    return [(out / f"{kind}{suffix}", f.rows) for (out, suffix), opened in zip(dirs, files) for kind, f in opened.items()]

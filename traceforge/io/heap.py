@@ -27,6 +27,13 @@ def _malloc_trim():
         return None
 
 
+def trim_heap() -> None:
+    """Give the free pages of every malloc arena back to the system (where glibc's there)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 class HeapTrimmer:
     """Counts bytes read; every ``TRIM_EVERY`` of them, frees the unused pages of every malloc arena."""
 
@@ -37,6 +44,4 @@ class HeapTrimmer:
         self._since += n
         if self._since >= TRIM_EVERY:
             self._since = 0
-            trim = _malloc_trim()
-            if trim is not None:
-                trim(0)
+            trim_heap()
