@@ -89,7 +89,8 @@ def test_stack_ops_keep_every_ancestor_of_tangled_ops(tmp_path, seed):
 def _exported_holders(path) -> dict[int, str]:
     """Per exported event's ordinal: the op holding it as export writes it (``parent``, ``cpu_op``)."""
     out = {}
-    for _, df in export_tables.read_tables(str(path)):
+    for chunk in export_tables.read_tables(str(path)):
+        df = chunk.frame()
         if len(df):
             assert (np.diff(df["start"].to_numpy()) >= 0).all()  # each table in start order
         holder = df["parent"] if "parent" in df else df.get("cpu_op")

@@ -9,6 +9,7 @@ import json
 from collections import defaultdict
 from decimal import Decimal
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -187,6 +188,25 @@ def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path):
         for kind in ("kernel", "gpu_memcpy", "gpu_memset"):
             gpu = pd.read_csv(tmp_path / f"{kind}.csv", keep_default_na=False)
             assert [op_name[e] for e in gpu["external_id"]] == gpu["cpu_op"].tolist()
+
+
+def test_export_csv_text_is_what_pandas_writes(tmp_path):
+    from traceforge.analyses.export_tables import TableChunk, _Strings
+
+    names = _Strings(["plain", "a,b", 'say "hi"', "line\nbreak", "cr\rhere", " lead ", "", "é", "x" * 300])
+    pids = _Strings([1, "stream 7", None, 2.5])
+    rng = np.random.default_rng(0)
+    n = 40_000  # more rows than one CSV_ROWS piece
+    chunk = TableChunk("cpu_op", {"ordinal": np.arange(n, dtype=np.int32), "start": rng.integers(-2**62, 2**62, n),
+                                  "name": (rng.integers(-1, len(names.values) - 1, n), names),
+                                  "pid": (rng.integers(0, 4, n), pids), "parent": (np.full(n, -1), names)})
+    got = b"".join(chunk.csv(header=True))
+    want = tmp_path / "want.csv"
+    chunk.frame().to_csv(want, index=False, errors="backslashreplace")
+    assert got == want.read_bytes()
+    # a name that was not UTF-8 in the trace (kept as lone surrogates) is written escaped
+    odd = TableChunk("cpu_op", {"name": (np.array([0]), _Strings(["bad \udcff"]))})
+    assert b"".join(odd.csv(header=False)) == b"bad \\udcff\n"
 
 
 def test_parquet_needs_pyarrow(tmp_path, capsys):

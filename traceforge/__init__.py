@@ -82,12 +82,12 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
 
     if parquet_dir is not None:
         check_parquet()
-    chunks: dict[str, list[pd.DataFrame]] = {}
-    for kind, chunk in read_tables(path):
-        chunks.setdefault(kind, []).append(chunk)
-    tables = {kind: pd.concat(parts, ignore_index=True) for kind, parts in chunks.items()}
-    write_tables(tables.items(), csv_dir=csv_dir, parquet_dir=parquet_dir)
-    return tables
+    chunks = list(read_tables(path))
+    write_tables(chunks, csv_dir=csv_dir, parquet_dir=parquet_dir)
+    frames: dict[str, list[pd.DataFrame]] = {}
+    for chunk in chunks:
+        frames.setdefault(chunk.kind, []).append(chunk.frame())
+    return {kind: pd.concat(parts, ignore_index=True) for kind, parts in frames.items()}
 
 
 def classify(path: str, rules: str = "default", *, elapsed_s: float | str | None = None) -> pd.DataFrame:

@@ -14,16 +14,18 @@ each thread's open ops carried from one window to the next; tables come out a ch
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .._stacks import nest_sorted
 from ..errors import UsageError
+from ..inject import Texts, join_rows
 from ..io.heap import trim_heap
 from ..lazy_pandas import pd
 from ..scan import KERNEL, MEMCPY, MEMSET, SpilledColumns, Table, TraceColumns, scan
@@ -33,21 +35,79 @@ from .launches import launch_of_gpu
 from .stacks import joined_calls
 
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
-CHUNK_ROWS = 1 << 16  # GPU ops of a table handed out at a time (pandas' CSV writer holds several times a chunk)
+CHUNK_ROWS = 1 << 16  # GPU ops of a table handed out at a time
+CSV_ROWS = 1 << 14  # rows made CSV text at a time (joining them holds ~100 bytes a row per column)
 WINDOW_ROWS = 1 << 18  # CPU ops and launch calls nested at a time
 _CALL_FIELDS = "ordinal ts dur track name cat external_id correlation call"
 
 
-def read_tables(path: str) -> Iterator[tuple[str, pd.DataFrame]]:
-    """The export tables of the trace at ``path`` (one pass over it), as (kind, chunk) pairs:
-    each kind's chunks in order, kinds interleaved."""
+class _Strings:
+    """The distinct values that a string column's ids index (id -1: the empty string), each
+    made CSV text once, not once a row."""
+
+    def __init__(self, values: list[object]):
+        self.values = np.empty(len(values) + 1, dtype=object)
+        self.values[:-1], self.values[-1] = values, ""
+        self._csv: Texts | None = None
+
+    def csv(self) -> Texts:
+        if self._csv is None:
+            self._csv = Texts.of([_csv_field(v) for v in self.values.tolist()])
+        return self._csv
+
+
+def _csv_field(value: object) -> bytes:
+    """A value as pandas' CSV writer writes it: None as nothing, quoted where the csv module would."""
+    if value is None or value == "":
+        return b""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow([value])
+    return out.getvalue()[:-1].encode("utf-8", "backslashreplace")
+
+
+Column = np.ndarray | tuple[np.ndarray, _Strings]  # ints, or string ids and their strings
+
+
+@dataclass
+class TableChunk:
+    """Consecutive rows of one kind's table, as columns (string columns as ids)."""
+
+    kind: str
+    columns: dict[str, Column]
+
+    def __len__(self) -> int:
+        first = next(iter(self.columns.values()))
+        return len(first[0] if isinstance(first, tuple) else first)
+
+    def frame(self) -> pd.DataFrame:
+        """As a DataFrame, every int column int64 (scan narrows columns to int32 where a trace's
+        values fit): the same schema in every chunk and every trace."""
+        return pd.DataFrame({k: v[1].values[v[0]] if isinstance(v, tuple) else v.astype(np.int64, copy=False)
+                             for k, v in self.columns.items()})
+
+    def csv(self, header: bool) -> Iterator[bytes]:
+        """The rows as CSV text, ``CSV_ROWS`` at a time (numbers formatted and rows joined in C)."""
+        if header:
+            yield ",".join(self.columns).encode() + b"\n"
+        for lo in range(0, len(self), CSV_ROWS):
+            parts: list[Texts | bytes] = []
+            for v in self.columns.values():
+                ids_or_values = (v[0] if isinstance(v, tuple) else v)[lo:lo + CSV_ROWS]
+                parts += [v[1].csv().take(ids_or_values) if isinstance(v, tuple) else Texts.numbers(ids_or_values), b","]
+            parts[-1] = b"\n"
+            yield join_rows(parts).blob
+
+
+def read_tables(path: str) -> Iterator[TableChunk]:
+    """The export tables of the trace at ``path`` (one pass over it), a chunk at a time: each
+    kind's chunks in order, kinds interleaved."""
     return tables_by_kind(scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True))
 
 
-def tables_by_kind(cols: TraceColumns) -> Iterator[tuple[str, pd.DataFrame]]:
+def tables_by_kind(cols: TraceColumns) -> Iterator[TableChunk]:
     """``read_tables`` from columns scanned with ``spill_cpu_ops=True``, every launch call
     spilled and ``op_args=True``. Consumes the spilled tables."""
-    names = np.asarray(cols.names + [""], dtype=object)  # index -1: no name
+    names = _Strings(cols.names)
     calls, joined, tracks = _merged_calls(cols)
     trim_heap()  # the merge's chunks left holes in the heap (~80 MB at 2 GB)
     launch_op = np.full(len(joined), -1, np.int32)  # per joined call: its innermost op's name id
@@ -66,13 +126,13 @@ class _Tracks:
     (Kineto's), else as objects (2021's ``"stream 7"``)."""
 
     def __init__(self, tracks: list[tuple], used: dict[str, set[int]]):
-        self._objects = [np.array([t[i] for t in tracks] or [0], dtype=object) for i in (0, 1)]
+        self._objects = [_Strings([t[i] for t in tracks]) for i in (0, 1)]
         self._ints = [np.array([t[i] if type(t[i]) is int else 0 for t in tracks] or [0], np.int64) for i in (0, 1)]
         self._int_kinds = [{kind for kind, rows in used.items() if all(type(tracks[r][i]) is int for r in rows)}
                            for i in (0, 1)]
 
-    def columns(self, kind: str, track: np.ndarray) -> dict[str, Any]:
-        return {key: (self._ints[i] if kind in self._int_kinds[i] else self._objects[i])[track]
+    def columns(self, kind: str, track: np.ndarray) -> dict[str, Column]:
+        return {key: self._ints[i][track] if kind in self._int_kinds[i] else (track, self._objects[i])
                 for i, key in enumerate(("pid", "tid"))}
 
 
@@ -81,7 +141,7 @@ def _merged_calls(cols: TraceColumns) -> tuple[SpilledColumns, Table, _Tracks]:
     that GPU ops join, in memory; each kind's pids and tids."""
     merged = SpilledColumns(_CALL_FIELDS)
     kind_of_cat = cat_kinds(cols)
-    used = {"cuda_profiler_range": set(np.unique(cols.ranges.track).tolist())}
+    used = {"cuda_profiler_range": set(np.flatnonzero(np.bincount(cols.ranges.track)).tolist())}
     for spilled, call in ((cols.spilled_cpu_ops, 0), (cols.spilled_launches, 1)):
         for chunk in spilled.chunks():
             correlation = chunk.correlation if call else np.full(len(chunk), -1)
@@ -89,14 +149,14 @@ def _merged_calls(cols: TraceColumns) -> tuple[SpilledColumns, Table, _Tracks]:
                           correlation, np.full(len(chunk), call))
             kinds = kind_of_cat[chunk.cat]
             for kind in dict.fromkeys(kinds.tolist()):
-                used.setdefault(kind, set()).update(np.unique(chunk.track[kinds == kind]).tolist())
+                used.setdefault(kind, set()).update(np.flatnonzero(np.bincount(chunk.track[kinds == kind])).tolist())
     # read once more (reading back is cheap): select keeps narrow columns, grown in place
     joined = cols.spilled_launches.select(joined_calls(cols))
     return merged, Table({f: joined.cols[f] for f in ("ordinal", "correlation", "name")}), _Tracks(cols.tracks, used)
 
 
-def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: np.ndarray, names: np.ndarray,
-                  kind_of_cat: np.ndarray, tracks: _Tracks) -> Iterator[tuple[str, pd.DataFrame]]:
+def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: np.ndarray, names: _Strings,
+                  kind_of_cat: np.ndarray, tracks: _Tracks) -> Iterator[TableChunk]:
     """The CPU op and launch call tables, a window of start times at a time, each row with the
     op holding it; sets ``launch_op`` for the joined calls (ordinals ``joined_ordinal``)."""
     stacks: dict[int, bytes] = {}  # per thread: its open ops after the windows so far
@@ -109,7 +169,7 @@ def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: 
         order = np.lexsort((window.ordinal, window.ts))
         kinds = kind_of_cat[window.cat[order]]
         for kind in dict.fromkeys(kinds.tolist()):
-            yield kind, _call_frame(window, order[kinds == kind], holder, kind, names, tracks)
+            yield _call_chunk(window, order[kinds == kind], holder, kind, names, tracks)
         trim_heap()  # each window's tables leave the heap with holes the next one does not fit
 
 
@@ -132,21 +192,21 @@ def _holders(window: Table, stacks: dict[int, bytes]) -> np.ndarray:
     return holder
 
 
-def _call_frame(window: Table, rows: np.ndarray, holder: np.ndarray, kind: str, names: np.ndarray,
-                tracks: _Tracks) -> pd.DataFrame:
+def _call_chunk(window: Table, rows: np.ndarray, holder: np.ndarray, kind: str, names: _Strings,
+                tracks: _Tracks) -> TableChunk:
     ts, dur = window.ts[rows], window.dur[rows]
-    df = {"ordinal": window.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": names[window.name[rows]],
-          **tracks.columns(kind, window.track[rows])}
+    columns = {"ordinal": window.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
+               "name": (window.name[rows], names), **tracks.columns(kind, window.track[rows])}
     if window.call[rows[0]]:
-        df.update(correlation=window.correlation[rows], external_id=window.external_id[rows],
-                  cpu_op=names[holder[rows]])
+        columns.update(correlation=window.correlation[rows], external_id=window.external_id[rows],
+                       cpu_op=(holder[rows], names))
     else:
-        df.update(external_id=window.external_id[rows], parent=names[holder[rows]])
-    return _frame(df)
+        columns.update(external_id=window.external_id[rows], parent=(holder[rows], names))
+    return TableChunk(kind, columns)
 
 
-def _gpu_tables(cols: TraceColumns, names: np.ndarray, launch_name: np.ndarray, op_name: np.ndarray
-                ) -> Iterator[tuple[str, pd.DataFrame]]:
+def _gpu_tables(cols: TraceColumns, names: _Strings, launch_name: np.ndarray, op_name: np.ndarray
+                ) -> Iterator[TableChunk]:
     g = cols.gpu
     # scan's interned (grid, block) per kernel, as six columns; the extra last row (-1) is "none"
     dims = np.array([[*grid, *block] for grid, block in cols.kernel_dims] + [[-1] * 6], np.int64).reshape(-1, 6)
@@ -156,7 +216,7 @@ def _gpu_tables(cols: TraceColumns, names: np.ndarray, launch_name: np.ndarray, 
         for lo in range(0, len(of_kind), CHUNK_ROWS):
             rows = of_kind[lo:lo + CHUNK_ROWS]
             ts, dur = g.ts[rows], g.dur[rows]
-            df = {"ordinal": g.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": names[g.name[rows]],
+            df = {"ordinal": g.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": (g.name[rows], names),
                   "device": g.device[rows], "stream": g.stream[rows], "correlation": g.correlation[rows],
                   "external_id": g.external_id[rows]}
             if code == KERNEL:
@@ -164,24 +224,18 @@ def _gpu_tables(cols: TraceColumns, names: np.ndarray, launch_name: np.ndarray, 
                 df["shared_memory"] = g.shared_memory[rows]
             if code in (MEMCPY, MEMSET):
                 df["bytes"] = g.bytes[rows]
-            df.update(launch=names[launch_name[rows]], cpu_op=names[op_name[rows]])
-            yield kind, _frame(df)
+            df.update(launch=(launch_name[rows], names), cpu_op=(op_name[rows], names))
+            yield TableChunk(kind, df)
 
 
-def _range_tables(cols: TraceColumns, names: np.ndarray, tracks: _Tracks) -> Iterator[tuple[str, pd.DataFrame]]:
+def _range_tables(cols: TraceColumns, names: _Strings, tracks: _Tracks) -> Iterator[TableChunk]:
     r = cols.ranges
     if len(r):
         rows = np.lexsort((r.ordinal, r.ts))
         ts, dur = r.ts[rows], r.dur[rows]
         kind = "cuda_profiler_range"
-        yield kind, _frame({"ordinal": r.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
-                            "name": names[r.name[rows]], **tracks.columns(kind, r.track[rows])})
-
-
-def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
-    """A table chunk with every int column int64: the same schema in every chunk and every
-    trace (scan narrows columns to int32 where a trace's values fit)."""
-    return pd.DataFrame({k: v.astype(np.int64, copy=False) if v.dtype.kind == "i" else v for k, v in columns.items()})
+        yield TableChunk(kind, {"ordinal": r.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
+                                "name": (r.name[rows], names), **tracks.columns(kind, r.track[rows])})
 
 
 def check_parquet() -> None:
@@ -192,12 +246,13 @@ def check_parquet() -> None:
 
 class _CsvFile:
     def __init__(self, path: Path):
-        self._f = path.open("w", encoding="utf-8", errors="backslashreplace", newline="")
+        self._f = path.open("wb")
         self.rows = 0
 
-    def write(self, df: pd.DataFrame) -> None:
-        df.to_csv(self._f, index=False, header=self.rows == 0)
-        self.rows += len(df)
+    def write(self, chunk: TableChunk) -> None:
+        for text in chunk.csv(header=self.rows == 0):
+            self._f.write(text)
+        self.rows += len(chunk)
 
     def close(self) -> None:
         self._f.close()
@@ -207,10 +262,11 @@ class _ParquetFile:
     def __init__(self, path: Path):
         self._path, self._writer, self.rows = path, None, 0
 
-    def write(self, df: pd.DataFrame) -> None:
+    def write(self, chunk: TableChunk) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        df = chunk.frame()
         table = pa.Table.from_pandas(df, preserve_index=False, schema=None if self._writer is None else self._writer.schema)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self._path, table.schema)
@@ -222,7 +278,7 @@ class _ParquetFile:
             self._writer.close()
 
 
-def write_tables(tables: Iterable[tuple[str, pd.DataFrame]], *, csv_dir: str | None = None,
+def write_tables(chunks: Iterable[TableChunk], *, csv_dir: str | None = None,
                  parquet_dir: str | None = None) -> list[tuple[Path, int]]:
     """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet``, each kind's chunks (non-empty)
     appended in turn; return the files written, each with its rows."""
@@ -236,11 +292,11 @@ def write_tables(tables: Iterable[tuple[str, pd.DataFrame]], *, csv_dir: str | N
             raise UsageError(f"cannot create {out}: {e.strerror}") from None
     files: list[dict[str, _CsvFile | _ParquetFile]] = [{} for _ in dirs]
     try:
-        for kind, df in tables:
+        for chunk in chunks:
             for (out, suffix), opened in zip(dirs, files):
-                if kind not in opened:
-                    opened[kind] = (_CsvFile if suffix == ".csv" else _ParquetFile)(out / f"{kind}{suffix}")
-                opened[kind].write(df)
+                if chunk.kind not in opened:
+                    opened[chunk.kind] = (_CsvFile if suffix == ".csv" else _ParquetFile)(out / f"{chunk.kind}{suffix}")
+                opened[chunk.kind].write(chunk)
     finally:
         for opened in files:
             for f in opened.values():
