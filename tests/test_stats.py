@@ -14,6 +14,7 @@ import orjson
 import pandas as pd
 import pytest
 
+import traceforge
 from traceforge.analyses.activity import canonical_kind
 from traceforge.analyses.launch_overlap import launch_overlaps
 from traceforge.analyses.stats import trace_stats, wall_span
@@ -207,6 +208,19 @@ def test_export_csv_text_is_what_pandas_writes(tmp_path):
     # a name that was not UTF-8 in the trace (kept as lone surrogates) is written escaped
     odd = TableChunk("cpu_op", {"name": (np.array([0]), _Strings(["bad \udcff"]))})
     assert b"".join(odd.csv(header=False)) == b"bad \\udcff\n"
+
+
+def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
+    from traceforge.analyses import export_tables
+
+    monkeypatch.setattr(export_tables, "CHUNK_ROWS", 1000)  # GPU tables in several chunks
+    monkeypatch.setattr(export_tables, "WINDOW_ROWS", 3000)  # so the others
+    tables = traceforge.export(str(TRACES["nccl"]), csv_dir=str(tmp_path))
+    assert {p.stem for p in tmp_path.glob("*.csv")} == set(tables) >= {"kernel", "cpu_op", "cuda_runtime"}
+    for kind, df in tables.items():
+        assert (df.dtypes[df.dtypes != object].astype(str).isin(["int64", "str"])).all()
+        written = pd.read_csv(tmp_path / f"{kind}.csv", keep_default_na=False)
+        assert len(df) > 0 and df.astype(str).values.tolist() == written.astype(str).values.tolist()
 
 
 def test_parquet_needs_pyarrow(tmp_path, capsys):
