@@ -533,7 +533,7 @@ def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
     assert expected.any()
     bounds = np.sort(rng.choice(np.unique(start), min(int(rng.integers(1, 8)), len(np.unique(start))), replace=False))
     window = np.searchsorted(bounds, start, side="right")
-    walk, found = SpillWalk(), np.zeros(n, bool)
+    walk, found = SpillWalk(4), np.zeros(n, bool)
     for w in range(int(window.max()) + 1):
         rows = np.flatnonzero(window == w)
         found[rows] = walk(track[rows], start[rows], end[rows], ordinal[rows])

@@ -483,7 +483,7 @@ def _spills(t: _Trace, threads: _Threads, shift: int, exact: bool = False) -> di
     def start(chunk: Table, first: int) -> np.ndarray:
         return chunk.ts if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[0]
 
-    walk, found = SpillWalk(), []
+    walk, found = SpillWalk(int(threads.track.max(initial=-1)) + 1), []
     for rows in windows_by(t.slices, start, pass_name=None if exact else "replay"):
         ts, dur = perfetto(rows, rows.index)
         valid = np.flatnonzero((ts >= 0) & (dur >= 0))  # Perfetto drops the others
