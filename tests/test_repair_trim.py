@@ -573,6 +573,26 @@ def test_rebase_rewrites_the_top_level_ts_not_one_in_args(tmp_path):
     assert out[30]["ts"] == 30.5 and out[30]["args"] == {"ts": 9}
 
 
+def test_rebase_finds_ts_texts_where_the_scanner_read_them(tmp_path):
+    """The scanner notes where each top-level ts value is; the regex pass it replaces finds
+    the same spans, and an event with two ts keys is left to the tokeniser (-1)."""
+    import re
+
+    from traceforge.io.event_edits import EventEdits
+    from traceforge.io.reader import TraceReader
+
+    for batch in TraceReader(str(TRACES["negative_queue"])).batches():
+        owners, starts, stops = EventEdits._ts_positions(batch)
+        matches = list(re.finditer(rb'"ts"[ \t\r\n]*:[ \t\r\n]*(-?[0-9][0-9.eE+-]*)', batch.raw))
+        assert len(owners) == len(matches) > 0
+        assert (starts.tolist(), stops.tolist()) == ([m.start(1) for m in matches], [m.end(1) for m in matches])
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [{"ph": "i", "ts": 5, "ts": 6, "s": "t"}, {"ph": "i", "ts": 7, "s": "t"}]}')
+    batch = next(TraceReader(str(src)).batches())
+    owners, starts, _ = EventEdits._ts_positions(batch)
+    assert owners.tolist() == [0, 1] and starts[0] == -1 and batch.raw[starts[1]:starts[1] + 1] == b"7"
+
+
 @pytest.mark.parametrize("delta", [0, 7, 1712195495519000])
 def test_rebase_of_integer_values_is_rebase_of_their_text(delta):
     """repair rewrites non-negative integer ts texts from the scanner's values a batch at a

@@ -260,6 +260,7 @@ def test_rows_do_not_depend_on_where_the_data_ends():
         rows = result.rows.copy()
         rows[:, [R.START, R.END]] += pos - start
         rows[:, R.ARGS_AT] += np.where(rows[:, R.FLAGS] & R.F_ARGS, pos - start, 0)
+        rows[:, [R.TS_AT, R.TS_END]] += np.where(rows[:, [R.TS_AT]] >= 0, pos - start, 0)
         pieces.append(rows)
         pos, size = pos + result.stop, 4099
         if result.status == R.END_OF_ARRAY:

@@ -25,7 +25,9 @@ enum {
     FIELD_START, FIELD_END, FIELD_PH, FIELD_CAT, FIELD_NAME, FIELD_TRACK, FIELD_TS, FIELD_DUR,
     FIELD_FLAGS, FIELD_ID, FIELD_ARGS_AT, FIELD_CORRELATION, FIELD_DEVICE,
     FIELD_STREAM, FIELD_BYTES, FIELD_KERNEL, FIELD_GRID, FIELD_BLOCK = FIELD_GRID + 3,
-    FIELD_EXTERNAL_ID = FIELD_BLOCK + 3, FIELD_SHARED_MEMORY, NFIELDS
+    FIELD_EXTERNAL_ID = FIELD_BLOCK + 3, FIELD_SHARED_MEMORY,
+    FIELD_TS_AT, FIELD_TS_END,  /* where the ts value's text is (-1: no ts key, -2: more than one) */
+    NFIELDS
 };
 
 enum {
@@ -630,7 +632,12 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
         break;
     case 2:
         if (KEY("ph")) return parse_interned(p, ev->strings, &row[FIELD_PH]);
-        if (KEY("ts")) return parse_time(p, row, FIELD_TS, F_TS, F_TS_FRAC);
+        if (KEY("ts")) {
+            row[FIELD_TS_AT] = row[FIELD_TS_AT] == -1 ? p->pos : -2;
+            if (parse_time(p, row, FIELD_TS, F_TS, F_TS_FRAC) < 0) return -1;
+            row[FIELD_TS_END] = p->pos;
+            return 0;
+        }
         if (KEY("id")) {
             row[FIELD_FLAGS] = (row[FIELD_FLAGS] & ~F_ID) | F_ID_KEY;
             unsigned char c = p->b[p->pos];
@@ -689,7 +696,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
 static int parse_event(Parser *p, int64_t *row, Interner *strings, Interner *tracks, char **keybuf, Py_ssize_t *keycap) {
     Event ev = {row, strings, -1, -1, -1, -1};
     memset(row, 0, NFIELDS * sizeof(int64_t));
-    row[FIELD_PH] = row[FIELD_CAT] = row[FIELD_NAME] = row[FIELD_KERNEL] = -1;
+    row[FIELD_PH] = row[FIELD_CAT] = row[FIELD_NAME] = row[FIELD_KERNEL] = row[FIELD_TS_AT] = -1;
     row[FIELD_START] = p->pos;
     if (parse_object(p, on_event_member, &ev, NULL) < 0) return -1;
     row[FIELD_END] = p->pos;
@@ -818,6 +825,7 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
         {"STREAM", FIELD_STREAM}, {"BYTES", FIELD_BYTES}, {"KERNEL", FIELD_KERNEL}, {"GRID", FIELD_GRID},
         {"BLOCK", FIELD_BLOCK}, {"EXTERNAL_ID", FIELD_EXTERNAL_ID}, {"SHARED_MEMORY", FIELD_SHARED_MEMORY},
+        {"TS_AT", FIELD_TS_AT}, {"TS_END", FIELD_TS_END},
         {"F_EXTERNAL_ID", F_EXTERNAL_ID}, {"F_SHARED_MEMORY", F_SHARED_MEMORY}, {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},
         {"F_ARGS", F_ARGS}, {"F_CORRELATION", F_CORRELATION}, {"F_DEVICE", F_DEVICE},
         {"F_STREAM", F_STREAM}, {"F_BYTES", F_BYTES}, {"F_DIMS", F_DIMS}, {"F_ARGS_EMPTY", F_ARGS_EMPTY},

@@ -131,23 +131,21 @@ class EventEdits:
 
     @staticmethod
     def _ts_positions(batch: EventBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Where each event's top-level ts number is, by one regex pass: (event, start,
-        stop) in event order, start -1 where the event must be tokenised to find it.
+        """Where each event's top-level ts number is: (event, start, stop) in event order,
+        start -1 where the event must be tokenised to find it.
 
-        Usually the matches are, in order, exactly the ts values the reader parsed: each
-        belongs to the next event that has one. Where the scanner's rows show that, no
-        event is parsed. Otherwise (a ``ts`` key inside args, say)
-        an event gets its span only if it holds exactly one match with its own ts text,
-        and -1 (tokenise it) if not.
+        Usually the scanner read every ts and noted where (``TS_AT``, ``TS_END``). Otherwise
+        one regex pass finds them: where its matches are, in order, exactly the ts values the
+        reader parsed, each belongs to the next event that has one; else (a ``ts`` key inside
+        args, say) an event gets its span only if it holds exactly one match with its own ts
+        text, and -1 (tokenise it) if not.
         """
-        matches = list(_TS.finditer(batch.raw))
         rows = batch.raw_rows
         if rows is not None and not (rows[:, R.FLAGS] & R.F_ODD).any():  # the scanner read every ts
-            # Each event with a numeric ts holds a match of its own: as many matches as such
-            # events means there is no other (a "ts" in args), so they are theirs, in order.
             timed = np.flatnonzero(rows[:, R.FLAGS] & R.F_TS)
-            if len(matches) == len(timed):
-                return timed, *_spans(matches)
+            if (rows[timed, R.TS_AT] >= 0).all():  # no event has two ts keys
+                return timed, rows[timed, R.TS_AT].copy(), rows[timed, R.TS_END].copy()
+        matches = list(_TS.finditer(batch.raw))
         owners, texts = [], []
         for i, e in enumerate(batch.events):
             ts = e.get("ts")
