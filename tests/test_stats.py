@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 from collections import defaultdict
 from decimal import Decimal
 
@@ -221,6 +222,24 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
         assert (df.dtypes[df.dtypes != object].astype(str).isin(["int64", "str"])).all()
         written = pd.read_csv(tmp_path / f"{kind}.csv", keep_default_na=False)
         assert len(df) > 0 and df.astype(str).values.tolist() == written.astype(str).values.tolist()
+
+
+def test_a_failed_export_leaves_no_table(tmp_path):
+    from traceforge.analyses.export_tables import read_tables, write_tables
+
+    def broken():
+        chunks = read_tables(str(TRACES["triton"]))
+        yield next(chunks)
+        yield next(chunks)
+        raise OSError(28, "No space left on device")
+    with pytest.raises(OSError):
+        write_tables(broken(), csv_dir=str(tmp_path / "out"))
+    assert list((tmp_path / "out").iterdir()) == []
+    written = write_tables(read_tables(str(TRACES["triton"])), csv_dir=str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p, _ in written)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "out" / "kernel.csv").stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's 0o600
 
 
 def test_parquet_needs_pyarrow(tmp_path, capsys):

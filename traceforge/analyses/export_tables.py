@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +28,7 @@ import numpy as np
 from .._stacks import nest_sorted
 from ..errors import UsageError
 from ..inject import Texts, join_rows
+from ..io.codec import publish
 from ..io.heap import trim_heap
 from ..lazy_pandas import pd
 from ..scan import KERNEL, MEMCPY, MEMSET, SpilledColumns, Table, TraceColumns, scan
@@ -93,7 +96,8 @@ class TableChunk:
             parts: list[Texts | bytes] = []
             for v in self.columns.values():
                 ids_or_values = (v[0] if isinstance(v, tuple) else v)[lo:lo + CSV_ROWS]
-                parts += [v[1].csv().take(ids_or_values) if isinstance(v, tuple) else Texts.numbers(ids_or_values), b","]
+                text = v[1].csv().take(ids_or_values) if isinstance(v, tuple) else Texts.numbers(ids_or_values)
+                parts += [text, b","]
             parts[-1] = b"\n"
             yield join_rows(parts).blob
 
@@ -216,16 +220,16 @@ def _gpu_tables(cols: TraceColumns, names: _Strings, launch_name: np.ndarray, op
         for lo in range(0, len(of_kind), CHUNK_ROWS):
             rows = of_kind[lo:lo + CHUNK_ROWS]
             ts, dur = g.ts[rows], g.dur[rows]
-            df = {"ordinal": g.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur, "name": (g.name[rows], names),
-                  "device": g.device[rows], "stream": g.stream[rows], "correlation": g.correlation[rows],
-                  "external_id": g.external_id[rows]}
+            columns = {"ordinal": g.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
+                       "name": (g.name[rows], names), "device": g.device[rows], "stream": g.stream[rows],
+                       "correlation": g.correlation[rows], "external_id": g.external_id[rows]}
             if code == KERNEL:
-                df.update(zip(_DIMS, dims[g.dims[rows]].T))
-                df["shared_memory"] = g.shared_memory[rows]
+                columns.update(zip(_DIMS, dims[g.dims[rows]].T))
+                columns["shared_memory"] = g.shared_memory[rows]
             if code in (MEMCPY, MEMSET):
-                df["bytes"] = g.bytes[rows]
-            df.update(launch=(launch_name[rows], names), cpu_op=(op_name[rows], names))
-            yield TableChunk(kind, df)
+                columns["bytes"] = g.bytes[rows]
+            columns.update(launch=(launch_name[rows], names), cpu_op=(op_name[rows], names))
+            yield TableChunk(kind, columns)
 
 
 def _range_tables(cols: TraceColumns, names: _Strings, tracks: _Tracks) -> Iterator[TableChunk]:
@@ -244,9 +248,31 @@ def check_parquet() -> None:
         raise UsageError("--parquet needs pyarrow (pip install pyarrow); --csv works without it")
 
 
+class _Outputs:
+    """The tables' files, written under temporary names and renamed onto their own only once
+    every one is complete: a failed export leaves no half-written table."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[str, Path]] = []
+
+    def temporary(self, path: Path) -> str:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        self._pending.append((tmp, path))
+        return tmp
+
+    def publish(self) -> None:
+        for tmp, path in self._pending:
+            publish(tmp, path)
+
+    def discard(self) -> None:
+        for tmp, _ in self._pending:
+            Path(tmp).unlink(missing_ok=True)
+
+
 class _CsvFile:
-    def __init__(self, path: Path):
-        self._f = path.open("wb")
+    def __init__(self, path: str):
+        self._f = open(path, "wb")
         self.rows = 0
 
     def write(self, chunk: TableChunk) -> None:
@@ -259,7 +285,7 @@ class _CsvFile:
 
 
 class _ParquetFile:
-    def __init__(self, path: Path):
+    def __init__(self, path: str):
         self._path, self._writer, self.rows = path, None, 0
 
     def write(self, chunk: TableChunk) -> None:
@@ -267,7 +293,8 @@ class _ParquetFile:
         import pyarrow.parquet as pq
 
         df = chunk.frame()
-        table = pa.Table.from_pandas(df, preserve_index=False, schema=None if self._writer is None else self._writer.schema)
+        schema = None if self._writer is None else self._writer.schema
+        table = pa.Table.from_pandas(df, preserve_index=False, schema=schema)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self._path, table.schema)
         self._writer.write_table(table)
@@ -291,15 +318,24 @@ def write_tables(chunks: Iterable[TableChunk], *, csv_dir: str | None = None,
         except OSError as e:
             raise UsageError(f"cannot create {out}: {e.strerror}") from None
     files: list[dict[str, _CsvFile | _ParquetFile]] = [{} for _ in dirs]
+    outputs = _Outputs()
+
+    def close_all() -> None:
+        for opened in files:
+            for f in opened.values():
+                f.close()
     try:
         for chunk in chunks:
             for (out, suffix), opened in zip(dirs, files):
                 if chunk.kind not in opened:
-                    opened[chunk.kind] = (_CsvFile if suffix == ".csv" else _ParquetFile)(out / f"{chunk.kind}{suffix}")
+                    kind_file = _CsvFile if suffix == ".csv" else _ParquetFile
+                    opened[chunk.kind] = kind_file(outputs.temporary(out / f"{chunk.kind}{suffix}"))
                 opened[chunk.kind].write(chunk)
-    finally:
-        for opened in files:
-            for f in opened.values():
-                f.close()
-    # the CSV files first, as listed before
-    return [(out / f"{kind}{suffix}", f.rows) for (out, suffix), opened in zip(dirs, files) for kind, f in opened.items()]
+        close_all()  # flushing can fail too (a full disk)
+    except BaseException:
+        close_all()
+        outputs.discard()
+        raise
+    outputs.publish()
+    return [(out / f"{kind}{suffix}", f.rows)  # the CSV files first
+            for (out, suffix), opened in zip(dirs, files) for kind, f in opened.items()]

@@ -302,6 +302,13 @@ def output_codec(out: str) -> str:
     return "plain"
 
 
+def publish(tmp: str, out: str | Path) -> None:
+    """Rename a finished temporary file onto ``out``, with an ordinary file's permissions
+    (``mkstemp`` makes it private)."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, out)
+
+
 class AtomicOutput:
     """Context manager: a Compressor over a temp file renamed onto ``out`` only on success.
 
@@ -348,7 +355,6 @@ class AtomicOutput:
             os.unlink(self._tmp)
             raise
         if exc_type is None:
-            os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp makes it private; the output is an ordinary file
-            os.replace(self._tmp, self.out)
+            publish(self._tmp, self.out)
         else:
             os.unlink(self._tmp)
