@@ -64,4 +64,4 @@ def test_windows_draw_their_progress(monkeypatch):
     with progress.shown(stream=stream):
         for _ in windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1000, "replay"):
             pass
-    assert "replay  100% [" in stream.getvalue() and "0.1/0.1 MB" in stream.getvalue()
+    assert "replay  100% [" in stream.getvalue() and "0.2/0.2 MB" in stream.getvalue()  # sampled, then windowed

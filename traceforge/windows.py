@@ -39,17 +39,25 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
     in ``table``). ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row
     ``first``. A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where
     one key repeats that often. ``pass_name``: shown on the progress bar (if one is drawn)
-    with the bytes of the rows dealt with so far."""
-    bar, done, width = progress.active(), 0, len(table.fields) * 8
-    for window in _windows(table, key, max_rows or MAX_ROWS):
-        done += len(window)
+    with the bytes of the rows dealt with so far (twice each where the keys are sampled first)."""
+    max_rows = max_rows or MAX_ROWS
+    bar, width = progress.active() if pass_name else None, len(table.fields) * 8
+    total, done = len(table) * width * (2 if len(table) > max_rows else 1), 0
+
+    def dealt_with(rows: int) -> None:
+        nonlocal done
+        done += rows * width
+        if bar is not None:
+            bar(pass_name, done, total)
+    for window in _windows(table, key, max_rows, dealt_with):
+        rows = len(window)
         yield window
         del window  # not held while the next window is read
-        if bar is not None and pass_name:
-            bar(pass_name, done * width, len(table) * width)
+        dealt_with(rows)
 
 
-def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int) -> Iterator[Table]:
+def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int,
+             sampled: Callable[[int], None]) -> Iterator[Table]:
     if len(table) <= max_rows:
         yield _joined([_indexed(rows, first) for rows, first in _blocks(table)], table)
         return
@@ -59,6 +67,7 @@ def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max
         keys = key(table.as_table(rows), first)
         samples.append(keys[::SAMPLE_EVERY].copy())
         spans.append((keys.min(), keys.max()))
+        sampled(len(rows))
     sample = np.sort(np.concatenate(samples))
     # Gathered from blocks, a window is held twice at once (the parts, then joined): those
     # windows hold half as many rows, so that either way peaks at about the same memory.
