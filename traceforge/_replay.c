@@ -365,7 +365,8 @@ PyMODINIT_FUNC PyInit__replay(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     static const struct { const char *name; long value; } constants[] = {
-        {"SLICE", SLICE}, {"SPILL", SPILL}, {"MAX_DEPTH_EXCEEDED", MAX_DEPTH_EXCEEDED}, {"MISPLACED_END", MISPLACED_END},
+        {"SLICE", SLICE}, {"SPILL", SPILL}, {"MAX_DEPTH_EXCEEDED", MAX_DEPTH_EXCEEDED},
+        {"MISPLACED_END", MISPLACED_END},
         {"NO_ENCLOSING_SLICE", NO_ENCLOSING_SLICE}, {"DUPLICATE_ID", DUPLICATE_ID},
         {"END_WITHOUT_START", END_WITHOUT_START}, {"STEP_WITHOUT_START", STEP_WITHOUT_START},
         {"END_FROM_SLICE_0", END_FROM_SLICE_0}, {"MAX_DEPTH", MAX_DEPTH}, {"RECORD", RECORD},

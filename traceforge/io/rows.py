@@ -25,10 +25,10 @@ except ImportError as e:  # a source tree used without building it
     raise ImportError(f"traceforge's C event scanner is not built ({e}): run `pip install -e .` in the "
                       "source tree, or `pip install .` and run outside it") from None
 from .._scanner import (  # noqa: F401  (re-exported column and flag names)
-    ARGS_AT, BLOCK, BYTES, CAT, CORRELATION, DEVICE, DUR, END, EXTERNAL_ID, F_ARGS, F_ARGS_EMPTY, F_ARGS_ONE_NUMBER, F_BP_E,
-    F_BYTES, F_CORRELATION, F_DEVICE, F_DIMS, F_DUR, F_DUR_FRAC, F_DUR_KEY, F_EXTERNAL_ID, F_EXTRA, F_ID, F_ID_KEY,
-    F_ODD, F_SCOPE_T, F_SHARED_MEMORY, F_STREAM, F_TS, F_TS_FRAC, FLAGS, GRID, ID,
-    KERNEL, NAME, NFIELDS, PH, SHARED_MEMORY, START, STREAM, TRACK, TS, TS_AT, TS_END,
+    ARGS_AT, BLOCK, BYTES, CAT, CORRELATION, DEVICE, DUR, END, EXTERNAL_ID, F_ARGS, F_ARGS_EMPTY,
+    F_ARGS_ONE_NUMBER, F_BP_E, F_BYTES, F_CORRELATION, F_DEVICE, F_DIMS, F_DUR, F_DUR_FRAC, F_DUR_KEY,
+    F_EXTERNAL_ID, F_EXTRA, F_ID, F_ID_KEY, F_ODD, F_SCOPE_T, F_SHARED_MEMORY, F_STREAM, F_TS, F_TS_FRAC,
+    FLAGS, GRID, ID, KERNEL, NAME, NFIELDS, PH, SHARED_MEMORY, START, STREAM, TRACK, TS, TS_AT, TS_END,
 )
 
 OK, END_OF_ARRAY, INCOMPLETE, STOPPED = _scanner.OK, _scanner.END_OF_ARRAY, _scanner.INCOMPLETE, _scanner.STOPPED
