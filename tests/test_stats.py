@@ -209,6 +209,7 @@ def test_export_csv_text_is_what_pandas_writes(tmp_path):
     # a name that was not UTF-8 in the trace (kept as lone surrogates) is written escaped
     odd = TableChunk("cpu_op", {"name": (np.array([0]), _Strings(["bad \udcff"]))})
     assert b"".join(odd.csv(header=False)) == b"bad \\udcff\n"
+    assert odd.frame()["name"].tolist() == ["bad \\udcff"]  # as a DataFrame (and Parquet) can hold it
 
 
 def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):

@@ -50,7 +50,7 @@ class _Strings:
 
     def __init__(self, values: list[object]):
         self.values = np.empty(len(values) + 1, dtype=object)
-        self.values[:-1], self.values[-1] = values, ""
+        self.values[:-1], self.values[-1] = [_encodable(v) for v in values], ""
         self._csv: Texts | None = None
 
     def csv(self) -> Texts:
@@ -59,13 +59,24 @@ class _Strings:
         return self._csv
 
 
+def _encodable(value: object) -> object:
+    """A string that was not UTF-8 in the trace (read with lone surrogates) with those as
+    backslash escapes: pandas' string columns, Parquet and UTF-8 files cannot hold them."""
+    if type(value) is str and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _csv_field(value: object) -> bytes:
     """A value as pandas' CSV writer writes it: None as nothing, quoted where the csv module would."""
     if value is None or value == "":
         return b""
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow([value])
-    return out.getvalue()[:-1].encode("utf-8", "backslashreplace")
+    return out.getvalue()[:-1].encode("utf-8")
 
 
 Column = np.ndarray | tuple[np.ndarray, _Strings]  # ints, or string ids and their strings
