@@ -29,7 +29,7 @@ import numpy as np
 
 from ..lazy_pandas import pd
 from ..scan import TraceColumns
-from .launches import join_gpu_to_launch
+from .launches import launch_of_gpu
 
 KERNEL_WAIT_NS = 30_000
 _NO_LAUNCH = np.iinfo(np.int64).min
@@ -56,8 +56,9 @@ def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
 def launch_start(cols: TraceColumns) -> np.ndarray:
     """Start (ns) of the launch call of each GPU op, joined on correlation; ``_NO_LAUNCH`` if none."""
     out = np.full(len(cols.gpu), _NO_LAUNCH, np.int64)
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(cols.launches)))
-    out[gpu_rows] = cols.launches.ts[launch_rows]
+    launch_of = launch_of_gpu(cols)
+    joined = launch_of >= 0
+    out[joined] = cols.launches.ts[launch_of[joined]]
     return out
 
 
@@ -71,24 +72,29 @@ def busy_idle(
     """(per device, per stream) busy/idle tables over ``span`` = (first start, last end) in ns."""
     gpu = cols.gpu
     span_ns = span[1] - span[0]
-    end = gpu.ts + np.maximum(gpu.dur, 0)
     timed = gpu.dur > 0
     launched = launch_start(cols)
+
+    def timeline(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``merge_intervals`` of the rows with a positive duration (ends made per group: one
+        stream can hold nearly every op of a big trace)."""
+        ts = gpu.ts[rows]
+        return merge_intervals(ts, ts + gpu.dur[rows])
 
     streams = []
     order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
     for rows in _groups(order, gpu.device, gpu.stream):
         rows_t = rows[timed[rows]]
-        starts, ends, first = merge_intervals(gpu.ts[rows_t], end[rows_t])
+        starts, ends, first = timeline(rows_t)
         row = {"device": int(gpu.device[rows[0]]), "stream": int(gpu.stream[rows[0]]), "ops": len(rows)}
-        row.update(_idle_breakdown(starts, ends, launched[rows_t][first], span, kernel_wait_ns))
+        row.update(_idle_breakdown(starts, ends, launched[rows_t[first]], span, kernel_wait_ns))
         streams.append(row)
 
     devices = []
     order = np.lexsort((gpu.ordinal, gpu.ts, gpu.device))
     for rows in _groups(order, gpu.device):
         rows_t = rows[timed[rows]]
-        starts, ends, _ = merge_intervals(gpu.ts[rows_t], end[rows_t])
+        starts, ends, _ = timeline(rows_t)
         busy = int((ends - starts).sum())
         devices.append({
             "device": int(gpu.device[rows[0]]), "streams": len(np.unique(gpu.stream[rows])), "ops": len(rows),

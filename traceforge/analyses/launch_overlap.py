@@ -21,7 +21,7 @@ import numpy as np
 
 from ..lazy_pandas import pd
 from ..scan import KERNEL, TraceColumns
-from .launches import join_gpu_to_launch
+from .launches import launch_of_gpu
 
 COLUMNS = [
     "correlation", "api", "kernel", "launch_start", "launch_end", "kernel_start", "kernel_end",
@@ -31,40 +31,59 @@ COLUMNS = [
 
 def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
     """(number of consecutive launch pairs, one row per overlapping pair; times in ns)."""
-    launches, gpu = cols.launches, cols.gpu
-    gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
-    is_kernel = gpu.kind[gpu_rows] == KERNEL
-    gpu_rows, launch_rows = gpu_rows[is_kernel], launch_rows[is_kernel]
-    if len(gpu_rows) == 0:
+    launches = cols.launches
+    calls, kernel_start, kernel_end, kernel_name = _calls_by_thread(cols)
+    if len(calls) == 0:
         return 0, pd.DataFrame(columns=COLUMNS)
-    # Per launch call: its first kernel (by start) names it; its kernels span [min start, max end).
-    by_launch = np.lexsort((gpu.ordinal[gpu_rows], gpu.ts[gpu_rows], launch_rows))
-    gpu_rows, launch_rows = gpu_rows[by_launch], launch_rows[by_launch]
-    first = np.flatnonzero(np.concatenate([[True], launch_rows[1:] != launch_rows[:-1]]))
-    calls = launch_rows[first]
-    kernel_start = gpu.ts[gpu_rows[first]]
-    kernel_end = np.maximum.reduceat(gpu.ts[gpu_rows] + np.maximum(gpu.dur[gpu_rows], 0), first)
-    kernel_name = gpu.name[gpu_rows[first]]
-
-    order = np.lexsort((launches.ordinal[calls], launches.ts[calls], launches.track[calls]))
-    calls, kernel_start, kernel_end, kernel_name = calls[order], kernel_start[order], kernel_end[order], kernel_name[order]
     start = launches.ts[calls]
-    same_thread = launches.track[calls][1:] == launches.track[calls][:-1]
+    track = launches.track[calls]
+    same_thread = track[1:] == track[:-1]
     overlap = kernel_end[:-1] - start[1:]
     hit = np.flatnonzero(same_thread & (overlap > 0))
     nxt = hit + 1
-    names = np.asarray(cols.names, dtype=object)
+
+    def named(ids: np.ndarray) -> pd.Categorical:
+        """Names as a categorical: an int32 a row, not a string (kernel names run to hundreds
+        of bytes, and a big trace has ~a million overlapping pairs)."""
+        used, codes = np.unique(ids, return_inverse=True)
+        return pd.Categorical.from_codes(codes.astype(np.int32), [cols.names[i] for i in used.tolist()])
     table = pd.DataFrame({
         "correlation": launches.correlation[calls[hit]],
-        "api": names[launches.name[calls[hit]]],
-        "kernel": names[kernel_name[hit]],
+        "api": named(launches.name[calls[hit]]),
+        "kernel": named(kernel_name[hit]),
         "launch_start": start[hit],
         "launch_end": start[hit] + np.maximum(launches.dur[calls[hit]], 0),
         "kernel_start": kernel_start[hit],
         "kernel_end": kernel_end[hit],
         "next_correlation": launches.correlation[calls[nxt]],
-        "next_api": names[launches.name[calls[nxt]]],
+        "next_api": named(launches.name[calls[nxt]]),
         "next_launch_start": start[nxt],
         "overlap_ns": overlap[hit],
     }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
     return int(same_thread.sum()), table
+
+
+def _calls_by_thread(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The launch calls that launched a kernel, by thread, then start, then file order: each
+    call's row, its kernels' first start and last end (a graph launch's span), and the name
+    of its first kernel (by start). Each array of a row per kernel goes once used: a big trace
+    has millions of kernels, and stats held ~200 MB of them at once at 5 GB."""
+    gpu, launches = cols.gpu, cols.launches
+    launch_of = launch_of_gpu(cols)
+    gpu_rows = np.flatnonzero((launch_of >= 0) & (gpu.kind == KERNEL))
+    launch_rows = launch_of[gpu_rows]
+    del launch_of
+    if len(gpu_rows) == 0:
+        return gpu_rows, gpu_rows, gpu_rows, gpu_rows
+    by_launch = np.lexsort((gpu.ordinal[gpu_rows], gpu.ts[gpu_rows], launch_rows))
+    gpu_rows, launch_rows = gpu_rows[by_launch], launch_rows[by_launch]
+    del by_launch
+    first = np.flatnonzero(np.concatenate([[True], launch_rows[1:] != launch_rows[:-1]]))
+    calls = launch_rows[first]
+    del launch_rows
+    kernel_start = gpu.ts[gpu_rows[first]]
+    kernel_end = np.maximum.reduceat(gpu.ts[gpu_rows] + np.maximum(gpu.dur[gpu_rows], 0), first)
+    kernel_name = gpu.name[gpu_rows[first]]
+    del gpu_rows, first
+    order = np.lexsort((launches.ordinal[calls], launches.ts[calls], launches.track[calls]))
+    return calls[order], kernel_start[order], kernel_end[order], kernel_name[order]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.stats import TraceStats, stats
 from ..exacttime import ns_to_us_text, to_ns
@@ -61,9 +63,18 @@ def _limit(tables: dict[str, pd.DataFrame], top: int) -> dict[str, pd.DataFrame]
     out = dict(tables)
     out["top_kernels"] = tables["top_kernels"].groupby("rank", sort=False).head(top)
     out["launch_kernels"] = tables["launch_kernels"].groupby(["rank", "api"], sort=False).head(top)
-    largest = tables["launch_overlaps"].sort_values(["rank", "overlap_ns"], ascending=[True, False], kind="stable")
-    out["launch_overlaps"] = largest.groupby("rank", sort=False).head(top)
+    out["launch_overlaps"] = _largest(tables["launch_overlaps"], "overlap_ns", top)
     return out
+
+
+def _largest(df: pd.DataFrame, column: str, top: int) -> pd.DataFrame:
+    """Per rank, the ``top`` rows largest in ``column`` (ties in table order), ranks in order.
+    Only those rows are copied: the table can hold a row per launch of a big trace."""
+    rank = df["rank"].to_numpy()
+    order = np.lexsort((-df[column].to_numpy(), rank))  # stable
+    ranked = rank[order]
+    first = np.searchsorted(ranked, ranked, side="left")  # where each row's rank begins
+    return df.take(order[np.arange(len(order)) - first < top])
 
 
 def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
