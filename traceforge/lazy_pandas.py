@@ -9,6 +9,8 @@ looked up imports pandas (the import system makes that safe from any thread).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 
@@ -21,3 +23,12 @@ if TYPE_CHECKING:  # type checkers see pandas itself
     import pandas as pd
 else:
     pd = _LazyPandas()
+
+
+@contextmanager
+def python_strings() -> Iterator[None]:
+    """String columns made meanwhile hold Python str objects (shared: 8 bytes a row) where
+    pyarrow is installed, which pandas 3 would otherwise use to copy each row's text: a table
+    of a row per launched kernel, with kernel and op names, took ~450 MB more per 2 M rows."""
+    with pd.option_context("mode.string_storage", "python"):
+        yield

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy_pandas import pd
+from ..lazy_pandas import pd, python_strings
 from ..scan import GPU_KIND_NAMES, Table, TraceColumns
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
 from .stacks import nest_calls
@@ -78,23 +78,24 @@ def launch_table(
         return (table.cols.pop(column) if consume else table.cols[column])[rows]
 
     names = np.array(cols.names + [""], dtype=object)
-    df = pd.DataFrame({
-        "device": take(gpu, "device", gpu_rows),
-        "stream": take(gpu, "stream", gpu_rows),
-        "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
-        "name": names[take(gpu, "name", gpu_rows)],
-        "gpu_ts": take(gpu, "ts", gpu_rows),
-        "gpu_duration": take(gpu, "dur", gpu_rows),
-        "api": names[take(launches, "name", launch_rows)],
-        "launch_ts": take(launches, "ts", launch_rows),
-        "cpu_duration": take(launches, "dur", launch_rows),
-        "launch_delay": delay,
-        "negative_delay": delay < 0,
-        "correlation": take(gpu, "correlation", gpu_rows),
-        "cpu_op": names[cpu_op_names],
-        "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
-        "launch_ordinal": take(launches, "ordinal", launch_rows),
-    }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
+    with python_strings():
+        df = pd.DataFrame({
+            "device": take(gpu, "device", gpu_rows),
+            "stream": take(gpu, "stream", gpu_rows),
+            "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
+            "name": names[take(gpu, "name", gpu_rows)],
+            "gpu_ts": take(gpu, "ts", gpu_rows),
+            "gpu_duration": take(gpu, "dur", gpu_rows),
+            "api": names[take(launches, "name", launch_rows)],
+            "launch_ts": take(launches, "ts", launch_rows),
+            "cpu_duration": take(launches, "dur", launch_rows),
+            "launch_delay": delay,
+            "negative_delay": delay < 0,
+            "correlation": take(gpu, "correlation", gpu_rows),
+            "cpu_op": names[cpu_op_names],
+            "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
+            "launch_ordinal": take(launches, "ordinal", launch_rows),
+        }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
     if message is not None:
         df.attrs["message"] = message
     return df
