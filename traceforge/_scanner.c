@@ -511,8 +511,9 @@ static int parse_interned(Parser *p, Interner *strings, int64_t *out) {
     return 0;
 }
 
-/* An int field: its value and `flag`, or F_ODD when it is there but not a 64-bit int. */
-static int parse_int_field(Parser *p, int64_t *row, int field, int flag) {
+/* An int field: its value and `flag`; where it is there but not a 64-bit int, `flag` off and
+ * `otherwise` on (F_ODD: a JSON parser decides; 0: it counts as absent). */
+static int parse_int_field(Parser *p, int64_t *row, int field, int flag, int otherwise) {
     unsigned char c = p->b[p->pos];
     if (c == '-' || (c >= '0' && c <= '9')) {
         Number num;
@@ -521,18 +522,7 @@ static int parse_int_field(Parser *p, int64_t *row, int field, int flag) {
     } else if (skip_value(p) < 0) {
         return -1;
     }
-    row[FIELD_FLAGS] = (row[FIELD_FLAGS] & ~flag) | F_ODD;
-    return 0;
-}
-
-/* An int field read only where it is a 64-bit int: `flag` set then, cleared otherwise. */
-static int parse_optional_int(Parser *p, int64_t *row, int field, int flag) {
-    unsigned char c = p->b[p->pos];
-    row[FIELD_FLAGS] &= ~flag;
-    if (c != '-' && !(c >= '0' && c <= '9')) return skip_value(p);
-    Number num;
-    if (parse_number(p, &num) < 0) return -1;
-    if (num.is_int) { row[field] = num.ival; row[FIELD_FLAGS] |= flag; }
+    row[FIELD_FLAGS] = (row[FIELD_FLAGS] & ~flag) | otherwise;
     return 0;
 }
 
@@ -589,12 +579,12 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
     ev->args_members++;
     ev->args_numbers += first == '-' || (first >= '0' && first <= '9');
     if (key_escaped) { row[FIELD_FLAGS] |= F_ODD; return skip_value(p); }
-    if (KEY("correlation")) return parse_int_field(p, row, FIELD_CORRELATION, F_CORRELATION);
-    if (KEY("device")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE);
-    if (KEY("stream")) return parse_int_field(p, row, FIELD_STREAM, F_STREAM);
-    if (KEY("bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES);
-    if (KEY("External id")) return parse_optional_int(p, row, FIELD_EXTERNAL_ID, F_EXTERNAL_ID);
-    if (KEY("shared memory")) return parse_optional_int(p, row, FIELD_SHARED_MEMORY, F_SHARED_MEMORY);
+    if (KEY("correlation")) return parse_int_field(p, row, FIELD_CORRELATION, F_CORRELATION, F_ODD);
+    if (KEY("device")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE, F_ODD);
+    if (KEY("stream")) return parse_int_field(p, row, FIELD_STREAM, F_STREAM, F_ODD);
+    if (KEY("bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES, F_ODD);
+    if (KEY("External id")) return parse_int_field(p, row, FIELD_EXTERNAL_ID, F_EXTERNAL_ID, 0);
+    if (KEY("shared memory")) return parse_int_field(p, row, FIELD_SHARED_MEMORY, F_SHARED_MEMORY, 0);
     if (KEY("kernel")) {
         int64_t id;
         if (parse_interned(p, ev->strings, &id) < 0) return -1;
