@@ -27,8 +27,8 @@ else:
 
 @contextmanager
 def python_strings() -> Iterator[None]:
-    """String columns made meanwhile hold Python str objects (shared: 8 bytes a row) where
-    pyarrow is installed, which pandas 3 would otherwise use to copy each row's text: a table
-    of a row per launched kernel, with kernel and op names, took ~450 MB more per 2 M rows."""
+    """String columns made meanwhile hold Python str objects (shared: 8 bytes a row), also where
+    pyarrow is installed, which pandas 3 would otherwise use to copy each row's text: for the
+    tables of a row per launch or launch pair, ~450 MB more per 2 M rows of kernel names."""
     with pd.option_context("mode.string_storage", "python"):
         yield

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy_pandas import pd
+from ..lazy_pandas import pd, python_strings
 from ..scan import KERNEL, TraceColumns
 from .launches import launch_of_gpu
 
@@ -42,24 +42,21 @@ def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
     hit = np.flatnonzero(same_thread & (overlap > 0))
     nxt = hit + 1
 
-    def named(ids: np.ndarray) -> pd.Categorical:
-        """Names as a categorical: an int32 a row, not a string (kernel names run to hundreds
-        of bytes, and a big trace has ~a million overlapping pairs)."""
-        used, codes = np.unique(ids, return_inverse=True)
-        return pd.Categorical.from_codes(codes.astype(np.int32), [cols.names[i] for i in used.tolist()])
-    table = pd.DataFrame({
-        "correlation": launches.correlation[calls[hit]],
-        "api": named(launches.name[calls[hit]]),
-        "kernel": named(kernel_name[hit]),
-        "launch_start": start[hit],
-        "launch_end": start[hit] + np.maximum(launches.dur[calls[hit]], 0),
-        "kernel_start": kernel_start[hit],
-        "kernel_end": kernel_end[hit],
-        "next_correlation": launches.correlation[calls[nxt]],
-        "next_api": named(launches.name[calls[nxt]]),
-        "next_launch_start": start[nxt],
-        "overlap_ns": overlap[hit],
-    }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
+    names = np.asarray(cols.names, dtype=object)
+    with python_strings():  # a big trace has ~a million overlapping pairs
+        table = pd.DataFrame({
+            "correlation": launches.correlation[calls[hit]],
+            "api": names[launches.name[calls[hit]]],
+            "kernel": names[kernel_name[hit]],
+            "launch_start": start[hit],
+            "launch_end": start[hit] + np.maximum(launches.dur[calls[hit]], 0),
+            "kernel_start": kernel_start[hit],
+            "kernel_end": kernel_end[hit],
+            "next_correlation": launches.correlation[calls[nxt]],
+            "next_api": names[launches.name[calls[nxt]]],
+            "next_launch_start": start[nxt],
+            "overlap_ns": overlap[hit],
+        }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
     return int(same_thread.sum()), table
 
 
@@ -74,7 +71,8 @@ def _calls_by_thread(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray, np.nda
     launch_rows = launch_of[gpu_rows]
     del launch_of
     if len(gpu_rows) == 0:
-        return gpu_rows, gpu_rows, gpu_rows, gpu_rows
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, empty
     by_launch = np.lexsort((gpu.ordinal[gpu_rows], gpu.ts[gpu_rows], launch_rows))
     gpu_rows, launch_rows = gpu_rows[by_launch], launch_rows[by_launch]
     del by_launch
