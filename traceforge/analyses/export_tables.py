@@ -27,7 +27,7 @@ import numpy as np
 
 from .._stacks import nest_sorted
 from ..errors import UsageError
-from ..inject import Texts, join_rows
+from ..inject import Texts, in_sorted, join_rows
 from ..io.codec import publish
 from ..io.heap import trim_heap
 from ..lazy_pandas import pd
@@ -177,10 +177,8 @@ def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: 
     stacks: dict[int, bytes] = {}  # per thread: its open ops after the windows so far
     for window in windows_by(calls, lambda chunk, first: chunk.ts, WINDOW_ROWS, "stacks"):
         holder = _holders(window, stacks)
-        at = np.minimum(np.searchsorted(joined_ordinal, window.ordinal), max(len(joined_ordinal) - 1, 0))
-        if len(joined_ordinal):
-            hit = (window.call == 1) & (joined_ordinal[at] == window.ordinal)
-            launch_op[at[hit]] = holder[hit]
+        joined = (window.call == 1) & in_sorted(joined_ordinal, window.ordinal)
+        launch_op[np.searchsorted(joined_ordinal, window.ordinal[joined])] = holder[joined]
         order = np.lexsort((window.ordinal, window.ts))
         kinds = kind_of_cat[window.cat[order]]
         for kind in dict.fromkeys(kinds.tolist()):
