@@ -2,8 +2,9 @@
 
 For work that must see rows in time order, or all rows of a group together, but cannot
 hold them all (``check`` replays every slice and flow event as Perfetto does, ``repair``
-every slice, and both ``repair`` and ``trim`` take flow events a window of ids at a time). A first pass over the spill takes a sample of the keys, which sets
-window bounds of about ``max_rows`` rows each. Every row of a window has a key at or above
+every slice, ``export`` nests CPU ops and launch calls, and both ``repair`` and ``trim`` take
+flow events a window of ids at a time). A first pass over the spill takes a sample of the
+keys, which sets window bounds of about ``max_rows`` rows each. Every row of a window has a key at or above
 those of all rows in the windows before it, so sorting each window by the key (then
 anything) and joining the windows gives the whole table in that order; rows with equal
 keys are always in the same window.
