@@ -330,7 +330,10 @@ static PyObject *walk_window(PyObject *self, PyObject *args) {
         int64_t row = order[j];
         if (row < 0 || row >= rows) { PyErr_SetString(PyExc_ValueError, "walk: a row out of range"); goto done; }
         int64_t track = get(r, TRACK, row), key = get(r, KEY, row);
-        if (track < 0 || track >= r->n_tracks) { PyErr_SetString(PyExc_ValueError, "walk: a track out of range"); goto done; }
+        if (track < 0 || track >= r->n_tracks) {
+            PyErr_SetString(PyExc_ValueError, "walk: a track out of range");
+            goto done;
+        }
         if (get(r, KIND, row) >= FLOW_START && !r->slices_only && (key < 0 || (uint64_t)key >= r->n_dense)) {
             PyErr_SetString(PyExc_ValueError, "walk: a flow key out of range");
             goto done;
