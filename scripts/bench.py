@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark ``traceforge annotate`` against the cost of merely re-compressing each trace.
+"""Benchmark traceforge's commands against the cost of merely (de)compressing each trace.
 
 For each trace this measures (a) the wall time, CPU time (all threads) and peak RSS of
 traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``, ``patterns``,
@@ -7,8 +7,10 @@ traceforge commands (``--jobs``: ``annotate`` with the core tracks or ``--all``,
 ``counters``, ``trim``, ``diff`` of the trace with itself, ``repair``, ``export``),
 outputs having the same codec as the trace, and (b) the floor: decompressing TRACE and
 re-compressing the same bytes with the codec and level traceforge writes, with the library it
-uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs.
-Each command runs in its own child process, and its peak RSS is that child's own (from
+uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs,
+and (c) each command's own floor, the issue's "decompress input + compress output":
+decompressing TRACE and compressing the trace the command wrote (nothing for a command that
+writes none), also the fastest of three. Each command runs in its own child process, and its peak RSS is that child's own (from
 ``wait4``), so peaks never carry over between measurements. Prints a Markdown table; Linux only.
 
 With ``--hta PYTHON`` (a Python that has HTA 0.5 installed: it needs pandas < 3), each job
@@ -125,6 +127,38 @@ def floor(src: Path, dst: Path) -> int:
     return raw
 
 
+def job_floor(src: Path, output: Path, dst: Path) -> float:
+    """The issue's floor for one command: decompress ``src``, then compress into ``dst`` the
+    bytes of the trace the command wrote (``output``, read back; an empty file for a command
+    that writes none). Returns the seconds spent reading ``output`` back, which are not the
+    floor's: the caller takes them off the process's time."""
+    for _ in decompressed_chunks(src):
+        pass
+    comp = compressor(codec(src))
+    reading = 0.0
+    with dst.open("wb") as out:
+        chunks = decompressed_chunks(output)
+        while True:
+            started = time.perf_counter()
+            chunk = next(chunks, None)
+            reading += time.perf_counter() - started
+            if chunk is None:
+                break
+            out.write(comp.compress(chunk))
+        out.write(comp.flush())
+    return reading
+
+
+def measure_job_floor(trace: Path, output: Path, dst: Path, env: dict[str, str]) -> float:
+    """``job_floor``'s seconds (its process's, less reading the output back), fastest of three."""
+    runs = [run_child([sys.executable, str(Path(__file__).resolve()), "--job-floor", str(trace), str(output), str(dst)],
+                      env) for _ in range(FLOOR_RUNS)]
+    failed = [run.returncode for run in runs if run.returncode]
+    if failed:
+        raise RuntimeError(f"job floor failed for {trace} (exit {failed[0]})")
+    return min(run.seconds - float(run.stdout) for run in runs)
+
+
 def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> Run:
     """Run ``cmd``, capturing its stdout; time it and take its peak RSS from ``wait4``.
     Past ``timeout`` seconds the child is killed (its return code is then -SIGKILL)."""
@@ -211,16 +245,19 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
     raw_mb = int(base.stdout) / 1e6
     rows, ok = [], True
     for job in jobs:
-        words = JOBS[job].replace("{out}", str(output_path(trace, out_dir, job))).replace("{in}", str(trace)).split()
+        out = output_path(trace, out_dir, job)
+        words = JOBS[job].replace("{out}", str(out)).replace("{in}", str(trace)).split()
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
         failed = run.returncode not in RESULT_CODES.get(job, (0,))
         if failed:
-            measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–"]
+            measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–", f"{base.seconds:.1f}", "–", "–"]
             ok = False
         else:
+            own = measure_job_floor(trace, out if out.is_file() else Path(os.devnull), floor_out, env)
             measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}",
-                        f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}"]
-        row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured, f"{base.seconds:.1f}"]
+                        f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}", f"{base.seconds:.1f}",
+                        f"{run.seconds / own:.2f}", f"{own:.1f}"]
+        row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured]
         if hta:
             row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if failed else run.seconds)
         rows.append(row)
@@ -236,9 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hta-timeout", type=float, default=3600, metavar="S",
                         help="stop an HTA run after S seconds (default: 3600)")
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
+    parser.add_argument("--job-floor", nargs=3, type=Path, metavar=("SRC", "OUTPUT", "DST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
         print(floor(*args.floor))
+        return 0
+    if args.job_floor:
+        print(job_floor(*args.job_floor))
         return 0
     if not args.traces:
         parser.error("at least one TRACE is required")
@@ -246,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [j for j in jobs if j not in JOBS]
     if unknown:
         parser.error(f"unknown job(s): {', '.join(unknown)}")
-    header = ["file", "raw MB", "command", "s", "CPU s", "MB/s", "peak RSS MB", "x floor", "floor s"]
+    header = ["file", "raw MB", "command", "s", "CPU s", "MB/s", "peak RSS MB", "x floor", "floor s",
+              "x job floor", "job floor s"]
     if args.hta:
         header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
