@@ -85,12 +85,17 @@ def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name):
 
 
 @pytest.mark.parametrize("multiplier", [scan_module._ROW_HASH, 0])  # 0: every row collides
-def test_distinct_rows_are_exact_even_when_hashes_collide(multiplier, monkeypatch):
+def test_kernel_dims_ids_are_exact_across_batches_even_when_hashes_collide(multiplier, monkeypatch):
     monkeypatch.setattr(scan_module, "_ROW_HASH", multiplier)
-    rows = np.random.default_rng(7).integers(-2, 3, size=(3000, 6))
-    distinct, inverse = scan_module._distinct_rows(rows)
-    assert np.array_equal(distinct[inverse], rows)
-    assert len(distinct) == len(np.unique(rows, axis=0))
+    rng = np.random.default_rng(7)
+    dims, want = scan_module._KernelDims(), {}
+    for size in (3000, 1, 2500, 4000):  # later batches meet old pairs and new ones
+        six = rng.integers(-2, 3, size=(size, 6))
+        ids = dims.ids(six)
+        for pair in sorted({tuple(row) for row in six.tolist()}):  # new pairs: ids in sorted order
+            want.setdefault((pair[:3], pair[3:]), len(want))
+        assert ids.tolist() == [want[(tuple(row[:3]), tuple(row[3:]))] for row in six.tolist()]
+    assert dims.values == list(want)
 
 
 def test_spilled_columns_read_back_exactly_at_their_widths():

@@ -402,7 +402,7 @@ class _ColumnBuilder:
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
         self.spill_launch = spill_launch
-        self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _Interner()
+        self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _KernelDims()
         # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
         self._ph_code = _ByString(np.int8, 0)
         self._kind = _ByString(np.int8, -1)
@@ -477,7 +477,7 @@ class _ColumnBuilder:
     def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
         if not len(at):
             return
-        r = rows[at]
+        r = np.take(rows, at, axis=0)  # twice as fast as rows[at] on these wide rows
         flags = r[:, R.FLAGS]
         ordinal, ts, dur, track, name = self._slice_fields(batch, r, at)
         if code == _KIND_CODES[_GPU]:
@@ -576,15 +576,11 @@ class _ColumnBuilder:
         return out
 
     def _dim_ids(self, r: np.ndarray) -> np.ndarray:
-        """Ids of (grid, block) pairs; -1 unless both are three ints. New pairs get ids in sorted order."""
+        """Ids of (grid, block) pairs; -1 unless both are three ints."""
         out = np.full(len(r), -1, np.int32)
         has = np.flatnonzero(r[:, R.FLAGS] & R.F_DIMS)
         if len(has):
-            pairs, inverse = _distinct_rows(r[has, R.GRID:R.BLOCK + 3])
-            order = np.lexsort(pairs.T[::-1])
-            ids = np.empty(len(pairs), np.int32)
-            ids[order] = [self.dims((tuple(p[:3]), tuple(p[3:]))) for p in pairs[order].tolist()]
-            out[has] = ids[inverse]
+            out[has] = self.dims.ids(r[has, R.GRID:R.BLOCK + 3])
         return out
 
     def columns(self, reader: TraceReader) -> TraceColumns:
@@ -613,18 +609,59 @@ class _ColumnBuilder:
         )
 
 
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct rows, index of each row's): by a 64-bit hash of each row, checked exactly
-    (``np.unique(axis=0)`` sorts whole rows: several times slower on kernels' dims)."""
+class _KernelDims:
+    """(grid, block) pairs to dense ids; ``values`` are the pairs (two int triples) by id.
+
+    A trace has a few hundred distinct pairs among millions of kernels: each batch's rows are
+    told apart by a 64-bit hash (checked exactly), and only pairs not met in an earlier batch
+    reach the Python dict. New pairs get ids in sorted order, batch by batch.
+    """
+
+    def __init__(self) -> None:
+        self._interner = _Interner()
+        self.values = self._interner.values
+        self._hashes = np.zeros(0, np.int64)  # sorted: the hashes of pairs met so far
+        self._hash_ids = np.zeros(0, np.int32)
+        self._pairs = np.zeros((0, 6), np.int64)  # by id
+
+    def ids(self, six: np.ndarray) -> np.ndarray:
+        """The ids of rows of six ints (grid, then block)."""
+        h = _row_hashes(six)
+        codes, first = factorized(h)
+        distinct, hashes = six[first], h[first]
+        if not np.array_equal(distinct[codes], six):  # two pairs with one hash in this batch
+            distinct, codes = np.unique(six, axis=0, return_inverse=True)
+            hashes, codes = _row_hashes(distinct), codes.ravel()
+        at = np.minimum(np.searchsorted(self._hashes, hashes), max(len(self._hashes) - 1, 0))
+        ids = np.full(len(distinct), -1, np.int32)
+        if len(self._hashes):
+            met = self._hashes[at] == hashes
+            met[met] = (self._pairs[self._hash_ids[at[met]]] == distinct[met]).all(axis=1)
+            ids[met] = self._hash_ids[at[met]]
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            new = new[np.lexsort(distinct[new].T[::-1])]
+            ids[new] = [self._interner((tuple(p[:3]), tuple(p[3:]))) for p in distinct[new].tolist()]
+            self._learn(hashes[new], ids[new])
+        return ids[codes]
+
+    def _learn(self, hashes: np.ndarray, ids: np.ndarray) -> None:
+        """Index these pairs' hashes (a hash met before keeps its pair: the others go by the dict)."""
+        self._pairs = np.array([[*g, *b] for g, b in self.values], np.int64).reshape(-1, 6)
+        fresh = ~np.isin(hashes, self._hashes)
+        hashes, first = np.unique(hashes[fresh], return_index=True)
+        merged = np.concatenate([self._hashes, hashes])
+        order = np.argsort(merged, kind="stable")
+        self._hashes, self._hash_ids = merged[order], np.concatenate([self._hash_ids, ids[fresh][first]])[order]
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of ints (as int64)."""
     h = np.zeros(len(rows), np.uint64)
     for column in rows.T:
         h ^= column.astype(np.uint64)
         h *= np.uint64(_ROW_HASH)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    distinct = rows[first]
-    if not np.array_equal(distinct[inverse], rows):  # a collision: sort the rows themselves
-        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
-    return distinct, inverse.ravel()
+    return h.view(np.int64)
 
 
 _ROW_HASH = 0x100000001B3  # FNV-1a's 64-bit prime
