@@ -501,9 +501,11 @@ class _ColumnBuilder:
                 self.launch.extend(*values)
             else:
                 spill = self._spilled_launch[r[:, R.NAME]]
-                self.launch.extend(*(v[~spill] for v in values))
-                if spill.any():
-                    self.spilled_launch.extend(*(v[spill] for v in values))
+                kept = np.flatnonzero(~spill)  # indices, not masks: each column is one gather
+                self.launch.extend(*(v[kept] for v in values))
+                if len(kept) < len(spill):
+                    spilled = np.flatnonzero(spill)
+                    self.spilled_launch.extend(*(v[spilled] for v in values))
         elif code == _KIND_CODES[_CPU]:
             cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
             cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
