@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from traceforge._counter_text import fixed_point_texts
-from traceforge._splice import join_slices, spans_containing, uninitialized
+from traceforge._splice import insert_members, join_slices, spans_containing, uninitialized
 from traceforge.inject import ArgColumns, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
@@ -54,6 +54,50 @@ def test_spans_containing_edges():
         spans_containing(data, _i64([3]), _i64([2]), [b"x"])
     with pytest.raises(IndexError):
         spans_containing(data, _i64([0]), _i64([len(data) + 1]), [b"x"])
+
+
+def _events(rng: random.Random, count: int) -> tuple[bytes, list[int], list[int], list[bool]]:
+    """Events with args objects (some empty): their bytes, starts, args' insertion places and emptiness."""
+    raw, starts, at, empty = b"[", [], [], []
+    for i in range(count):
+        members = rng.choice([b"", b'"a": 1', b'"b": "x", "c": [1]', b'"category": 0'])
+        event = b'{"name": "k%d", "args": {' % i + members
+        starts.append(len(raw))
+        at.append(len(raw) + len(event))
+        empty.append(not members)
+        raw += event + b"}}" + (b", " if i < count - 1 else b"]")
+    return raw, starts, at, empty
+
+
+def test_insert_members_adds_each_body_after_the_last_member_unless_a_key_is_there():
+    rng = random.Random(3)
+    for _ in range(300):
+        raw, starts, at, empty = _events(rng, rng.randint(0, 12))
+        bodies = Texts.of([rng.choice([b"", b'"launch_delay_us": 1.5', b'"x": 2']) for _ in starts])
+        keys = [b'"launch_delay_us"', b'"category"']
+        got = insert_members(raw, _i64(starts), _i64(at), np.array(empty, bool), bodies.blob, bodies.starts,
+                             bodies.lengths, keys)
+        edited = [i for i in range(len(starts)) if bodies.lengths[i]]
+        if any(k in raw[starts[i]:at[i]] for i in edited for k in keys):
+            assert got is None  # the general path decides
+            continue
+        want = splice(raw, [(at[i], at[i], (b"" if empty[i] else b", ") + bodies[i]) for i in edited])
+        assert got == want
+        assert all(orjson.loads(got)[i]["args"] for i in edited)
+
+
+def test_insert_members_leaves_an_event_with_no_known_place_to_the_general_path():
+    raw, starts, at, empty = _events(random.Random(1), 3)
+    bodies = Texts.of([b'"x": 1', b"", b'"y": 2'])
+    unknown = _i64([at[0], -1, -1])  # the second has no body: its place does not matter
+    assert insert_members(raw, _i64(starts), unknown, np.array(empty, bool), bodies.blob, bodies.starts,
+                          bodies.lengths, []) is None
+    unknown[2] = at[2]
+    assert orjson.loads(insert_members(raw, _i64(starts), unknown, np.array(empty, bool), bodies.blob, bodies.starts,
+                                       bodies.lengths, []))[2]["args"]["y"] == 2
+    with pytest.raises(IndexError):  # places out of order
+        insert_members(raw, _i64(starts[::-1]), _i64(at[::-1]), np.array(empty, bool), bodies.blob, bodies.starts,
+                       bodies.lengths, [])
 
 
 def test_uninitialized_blocks_are_writable_bytearrays_of_the_size_asked():

@@ -174,6 +174,78 @@ done:
     return out;
 }
 
+/* The common case of adding members to events' args, in one pass: each event is checked
+ * for the new keys and copied with its members while it is in cache. None where an event
+ * needs more (its args' place unknown, or a key met before it): the caller's general path. */
+static PyObject *insert_members(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, at, empty, blob, body_starts, body_lengths;
+    PyObject *needles_arg;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*O", &data, &starts, &at, &empty, &blob, &body_starts, &body_lengths,
+                          &needles_arg))
+        return NULL;
+    PyObject *out = NULL;
+    Buffers needles = {0, NULL};
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 || at.len != starts.len || body_starts.len != starts.len || body_lengths.len != starts.len ||
+        empty.len != n) {
+        PyErr_SetString(PyExc_ValueError, "starts, at, body_starts, body_lengths (int64) and empty (bool) must have "
+                        "one length");
+        goto done;
+    }
+    if (!get_buffers(needles_arg, &needles)) goto done;
+    const int64_t *s = starts.buf, *a = at.buf, *bs = body_starts.buf, *bl = body_lengths.buf;
+    const uint8_t *e = empty.buf;
+    Py_ssize_t total = data.len, pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!bl[i]) continue;
+        if (a[i] < 0) { out = Py_NewRef(Py_None); goto done; }
+        if (s[i] < pos || a[i] < s[i] || a[i] > data.len || bs[i] < 0 || bl[i] < 0 || bs[i] > blob.len ||
+            bl[i] > blob.len - bs[i]) {
+            PyErr_Format(PyExc_IndexError, "event %zd (start %lld, args at %lld) is out of order or bounds", i,
+                         (long long)s[i], (long long)a[i]);
+            goto done;
+        }
+        pos = a[i];
+        total += bl[i] + (e[i] ? 0 : 2);
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out) goto done;
+    char *o = PyBytes_AS_STRING(out);
+    const char *raw = data.buf, *text = blob.buf;
+    Anchor anchor;
+    int anchored = anchor_of(&needles, &anchor), clash = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pos = 0;
+    for (Py_ssize_t i = 0; i < n && !clash; i++) {
+        if (!bl[i]) continue;
+        const unsigned char *span = (const unsigned char *)raw + s[i];
+        Py_ssize_t len = a[i] - s[i];
+        if (anchored ? span_has_anchored(span, len, &anchor, &needles) : span_has(span, len, &needles)) {
+            clash = 1;
+            break;
+        }
+        memcpy(o, raw + pos, a[i] - pos);
+        o += a[i] - pos;
+        if (!e[i]) { memcpy(o, ", ", 2); o += 2; }
+        memcpy(o, text + bs[i], bl[i]);
+        o += bl[i];
+        pos = a[i];
+    }
+    if (!clash) memcpy(o, raw + pos, data.len - pos);
+    Py_END_ALLOW_THREADS
+    if (clash) Py_SETREF(out, Py_NewRef(Py_None));
+done:
+    if (needles.views) release(&needles);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&at);
+    PyBuffer_Release(&empty);
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&body_starts);
+    PyBuffer_Release(&body_lengths);
+    return out;
+}
+
 /* A bytearray of n bytes left as malloc gives them: a block that is about to be filled
  * (bytearray(n) zeroes it first, a pass over every decompressed byte for nothing). */
 static PyObject *uninitialized(PyObject *self, PyObject *arg) {
@@ -184,6 +256,10 @@ static PyObject *uninitialized(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
+    {"insert_members", insert_members, METH_VARARGS,
+     "insert_members(data, starts, at, empty, blob, body_starts, body_lengths, needles) -> data with, for each "
+     "event i that has a body (sorted), ', ' (none where empty[i]) and blob[body_starts[i]:][:body_lengths[i]] "
+     "inserted at at[i]; None if an event with a body has at[i] < 0 or one of needles in data[starts[i]:at[i]]"},
     {"uninitialized", uninitialized, METH_O, "uninitialized(n) -> a bytearray of n bytes, not zeroed"},
     {"join_slices", join_slices, METH_VARARGS,
      "join_slices(sources, which, starts, lengths) -> the concatenation of sources[which[i]][starts[i]:starts[i] + "

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from functools import cached_property
+from functools import cached_property, partial
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson
 
-from .._splice import spans_containing
+from .._splice import insert_members, spans_containing
 from ..inject import ArgColumns, Texts, in_sorted, join_rows, json_bytes
 from .fields import splice_rows
 from . import rows as R
@@ -158,6 +158,11 @@ def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], 
     ``keys`` (JSON texts) occurs between the event's start and that place (it may be in
     the args already): then the parsed event (``parsed(i)``) decides.
     """
+    ints = partial(np.ascontiguousarray, dtype=np.int64)
+    common = insert_members(raw, ints(starts), ints(at), np.ascontiguousarray(empty, bool), bodies.blob,
+                            ints(bodies.starts), ints(bodies.lengths), keys)
+    if common is not None:  # every event's args place known, no key met: one pass in C
+        return common
     edited = bodies.lengths > 0
     placed = at >= 0
     placed[placed] = ~np.frombuffer(spans_containing(raw, np.ascontiguousarray(starts[placed], np.int64),
