@@ -65,3 +65,20 @@ def test_windows_draw_their_progress(monkeypatch):
         for _ in windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1000, "replay"):
             pass
     assert "replay  100% [" in stream.getvalue() and "0.2/0.2 MB" in stream.getvalue()  # sampled, then windowed
+
+
+@pytest.mark.parametrize("rereads, passes", [(10**6, 2), (0, 3)])  # blocks read again; rows written to files
+def test_every_pass_over_the_rows_moves_the_bar_forward(rereads, passes, monkeypatch):
+    from traceforge import progress
+
+    drawn = []
+    monkeypatch.setattr(progress, "active", lambda: lambda name, done, total: drawn.append(done / total))
+    monkeypatch.setattr(windows, "BLOCK", 1000)
+    monkeypatch.setattr(windows, "REREADS", rereads)
+    n = 20_000
+    keys = np.random.default_rng(2).permutation(n)
+    windows_seen = sum(1 for _ in windows.windows_by(_spilled(keys), lambda chunk, first: chunk.key, 1500, "replay"))
+    assert drawn == sorted(drawn) and drawn[-1] == 1
+    # sampling the keys, and writing the rows to files, move it a block at a time; reading, a window
+    assert len(drawn) == (passes - 1) * n // 1000 + windows_seen
+    assert drawn[n // 1000 - 1] == pytest.approx(1 / 3)  # the keys sampled: a third, until a pass is known to go

@@ -40,44 +40,53 @@ def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], m
     in ``table``). ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row
     ``first``. A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where
     one key repeats that often. ``pass_name``: shown on the progress bar (if one is drawn)
-    with the bytes of the rows dealt with so far (twice each where the keys are sampled first)."""
-    max_rows = max_rows or MAX_ROWS
-    bar, width = progress.active() if pass_name else None, len(table.fields) * 8
-    total, done = len(table) * width * (2 if len(table) > max_rows else 1), 0
-
-    def dealt_with(rows: int) -> None:
-        nonlocal done
-        done += rows * width
-        if bar is not None:
-            bar(pass_name, done, total)
-    for window in _windows(table, key, max_rows, dealt_with):
+    with the bytes of the rows dealt with so far, in every pass they go through."""
+    shown = _Progress(table, pass_name)
+    for window in _windows(table, key, max_rows or MAX_ROWS, shown):
         rows = len(window)
         yield window
         del window  # not held while the next window is read
-        dealt_with(rows)
+        shown.advance(rows)
+
+
+class _Progress:
+    """Bytes of rows dealt with, of all the passes over them: one reading the windows, and
+    before it one sampling the keys and maybe one writing each row to its window's file."""
+
+    def __init__(self, table: SpilledColumns, pass_name: str | None):
+        self._bar = progress.active() if pass_name else None
+        self._name, self._row_bytes, self._rows = pass_name, len(table.fields) * 8, len(table)
+        self.passes, self._done = 1, 0
+
+    def advance(self, rows: int) -> None:
+        self._done += rows * self._row_bytes
+        if self._bar is not None:
+            self._bar(self._name, self._done, self.passes * self._rows * self._row_bytes)
 
 
 def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int,
-             sampled: Callable[[int], None]) -> Iterator[Table]:
+             shown: _Progress) -> Iterator[Table]:
     if len(table) <= max_rows:
         yield _joined([_indexed(rows, first) for rows, first in _blocks(table)], table)
         return
+    shown.passes = 3  # until the keys tell whether rows go to files (the bar may then jump ahead, never back)
     # copies, not views: a view of a chunk's column holds the whole chunk
     samples, spans = [], []
     for rows, first in _blocks(table):
         keys = key(table.as_table(rows), first)
         samples.append(keys[::SAMPLE_EVERY].copy())
         spans.append((keys.min(), keys.max()))
-        sampled(len(rows))
+        shown.advance(len(rows))
     sample = np.sort(np.concatenate(samples))
     # Gathered from blocks, a window is held twice at once (the parts, then joined): those
     # windows hold half as many rows, so that either way peaks at about the same memory.
     halves = _bounds(sample, 2 * -(-len(table) // max_rows))
     reach = np.searchsorted(halves, np.array(spans), side="right")  # per block: first and last window
     if (reach[:, 1] - reach[:, 0] + 1).sum() <= REREADS * len(reach):
+        shown.passes = 2
         yield from _reread(table, key, halves, reach)
     else:
-        yield from _distributed(table, key, _bounds(sample, -(-len(table) // max_rows)))
+        yield from _distributed(table, key, _bounds(sample, -(-len(table) // max_rows)), shown.advance)
 
 
 def _bounds(sample: np.ndarray, windows: int) -> np.ndarray:
@@ -99,9 +108,10 @@ def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], boun
         del parts  # not held while the next window is read
 
 
-def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray
-                 ) -> Iterator[Table]:
-    """Each window from its own temporary file, every row written to one in a pass."""
+def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray,
+                 written: Callable[[int], None]) -> Iterator[Table]:
+    """Each window from its own temporary file, every row written to one in a pass (``written``
+    is told the rows of each block)."""
     fields = [*table.fields, "index"]
     files = [tempfile.TemporaryFile() for _ in range(len(bounds) + 1)]
     try:
@@ -112,6 +122,7 @@ def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray],
             rows = _indexed(rows, first)[order]
             for f, part in zip(files, np.split(rows, ends[:-1])):
                 f.write(part.data)
+            written(len(rows))
         for f in files:
             f.seek(0)
             window_rows = np.fromfile(f, np.int64).reshape(-1, len(fields))
