@@ -593,6 +593,31 @@ def test_rebase_finds_ts_texts_where_the_scanner_read_them(tmp_path):
     assert owners.tolist() == [0, 1] and starts[0] == -1 and batch.raw[starts[1]:starts[1] + 1] == b"7"
 
 
+def test_rebase_tokenises_only_the_odd_events_of_a_batch(tmp_path, monkeypatch):
+    """An event the scanner could not read exactly (a ts as text, too many decimals) is
+    tokenised; the other events of its batch keep the places the scanner noted."""
+    from traceforge.io.event_edits import EventEdits
+    from traceforge.io.reader import TraceReader
+
+    events = [f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {1000 + i}, "dur": 1, "name": "k{i}"}}' for i in range(30)]
+    events[5] = '{"ph": "X", "pid": 1, "tid": 1, "ts": "1005.25", "dur": 1}'
+    events[9] = '{"ph": "X", "pid": 1, "tid": 1, "ts": 1009.1234, "dur": 1}'
+    events[12] = '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "s": "t"}'
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    batch = next(TraceReader(str(src)).batches())
+    owners, starts, stops = EventEdits._ts_positions(batch)
+    assert 12 not in owners.tolist() and len(owners) == 29
+    placed = {o: batch.raw[a:b] for o, a, b in zip(owners.tolist(), starts.tolist(), stops.tolist()) if a >= 0}
+    assert sorted(set(owners.tolist()) - set(placed)) == [5, 9]
+    assert all(text == b"%d" % (1000 + o) for o, text in placed.items())
+    monkeypatch.setattr(type(batch), "events", property(lambda b: pytest.fail("the batch was parsed")))
+    traceforge.repair(str(src), str(tmp_path / "out.json"), rebase_time=True)
+    out = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
+    assert [e.get("ts") for e in out[:5]] == [0, 1, 2, 3, 4]
+    assert out[9]["ts"] == 9.1234 and "ts" not in out[12] and [e.get("ts") for e in out[13:16]] == [13, 14, 15]
+
+
 @pytest.mark.parametrize("delta", [0, 7, 1712195495519000])
 def test_rebase_of_integer_values_is_rebase_of_their_text(delta):
     """repair rewrites non-negative integer ts texts from the scanner's values a batch at a

@@ -134,17 +134,21 @@ class EventEdits:
         """Where each event's top-level ts number is: (event, start, stop) in event order,
         start -1 where the event must be tokenised to find it.
 
-        Usually the scanner read every ts and noted where (``TS_AT``, ``TS_END``). Otherwise
-        one regex pass finds them: where its matches are, in order, exactly the ts values the
-        reader parsed, each belongs to the next event that has one; else (a ``ts`` key inside
-        args, say) an event gets its span only if it holds exactly one match with its own ts
-        text, and -1 (tokenise it) if not.
+        The scanner read each ts and noted where (``TS_AT``, ``TS_END``), except in odd events
+        (a ts as text, say) and those with two ts keys: those are tokenised. Events not read
+        from the input's bytes have no rows: one regex pass finds their ts texts. Where its
+        matches are, in order, exactly the ts values the reader parsed, each belongs to the
+        next event that has one; else (a ``ts`` key inside args, say) an event gets its span
+        only if it holds exactly one match with its own ts text, and -1 if not.
         """
         rows = batch.raw_rows
-        if rows is not None and not (rows[:, R.FLAGS] & R.F_ODD).any():  # the scanner read every ts
-            timed = np.flatnonzero(rows[:, R.FLAGS] & R.F_TS)
-            if (rows[timed, R.TS_AT] >= 0).all():  # no event has two ts keys
-                return timed, rows[timed, R.TS_AT].copy(), rows[timed, R.TS_END].copy()
+        if rows is not None:
+            odd = (rows[:, R.FLAGS] & R.F_ODD) != 0
+            owners = np.flatnonzero((rows[:, R.FLAGS] & R.F_TS != 0) | odd)
+            starts, stops = rows[owners, R.TS_AT].copy(), rows[owners, R.TS_END].copy()
+            unplaced = odd[owners] | (starts < 0)  # -2: two ts keys
+            starts[unplaced] = stops[unplaced] = -1
+            return owners, starts, stops
         matches = list(_TS.finditer(batch.raw))
         owners, texts = [], []
         for i, e in enumerate(batch.events):
