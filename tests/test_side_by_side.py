@@ -1,5 +1,6 @@
-"""annotate's GPU-side analyses in a second thread beside the CPU-side ones: the same bytes
-as one at a time, and only where memory and the cores allow it."""
+"""annotate's analyses in a second thread: the GPU-side ones beside the CPU-side ones, or the
+tracks beside the copy once the args are known. The same bytes as one at a time, and only
+where memory and the cores allow it."""
 
 from __future__ import annotations
 
@@ -16,29 +17,44 @@ from .conftest import TRACES
 annotate_module = importlib.import_module("traceforge.annotate")
 
 
-def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, list[bool]]:
-    """``--all`` on ``path``; the bytes written, and whether the analyses ran side by side."""
-    decided = []
-    real = annotate_module._side_by_side
-    monkeypatch.setattr(annotate_module, "_side_by_side", lambda *a: decided.append(real(*a)) or decided[-1])
+def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[str, list[bool]]]:
+    """``--all`` on ``path``; the bytes written, and what each of the two memory checks decided."""
+    decided: dict[str, list[bool]] = {"_beside_copy": [], "_side_by_side": []}
+    for check, seen in decided.items():
+        real = getattr(annotate_module, check)
+        monkeypatch.setattr(annotate_module, check, lambda *a, real=real, seen=seen: seen.append(real(*a)) or seen[-1])
     annotate_module.annotate(str(path), str(out), all=True, options={"side_by_side": side_by_side})
     return gzip.open(out).read(), decided
 
 
 @pytest.mark.parametrize("name", ["df_index", "negative_queue", "nccl", "trace_diff"])
-def test_side_by_side_writes_what_one_at_a_time_writes(tmp_path, monkeypatch, name):
+def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name):
     monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", 1 << 50)
-    paired, decided = _annotated(TRACES[name], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == [True]
-    alone, decided = _annotated(TRACES[name], tmp_path / "b.json.gz", False, monkeypatch)
-    assert decided == [False]
-    assert paired == alone
+    beside_copy, decided = _annotated(TRACES[name], tmp_path / "a.json.gz", True, monkeypatch)
+    assert decided == {"_beside_copy": [True], "_side_by_side": []}
+    monkeypatch.setattr(annotate_module, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
+    paired, decided = _annotated(TRACES[name], tmp_path / "b.json.gz", True, monkeypatch)
+    assert decided == {"_beside_copy": [False], "_side_by_side": [True]}
+    alone, decided = _annotated(TRACES[name], tmp_path / "c.json.gz", False, monkeypatch)
+    assert decided == {"_beside_copy": [False], "_side_by_side": [False]}
+    assert beside_copy == paired == alone
 
 
-def test_side_by_side_only_under_the_memory_budget(tmp_path, monkeypatch):
+def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", annotate_module.current_rss())  # already over
     _, decided = _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == [False]
+    assert decided == {"_beside_copy": [False], "_side_by_side": [False]}
+
+
+def test_an_error_beside_the_copy_ends_the_run_without_an_output(tmp_path, monkeypatch):
+    def fails(cols, ctx):
+        raise RuntimeError("mined patterns failed")
+
+    monkeypatch.setitem(annotate_module.ANALYSES, "patterns",
+                        annotate_module.replace(annotate_module.ANALYSES["patterns"], build=fails))
+    with pytest.raises(RuntimeError, match="mined patterns failed"):
+        _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_current_rss_is_this_process():

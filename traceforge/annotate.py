@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +34,7 @@ from .analyses.queue_length import queue_length_tracks
 from .analyses.stacks import NameMask, scan_for_stacks, stack_keeper
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
-from .inject import Injections, TidAllocator
+from .inject import Block, Injections, TidAllocator
 from .io.codec import AtomicOutput, spool_stdin
 from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
@@ -192,25 +192,18 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
     ctx = AnnotateContext(options, TidAllocator(cols.tracks))
     cpu_side = [a for a in chosen if _Reads.of([a], options).cpu_side]
     gpu_side = [a for a in chosen if a not in cpu_side]
-    built: dict[str, Injections] = {}
-    spool = tempfile.TemporaryFile()  # their tracks wait here until written (deleted with the injections)
-    spilling = threading.Lock()
+    built = _Built()
 
     def build(analysis: Analysis, cols: TraceColumns) -> None:
-        injections = analysis.build(cols, ctx)
-        with spilling:
-            injections.spill(spool)
-        built[analysis.name] = injections
+        rest = built.add(analysis.name, analysis.build(cols, ctx))
+        if rest is not None:
+            built.add(analysis.name, rest(cols))
 
     paired = bool(cpu_side and gpu_side) and _side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
         # The GPU ops the second thread reads are left untouched below.
         done = beside.submit(lambda scanned=cols: [build(a, scanned) for a in gpu_side]) if paired else None
-        if cols.spilled_cpu_ops is not None:  # those an arrow can meet or a stack passes through come back
-            cols = reads.some_ops_only(cols)
-        on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
-        if on_columns is not None:  # a caller's look at the columns (figures across ranks), no second scan
-            on_columns(cols)
+        cols = _picked(cols, reads, options)
         order = cpu_side if paired else cpu_side + gpu_side
         for i, analysis in enumerate(order):
             build(analysis, cols)
@@ -221,10 +214,83 @@ def _run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str,
                 cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
         if done is not None:
             done.result()
-    injections = Injections()
-    for analysis in chosen:
-        injections.add(built[analysis.name])
-    return injections
+    return built.injections(chosen)
+
+
+def _picked(cols: TraceColumns, reads: _Reads, options: dict[str, Any]) -> TraceColumns:
+    """The columns the analyses read: of the CPU ops waiting on disk, those an arrow can meet
+    or a stack passes through; shown to the caller's ``on_columns`` (figures across ranks)."""
+    if cols.spilled_cpu_ops is not None:
+        cols = reads.some_ops_only(cols)
+    on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
+    if on_columns is not None:  # no second scan for what the rank summary reads
+        on_columns(cols)
+    return cols
+
+
+class _Built:
+    """Each analysis's injections, by name; their tracks wait in a temporary file until
+    written (deleted with the injections)."""
+
+    def __init__(self) -> None:
+        self._spool = tempfile.TemporaryFile()
+        self._lock = threading.Lock()
+        self._by_name: dict[str, Injections] = {}
+
+    def add(self, name: str, injections: Injections) -> Callable[[TraceColumns], Injections] | None:
+        """Keep (after what ``name`` made before) ``injections``; returns its ``later``."""
+        rest, injections.later = injections.later, None
+        with self._lock:
+            injections.spill(self._spool)
+            if name in self._by_name:
+                self._by_name[name].add(injections)
+            else:
+                self._by_name[name] = injections
+        return rest
+
+    def injections(self, chosen: list[Analysis]) -> Injections:
+        """Everything built so far, in ``chosen``'s order."""
+        injections = Injections()
+        with self._lock:
+            for analysis in chosen:
+                if analysis.name in self._by_name:
+                    injections.add(self._by_name[analysis.name])
+        return injections
+
+
+class _BesideCopy:
+    """The analyses split around the copy: the args first, then, in a thread while the trace
+    is copied with them, the tracks (the analyses that add no args, and the rest of those
+    that do). The tracks go after the last event, so the copy waits for them only there."""
+
+    def __init__(self, cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]):
+        ctx = AnnotateContext(options, TidAllocator(cols.tracks))
+        cols = _picked(cols, _Reads.of(chosen, options), options)
+        self._chosen, self._built = chosen, _Built()
+        rests: list[tuple[str, Callable[[TraceColumns], Injections]]] = []
+        for analysis in chosen:
+            if analysis.setting("patches_args", options):
+                rest = self._built.add(analysis.name, analysis.build(cols, ctx))
+                if rest is not None:
+                    rests.append((analysis.name, rest))
+            else:
+                rests.append((analysis.name, lambda cols, build=analysis.build: build(cols, ctx)))
+        self.args = self._built.injections(chosen)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
+        self._done = self._thread.submit(self._run, rests, cols)
+        self._thread.shutdown(wait=False)
+
+    def _run(self, rests: list[tuple[str, Callable[[TraceColumns], Injections]]], cols: TraceColumns) -> None:
+        for name, rest in rests:
+            self._built.add(name, rest(cols))
+
+    def finished(self) -> Injections:
+        """Every analysis's injections, once the thread is done (its errors raised here)."""
+        self._done.result()
+        return self._built.injections(self._chosen)
+
+    def blocks(self) -> Iterator[Block]:
+        yield from self.finished().blocks()
 
 
 # The GPU-side analyses run beside the CPU-side ones only while the estimated peak stays
@@ -240,6 +306,21 @@ def _side_by_side(cols: TraceColumns, options: dict[str, Any]) -> bool:
     if not options.get("side_by_side", True):
         return False
     return current_rss() + SIDE_BY_SIDE_BYTES_PER_OP * len(cols.gpu) < SIDE_BY_SIDE_BUDGET
+
+
+# The tracks are made beside the copy only while this estimate stays under the same budget: the
+# columns are held through the copy, beside one analysis's working set and the copy's buffers
+# (measured beyond the RSS after the scan: 265 and 320 bytes a GPU op on the 2 GB df_index and
+# negative_queue tilings, 209 and 184 MB; the 5 GB ones run the analyses before the copy).
+BESIDE_COPY_BYTES_PER_OP = 320
+
+
+def _beside_copy(cols: TraceColumns, options: dict[str, Any]) -> bool:
+    """Whether to make the tracks while the trace is copied (``_BesideCopy``): the caller
+    allows it (not when other ranks' runs keep the cores busy) and memory does."""
+    if not options.get("side_by_side", True):
+        return False
+    return current_rss() + BESIDE_COPY_BYTES_PER_OP * len(cols.gpu) < SIDE_BY_SIDE_BUDGET
 
 
 def current_rss() -> int:
@@ -343,15 +424,19 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
     try:
         reader = TraceReader(source, display_name=path)
         cols = _Reads.of(chosen, options).scan(source, reader, places=True)
-        injections = _run_analyses(cols, chosen, options)
+        beside = _BesideCopy(cols, chosen, options) if _beside_copy(cols, options) else None
+        injections = beside.args if beside is not None else _run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
         ordinals, spilled_places = cols.gpu.ordinal, cols.places
         del cols  # the copy needs only the injections and the places: the other columns go now
         places = load_places(ordinals, spilled_places)
+        appended = beside.blocks() if beside is not None else injections.blocks()
         if injections.patches_args() and places.covers(extra_args.ordinals):
-            return copy_placed(reader, out, places, extra_args, injections.blocks()), injections.summary
-        edit = patch_editor(extra_args) if injections.patches_args() else None
-        return write_trace(TraceReader(source, display_name=path), out, injections.blocks(), edit=edit), injections.summary
+            count = copy_placed(reader, out, places, extra_args, appended)
+        else:
+            edit = patch_editor(extra_args) if injections.patches_args() else None
+            count = write_trace(TraceReader(source, display_name=path), out, appended, edit=edit)
+        return count, (beside.finished() if beside is not None else injections).summary
     finally:
         if spooled:
             os.unlink(source)

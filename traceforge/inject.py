@@ -291,15 +291,19 @@ class Injections:
     """What one annotate run adds: new events, args merged into existing events, a summary.
 
     ``arg_patches`` maps an event ordinal to the keys added to its ``args`` (for a few
-    events); ``arg_columns`` adds the same keys to many events.
+    events); ``arg_columns`` adds the same keys to many events. ``later``: the rest of an
+    analysis that adds args (its tracks and summary, from the trace's columns), which the
+    copy needs only at its end: annotate runs it beside the copy where memory allows.
     """
 
     sources: list[EventSource | BlockSource] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     arg_patches: dict[int, dict] = field(default_factory=dict)
     arg_columns: list[ArgColumns] = field(default_factory=list)
+    later: Callable[..., Injections] | None = None
 
     def add(self, other: Injections) -> None:
+        assert other.later is None, "run the rest of an analysis before adding its injections"
         self.sources.extend(other.sources)
         self.summary.extend(other.summary)
         self.arg_columns.extend(other.arg_columns)

@@ -118,11 +118,15 @@ def category_injections(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         stages = np.asarray([stage or None for stage in labels.stages], dtype=object)  # None: no arg
         decode["stage"] = partial(np.take, stages)
     patches = ArgColumns(cols.gpu.ordinal, values, decode)
-    tracks = utilisation_tracks(cols, labels)
-    points = sum(len(t.ts) for t in tracks)
-    summary = f"classify ({rules.name}): category arg on {len(patches):,} GPU ops, " \
-              f"{len(tracks)} utilisation counter tracks, {points:,} points"
-    return Injections(list(tracks), [summary], arg_columns=[patches])
+
+    def counter_tracks(cols: TraceColumns) -> Injections:
+        tracks = utilisation_tracks(cols, labels)
+        points = sum(len(t.ts) for t in tracks)
+        summary = f"classify ({rules.name}): category arg on {len(patches):,} GPU ops, " \
+                  f"{len(tracks)} utilisation counter tracks, {points:,} points"
+        return Injections(list(tracks), [summary])
+
+    return Injections(arg_columns=[patches], later=counter_tracks)
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:

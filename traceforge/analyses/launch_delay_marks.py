@@ -43,17 +43,25 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
     }, {"launch_delay_us": _us_numbers, "launch_cpu_us": _us_numbers})
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
-    arrows = gpu_rows[outlier], launch_rows[outlier], delay[outlier]
+    arrows = [gpu_rows[outlier], launch_rows[outlier], delay[outlier]]
     del launch_rows, outlier
-    counters = delay_counters(cols, gpu_rows, delay)
+    pairs = [gpu_rows, delay]
     del gpu_rows, delay
-    flows, unplaced = outlier_flows(cols, *arrows)
-    summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
-               f"> {ns_to_us_text(cutoff)} us")
-    if unplaced:
-        summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
-    summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
-    return Injections([*counters, flows], [summary], arg_columns=[patches])
+
+    def tracks(cols: TraceColumns) -> Injections:
+        """The per-stream counters and the outliers' arrows (their rows let go as they are used)."""
+        counters = delay_counters(cols, *pairs)
+        pairs.clear()
+        flows, unplaced = outlier_flows(cols, *arrows)
+        arrows.clear()
+        summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
+                   f"> {ns_to_us_text(cutoff)} us")
+        if unplaced:
+            summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
+        summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
+        return Injections([*counters, flows], [summary])
+
+    return Injections(arg_columns=[patches], later=tracks)
 
 
 def _us_numbers(ns: np.ndarray) -> np.ndarray:
