@@ -556,15 +556,23 @@ def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_pat
     assert (tmp_path / "windows.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
 
 
+def _slices_with(tmp_path, count: int, events: dict[int, str]):
+    """A trace of ``count`` plain slices (event i at 1000 + i µs), but for ``events`` by place."""
+    texts = [events.get(i, f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {1000 + i}, "dur": 1, "name": "k{i}"}}')
+             for i in range(count)]
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [\n' + ",\n".join(texts) + "\n]}")
+    return src
+
+
 def test_rebase_rewrites_the_top_level_ts_not_one_in_args(tmp_path):
     """Every event is plain (the scanner reads every ts), so the ts texts are found from its
     rows; a "ts" inside args, with or without a top-level one, must stay as written."""
-    events = [f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {1000 + i}, "dur": 1, "name": "k{i}"}}' for i in range(50)]
-    events[10] = '{"ph": "X", "pid": 1, "tid": 1, "ts": 1010, "dur": 1, "args": {"ts": 7}}'
-    events[20] = '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "args": {"ts": 8}}'
-    events[30] = '{"ph": "X", "pid": 1, "tid": 1, "args": {"ts": 9}, "ts": 1030.5, "dur": 1}'
-    src = tmp_path / "t.json"
-    src.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    src = _slices_with(tmp_path, 50, {
+        10: '{"ph": "X", "pid": 1, "tid": 1, "ts": 1010, "dur": 1, "args": {"ts": 7}}',
+        20: '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "args": {"ts": 8}}',
+        30: '{"ph": "X", "pid": 1, "tid": 1, "args": {"ts": 9}, "ts": 1030.5, "dur": 1}',
+    })
     traceforge.repair(str(src), str(tmp_path / "out.json"), rebase_time=True)
     out = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
     assert [e.get("ts") for e in out[:3]] == [0, 1, 2]
@@ -599,12 +607,11 @@ def test_rebase_tokenises_only_the_odd_events_of_a_batch(tmp_path, monkeypatch):
     from traceforge.io.event_edits import EventEdits
     from traceforge.io.reader import TraceReader
 
-    events = [f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {1000 + i}, "dur": 1, "name": "k{i}"}}' for i in range(30)]
-    events[5] = '{"ph": "X", "pid": 1, "tid": 1, "ts": "1005.25", "dur": 1}'
-    events[9] = '{"ph": "X", "pid": 1, "tid": 1, "ts": 1009.1234, "dur": 1}'
-    events[12] = '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "s": "t"}'
-    src = tmp_path / "t.json"
-    src.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    src = _slices_with(tmp_path, 30, {
+        5: '{"ph": "X", "pid": 1, "tid": 1, "ts": "1005.25", "dur": 1}',
+        9: '{"ph": "X", "pid": 1, "tid": 1, "ts": 1009.1234, "dur": 1}',
+        12: '{"ph": "i", "pid": 1, "tid": 1, "name": "no ts", "s": "t"}',
+    })
     batch = next(TraceReader(str(src)).batches())
     owners, starts, stops = EventEdits._ts_positions(batch)
     assert 12 not in owners.tolist() and len(owners) == 29
