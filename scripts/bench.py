@@ -10,8 +10,9 @@ re-compressing the same bytes with the codec and level traceforge writes, with t
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs,
 and (c) each command's own floor, the issue's "decompress input + compress output":
 decompressing TRACE and compressing the trace the command wrote (nothing for a command that
-writes none), also the fastest of three. Each command runs in its own child process, and its peak RSS is that child's own (from
-``wait4``), so peaks never carry over between measurements. Prints a Markdown table; Linux only.
+writes none), also the fastest of three. Each command runs in its own child process, and its
+peak RSS is that child's own (from ``wait4``), so peaks never carry over between measurements.
+Prints a Markdown table; Linux only.
 
 With ``--hta PYTHON`` (a Python that has HTA 0.5 installed: it needs pandas < 3), each job
 that HTA has an equivalent of also runs HTA's feature on the same trace (``scripts/hta_job.py``;
@@ -250,7 +251,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
         failed = run.returncode not in RESULT_CODES.get(job, (0,))
         if failed:
-            measured = [f"failed (exit {run.returncode})", "–", "–", "–", "–", f"{base.seconds:.1f}", "–", "–"]
+            measured = [f"failed (exit {run.returncode})", *["–"] * 4, f"{base.seconds:.1f}", "–", "–"]
             ok = False
         else:
             own = measure_job_floor(trace, out if out.is_file() else Path(os.devnull), floor_out, env)

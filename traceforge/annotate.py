@@ -1,7 +1,9 @@
 """The annotate pipeline: scan, run the chosen analyses, copy the trace with their tracks.
 
 The copy is made while scanning (one read) unless an analysis adds args to existing events:
-then the trace is scanned first and read again to copy it with those args patched in.
+then the trace is scanned first and read again to copy it with those args patched in. Such an
+analysis makes its args first and leaves its tracks to ``Injections.later``, which can run
+while the trace is copied (the tracks go after the last event).
 
 Each analysis registers here as an ``Analysis``: its flag, its options, and a pure
 ``build(cols, ctx) -> Injections``. The CLI and the Python API are built from ``ANALYSES``.
