@@ -623,6 +623,7 @@ def test_rebase_tokenises_only_the_odd_events_of_a_batch(tmp_path, monkeypatch):
     out = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
     assert [e.get("ts") for e in out[:5]] == [0, 1, 2, 3, 4]
     assert out[9]["ts"] == 9.1234 and "ts" not in out[12] and [e.get("ts") for e in out[13:16]] == [13, 14, 15]
+    assert out[5]["ts"] == "5.25"  # a ts written as a string moves with the others (Perfetto reads its number)
 
 
 @pytest.mark.parametrize("delta", [0, 7, 1712195495519000])

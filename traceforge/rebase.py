@@ -45,11 +45,14 @@ def shift_us_text(text: bytes, delta_us: int) -> bytes:
 class Rebase:
     """Each event's ts moved back by ``delta_us`` (an ``io.event_edits.TsRewrite``). A ts
     that was not negative stays so: only metadata can start before the trace (thread names
-    written at ts 0), and Perfetto drops a negative ts."""
+    written at ts 0), and Perfetto drops a negative ts. A ts written as a string moves too
+    and stays a string: Perfetto reads the number in it, and so does the scan."""
 
     delta_us: int
 
     def text(self, text: bytes) -> bytes:
+        if len(text) >= 2 and text[:1] == text[-1:] == b'"':
+            return b'"' + self.text(text[1:-1]) + b'"'
         shifted = shift_us_text(text, self.delta_us)
         return b"0" if shifted[:1] == b"-" and text.lstrip()[:1] != b"-" else shifted
 
