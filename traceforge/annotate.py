@@ -278,9 +278,9 @@ class _BesideCopy:
             else:
                 rests.append((analysis.name, lambda cols, build=analysis.build: build(cols, ctx)))
         self.args = self._built.injections(chosen)
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
-        self._done = self._thread.submit(self._run, rests, cols)
-        self._thread.shutdown(wait=False)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
+        self._done = pool.submit(self._run, rests, cols)
+        pool.shutdown(wait=False)  # its one task runs on
 
     def _run(self, rests: list[tuple[str, Callable[[TraceColumns], Injections]]], cols: TraceColumns) -> None:
         for name, rest in rests:
@@ -421,7 +421,8 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
 
 
 def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, list[str]]:
-    """Scan, analyse, then copy the trace again patching the args analyses asked for."""
+    """Scan, analyse, then copy the trace again patching the args analyses asked for (their
+    tracks made meanwhile where memory allows: ``_BesideCopy``)."""
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
         reader = TraceReader(source, display_name=path)
