@@ -626,6 +626,20 @@ def test_rebase_tokenises_only_the_odd_events_of_a_batch(tmp_path, monkeypatch):
     assert out[5]["ts"] == "5.25"  # a ts written as a string moves with the others (Perfetto reads its number)
 
 
+def test_rebase_of_a_batch_the_scanner_did_not_read(tmp_path):
+    """Past the scanner's nesting depth the exact decoder reads the events: each is tokenised,
+    and its top-level ts moves (not one in its args)."""
+    deep = '{"a":' * 600 + "1" + "}" * 600
+    src = _slices_with(tmp_path, 40, {
+        3: f'{{"ph": "X", "pid": 1, "tid": 1, "ts": 1003.5, "dur": 1, "args": {{"x": {deep}, "ts": 4}}}}',
+        7: '{"ph": "X", "pid": 1, "tid": 1, "ts": "1007.25", "dur": 1}',
+    })
+    traceforge.repair(str(src), str(tmp_path / "out.json"), rebase_time=True)
+    out = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
+    assert [e["ts"] for e in out[:9]] == [0, 1, 2, 3.5, 4, 5, 6, "7.25", 8]
+    assert out[3]["args"]["ts"] == 4 and out[39]["ts"] == 39
+
+
 @pytest.mark.parametrize("delta", [0, 7, 1712195495519000])
 def test_rebase_of_integer_values_is_rebase_of_their_text(delta):
     """repair rewrites non-negative integer ts texts from the scanner's values a batch at a

@@ -14,7 +14,6 @@ regex pass placed the ts texts, 3.0 and 2.95 s now).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,7 +25,6 @@ from . import rows as R
 from .fields import Replacement, replace_fields, splice_rows
 from .reader import WS, EventBatch
 
-_TS = re.compile(rb'"ts"[ \t\r\n]*:[ \t\r\n]*(-?[0-9][0-9.eE+-]*)')
 _MINUS = ord("-")
 
 
@@ -135,52 +133,18 @@ class EventEdits:
         start -1 where the event must be tokenised to find it.
 
         The scanner read each ts and noted where (``TS_AT``, ``TS_END``), except in odd events
-        (a ts as text, say) and those with two ts keys: those are tokenised. Events not read
-        from the input's bytes have no rows: one regex pass finds their ts texts. Where its
-        matches are, in order, exactly the ts values the reader parsed, each belongs to the
-        next event that has one; else (a ``ts`` key inside args, say) an event gets its span
-        only if it holds exactly one match with its own ts text, and -1 if not.
+        (a ts as text, say) and those with two ts keys: those are tokenised, and so is every
+        event of a batch the scanner did not read (the exact decoder walked it: rare).
         """
         rows = batch.raw_rows
-        if rows is not None:
-            odd = (rows[:, R.FLAGS] & R.F_ODD) != 0
-            owners = np.flatnonzero((rows[:, R.FLAGS] & R.F_TS != 0) | odd)
-            starts, stops = rows[owners, R.TS_AT].copy(), rows[owners, R.TS_END].copy()
-            unplaced = odd[owners] | (starts < 0)  # -2: two ts keys
-            starts[unplaced] = stops[unplaced] = -1
-            return owners, starts, stops
-        matches = list(_TS.finditer(batch.raw))
-        owners, texts = [], []
-        for i, e in enumerate(batch.events):
-            ts = e.get("ts")
-            if type(ts) is str:
-                owners.append(i)
-                texts.append(ts)
-            elif type(ts) is int:
-                owners.append(i)
-                texts.append(str(ts))
-        found_texts = [m.group(1) for m in matches]
-        if len(matches) == len(texts) and b"\0".join(found_texts) == "\0".join(texts).encode():
-            return np.array(owners, np.int64), *_spans(matches)
-        starts = batch.spans[:, 0]
-        hits: dict[int, list] = {}
-        for owner, m in zip((np.searchsorted(starts, [m.start() for m in matches], side="right") - 1).tolist(),
-                            matches):
-            hits.setdefault(owner, []).append(m)
-        found: dict[int, tuple[int, int]] = {i: (-1, -1) for i in hits}
-        for i, text in zip(owners, texts):
-            ms = hits.get(i)
-            own = ms is not None and len(ms) == 1 and ms[0].group(1) == text.encode()
-            found[i] = ms[0].span(1) if own else (-1, -1)
-        events = sorted(found)
-        spans = np.array([found[i] for i in events], np.int64).reshape(-1, 2)
-        return np.array(events, np.int64), spans[:, 0].copy(), spans[:, 1].copy()
-
-
-def _spans(matches: list[re.Match]) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, stops) of the matches' number."""
-    spans = np.array([m.span(1) for m in matches], np.int64).reshape(-1, 2)
-    return spans[:, 0].copy(), spans[:, 1].copy()
+        if rows is None:
+            return np.arange(batch.count), np.full(batch.count, -1), np.full(batch.count, -1)
+        odd = (rows[:, R.FLAGS] & R.F_ODD) != 0
+        owners = np.flatnonzero((rows[:, R.FLAGS] & R.F_TS != 0) | odd)
+        starts, stops = rows[owners, R.TS_AT].copy(), rows[owners, R.TS_END].copy()
+        unplaced = odd[owners] | (starts < 0)  # -2: two ts keys
+        starts[unplaced] = stops[unplaced] = -1
+        return owners, starts, stops
 
 
 @dataclass
