@@ -118,14 +118,7 @@ def decompressed_chunks(path: Path) -> Iterator[memoryview]:
 
 def floor(src: Path, dst: Path) -> int:
     """Decompress ``src`` and re-compress the same bytes into ``dst``; returns the raw byte count."""
-    raw = 0
-    comp = compressor(codec(src))
-    with dst.open("wb") as out:
-        for chunk in decompressed_chunks(src):
-            raw += len(chunk)
-            out.write(comp.compress(chunk))
-        out.write(comp.flush())
-    return raw
+    return compressed(decompressed_chunks(src), codec(src), dst)
 
 
 def job_floor(src: Path, output: Path, dst: Path) -> float:
@@ -135,29 +128,42 @@ def job_floor(src: Path, output: Path, dst: Path) -> float:
     floor's: the caller takes them off the process's time."""
     for _ in decompressed_chunks(src):
         pass
-    comp = compressor(codec(src))
-    reading = 0.0
+    reading = [0.0]
+    compressed(timed(decompressed_chunks(output), reading), codec(src), dst)
+    return reading[0]
+
+
+def compressed(chunks: Iterator[memoryview], suffix: str, dst: Path) -> int:
+    """Compress ``chunks`` into ``dst`` with the codec of ``suffix``; returns their byte count."""
+    raw = 0
+    comp = compressor(suffix)
     with dst.open("wb") as out:
-        chunks = decompressed_chunks(output)
-        while True:
-            started = time.perf_counter()
-            chunk = next(chunks, None)
-            reading += time.perf_counter() - started
-            if chunk is None:
-                break
+        for chunk in chunks:
+            raw += len(chunk)
             out.write(comp.compress(chunk))
         out.write(comp.flush())
-    return reading
+    return raw
 
 
-def measure_job_floor(trace: Path, output: Path, dst: Path, env: dict[str, str]) -> float:
-    """``job_floor``'s seconds (its process's, less reading the output back), fastest of three."""
-    runs = [run_child([sys.executable, str(Path(__file__).resolve()), "--job-floor", str(trace), str(output), str(dst)],
-                      env) for _ in range(FLOOR_RUNS)]
+def timed(items: Iterator[memoryview], spent: list[float]) -> Iterator[memoryview]:
+    """``items``, adding the seconds spent making each to ``spent[0]``."""
+    while True:
+        started = time.perf_counter()
+        item = next(items, None)
+        spent[0] += time.perf_counter() - started
+        if item is None:
+            return
+        yield item
+
+
+def floor_runs(args: list[str], trace: Path, env: dict[str, str]) -> list[Run]:
+    """This script as a floor's child process (``--floor ...`` or ``--job-floor ...``),
+    ``FLOOR_RUNS`` times: floors are cheap and the yardstick of every row."""
+    runs = [run_child([sys.executable, str(Path(__file__).resolve()), *args], env) for _ in range(FLOOR_RUNS)]
     failed = [run.returncode for run in runs if run.returncode]
     if failed:
-        raise RuntimeError(f"job floor failed for {trace} (exit {failed[0]})")
-    return min(run.seconds - float(run.stdout) for run in runs)
+        raise RuntimeError(f"{args[0]} failed for {trace} (exit {failed[0]})")
+    return runs
 
 
 def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> Run:
@@ -238,11 +244,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))  # so that `-m traceforge` runs this checkout
     warm_page_cache(trace)
     floor_out = output_path(trace, out_dir, "floor")
-    # The floor is cheap and the yardstick of every row: its fastest of three runs.
-    base = min((run_child([sys.executable, str(Path(__file__).resolve()), "--floor", str(trace), str(floor_out)], env)
-                for _ in range(FLOOR_RUNS)), key=lambda run: (run.returncode != 0, run.seconds))
-    if base.returncode:
-        raise RuntimeError(f"floor failed for {trace} (exit {base.returncode})")
+    base = min(floor_runs(["--floor", str(trace), str(floor_out)], trace, env), key=lambda run: run.seconds)
     raw_mb = int(base.stdout) / 1e6
     rows, ok = [], True
     for job in jobs:
@@ -254,7 +256,9 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
             measured = [f"failed (exit {run.returncode})", *["–"] * 4, f"{base.seconds:.1f}", "–", "–"]
             ok = False
         else:
-            own = measure_job_floor(trace, out if out.is_file() else Path(os.devnull), floor_out, env)
+            output = out if out.is_file() else Path(os.devnull)
+            own = min(run.seconds - float(run.stdout)  # less reading the output back
+                      for run in floor_runs(["--job-floor", str(trace), str(output), str(floor_out)], trace, env))
             measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}",
                         f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}", f"{base.seconds:.1f}",
                         f"{run.seconds / own:.2f}", f"{own:.1f}"]
