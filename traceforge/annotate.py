@@ -303,11 +303,8 @@ SIDE_BY_SIDE_BYTES_PER_OP = 180
 
 
 def _side_by_side(cols: TraceColumns, options: dict[str, Any]) -> bool:
-    """Whether to run the GPU-side analyses in a second thread: the caller allows it (not when
-    other ranks' runs keep the cores busy) and memory does."""
-    if not options.get("side_by_side", True):
-        return False
-    return current_rss() + SIDE_BY_SIDE_BYTES_PER_OP * len(cols.gpu) < SIDE_BY_SIDE_BUDGET
+    """Whether to run the GPU-side analyses in a second thread (``_two_threads_fit``)."""
+    return _two_threads_fit(cols, options, SIDE_BY_SIDE_BYTES_PER_OP)
 
 
 # The tracks are made beside the copy only while this estimate stays under the same budget: the
@@ -318,11 +315,16 @@ BESIDE_COPY_BYTES_PER_OP = 320
 
 
 def _beside_copy(cols: TraceColumns, options: dict[str, Any]) -> bool:
-    """Whether to make the tracks while the trace is copied (``_BesideCopy``): the caller
-    allows it (not when other ranks' runs keep the cores busy) and memory does."""
+    """Whether to make the tracks while the trace is copied (``_BesideCopy``, ``_two_threads_fit``)."""
+    return _two_threads_fit(cols, options, BESIDE_COPY_BYTES_PER_OP)
+
+
+def _two_threads_fit(cols: TraceColumns, options: dict[str, Any], bytes_per_op: int) -> bool:
+    """Whether a second thread of analyses may run: the caller allows it (not when other
+    ranks' runs keep the cores busy) and memory does, at ``bytes_per_op`` a GPU op more."""
     if not options.get("side_by_side", True):
         return False
-    return current_rss() + BESIDE_COPY_BYTES_PER_OP * len(cols.gpu) < SIDE_BY_SIDE_BUDGET
+    return current_rss() + bytes_per_op * len(cols.gpu) < SIDE_BY_SIDE_BUDGET
 
 
 def current_rss() -> int:
