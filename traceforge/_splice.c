@@ -135,6 +135,12 @@ static int span_has(const unsigned char *b, Py_ssize_t n, const Buffers *needles
     return 0;
 }
 
+/* Whether one of the needles occurs wholly inside b[0:n] (by the anchor where there is one). */
+static inline int span_has_needle(const unsigned char *b, Py_ssize_t n, int anchored, const Anchor *a,
+                                  const Buffers *needles) {
+    return anchored ? span_has_anchored(b, n, a, needles) : span_has(b, n, needles);
+}
+
 static PyObject *spans_containing(PyObject *self, PyObject *args) {
     Py_buffer data, starts, stops;
     PyObject *needles_arg;
@@ -163,7 +169,7 @@ static PyObject *spans_containing(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *span = (const unsigned char *)data.buf + a[i];
         Py_ssize_t len = b[i] - a[i];
-        found[i] = anchored ? span_has_anchored(span, len, &anchor, &needles) : span_has(span, len, &needles);
+        found[i] = span_has_needle(span, len, anchored, &anchor, &needles);
     }
     Py_END_ALLOW_THREADS
 done:
@@ -216,11 +222,9 @@ static PyObject *insert_members(PyObject *self, PyObject *args) {
     int anchored = anchor_of(&needles, &anchor), clash = 0;
     Py_BEGIN_ALLOW_THREADS
     pos = 0;
-    for (Py_ssize_t i = 0; i < n && !clash; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         if (!bl[i]) continue;
-        const unsigned char *span = (const unsigned char *)raw + s[i];
-        Py_ssize_t len = a[i] - s[i];
-        if (anchored ? span_has_anchored(span, len, &anchor, &needles) : span_has(span, len, &needles)) {
+        if (span_has_needle((const unsigned char *)raw + s[i], a[i] - s[i], anchored, &anchor, &needles)) {
             clash = 1;
             break;
         }
