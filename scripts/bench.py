@@ -44,6 +44,7 @@ try:  # what traceforge.io.codec uses; not imported from there so the floor's pr
 except ImportError:
     import zlib as gzip_zlib
     from gzip import GzipFile as GzipReader
+_RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)  # as traceforge.io.codec reads gzip
 
 GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.codec's
 
@@ -102,7 +103,7 @@ def compressor(suffix: str) -> Compressor:
 def decompressing_reader(f, path: Path):
     """A file-like reader of the decompressed bytes (every gzip member, every zstd frame)."""
     if codec(path) == ".gz":
-        return GzipReader(fileobj=f)
+        return GzipReader(fileobj=f) if _RawGzipReader is None else _RawGzipReader(f, 256 << 10)
     return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
 
 
