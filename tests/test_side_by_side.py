@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib
+import threading
 
 import pytest
 
@@ -18,32 +19,46 @@ annotate_module = importlib.import_module("traceforge.annotate")
 
 
 def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[str, list[bool]]]:
-    """``--all`` on ``path``; the bytes written, and what each of the two memory checks decided."""
+    """``--all`` on ``path``; the bytes written, and what each of the two memory checks decided
+    (and, under "picked in main thread", where the CPU ops near launch calls were picked)."""
     decided: dict[str, list[bool]] = {"_beside_copy": [], "_side_by_side": []}
     for check, seen in decided.items():
         real = getattr(annotate_module, check)
         monkeypatch.setattr(annotate_module, check, lambda *a, real=real, seen=seen: seen.append(real(*a)) or seen[-1])
+    picked, real_picked = [], annotate_module._picked
+    monkeypatch.setattr(annotate_module, "_picked", lambda *a: picked.append(
+        threading.current_thread() is threading.main_thread()) or real_picked(*a))
     annotate_module.annotate(str(path), str(out), all=True, options={"side_by_side": side_by_side})
-    return gzip.open(out).read(), decided
+    return gzip.open(out).read(), {**decided, "picked in main thread": picked}
 
 
 @pytest.mark.parametrize("name", ["df_index", "negative_queue", "nccl", "trace_diff"])
 def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name):
     monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", 1 << 50)
     beside_copy, decided = _annotated(TRACES[name], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [True], "_side_by_side": []}
+    # no args read CPU ops: those the tracks read are picked beside the copy too
+    assert decided == {"_beside_copy": [True], "_side_by_side": [], "picked in main thread": [False]}
     monkeypatch.setattr(annotate_module, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
     paired, decided = _annotated(TRACES[name], tmp_path / "b.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [True]}
+    assert decided == {"_beside_copy": [False], "_side_by_side": [True], "picked in main thread": [True]}
     alone, decided = _annotated(TRACES[name], tmp_path / "c.json.gz", False, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [False]}
+    assert decided == {"_beside_copy": [False], "_side_by_side": [False], "picked in main thread": [True]}
     assert beside_copy == paired == alone
 
 
 def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", annotate_module.current_rss())  # already over
     _, decided = _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [False]}
+    assert decided == {"_beside_copy": [False], "_side_by_side": [False], "picked in main thread": [True]}
+
+
+def test_args_that_read_call_stacks_are_made_after_the_pick(tmp_path, monkeypatch):
+    """The cupti trace has counters to place (their tables read call stacks): its CPU ops near
+    launch calls are picked before the args, beside the copy as one at a time alike."""
+    beside_copy, decided = _annotated(TRACES["cupti"], tmp_path / "a.json.gz", True, monkeypatch)
+    assert decided == {"_beside_copy": [True], "_side_by_side": [], "picked in main thread": [True]}
+    alone, _ = _annotated(TRACES["cupti"], tmp_path / "b.json.gz", False, monkeypatch)
+    assert b'"counters":{' in beside_copy and beside_copy == alone
 
 
 def test_an_error_beside_the_copy_ends_the_run_without_an_output(tmp_path, monkeypatch):

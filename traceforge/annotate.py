@@ -28,6 +28,7 @@ import numpy as np
 
 from .analyses import category_tracks, launch_delay_marks
 from .analyses.counters.annotation import add_counter_options, build_counters
+from .analyses.counters.tables import has_counters
 from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, stream_launch_rows
 from .analyses.memcpy_bw import memcpy_bw_tracks
 from .analyses.pattern_overlay import add_pattern_options, build_patterns
@@ -78,6 +79,9 @@ class Analysis:
     # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
     # calls it reads and of the ops this function of the names marks (None: reads no stack).
     stack_marks: NameMask | None | Option = None
+    # Makes its args (if any) from GPU ops and the launch calls of its APIs alone, for these
+    # columns and options: then the CPU ops it may read later are picked while the trace is copied.
+    args_without_cpu_ops: Callable[[TraceColumns, dict[str, Any]], bool] = lambda cols, options: False
 
     def setting(self, name: str, options: dict[str, Any]) -> Any:
         value = getattr(self, name)
@@ -106,11 +110,12 @@ ANALYSES: dict[str, Analysis] = {
         Analysis("launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
                  "from the launch call for each delay above --delay-cutoff, one counter track per stream",
                  launch_delay_marks.launch_delay_marks, add_options=launch_delay_marks.add_options,
-                 patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True),
+                 patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True,
+                 args_without_cpu_ops=lambda cols, options: True),
         Analysis("classify", "kernel classification: a category (and stage) arg on every GPU op by the rules of "
                  "--rules, one utilisation counter track per (GPU, category): share of running ops in percent",
                  category_tracks.category_injections, add_options=category_tracks.add_options,
-                 patches_args=True, launch_apis=frozenset()),
+                 patches_args=True, launch_apis=frozenset(), args_without_cpu_ops=lambda cols, options: True),
         # A no-op with a summary line when the trace has no counters and no --ncu is given.
         Analysis("counters", "hardware counters (the trace's CUPTI range-profiler events, --ncu CSV) and derived "
                  "metrics as a `counters` arg on the kernels (or launch calls) they measured, and achieved "
@@ -118,7 +123,9 @@ ANALYSES: dict[str, Analysis] = {
                  build_counters, add_options=add_counter_options, patches_args=True,
                  # --ncu orders kernels by their launch calls, whatever the API; range-profiler
                  # events pair with stream launches.
-                 launch_apis=lambda options: None if options.get("ncu") else STREAM_LAUNCH_APIS),
+                 launch_apis=lambda options: None if options.get("ncu") else STREAM_LAUNCH_APIS,
+                 # with counters to place, their tables read call stacks
+                 args_without_cpu_ops=lambda cols, options: not has_counters(cols, options.get("ncu"))),
         Analysis("patterns", "frequent GPU op sequences (--op NAME, or mined per stream without it): one slice per "
                  "occurrence of the --top-k patterns on a 'Patterns (stream N)' track",
                  build_patterns, add_options=add_pattern_options,
@@ -263,15 +270,20 @@ class _Built:
 class _BesideCopy:
     """The analyses split around the copy: the args first, then, in a thread while the trace
     is copied with them, the tracks (the analyses that add no args, and the rest of those
-    that do). The tracks go after the last event, so the copy waits for them only there."""
+    that do). The tracks go after the last event, so the copy waits for them only there.
+    Where no args need CPU ops, the CPU ops the tracks read are picked in that thread too."""
 
     def __init__(self, cols: TraceColumns, chosen: list[Analysis], options: dict[str, Any]):
         ctx = AnnotateContext(options, TidAllocator(cols.tracks))
-        cols = _picked(cols, _Reads.of(chosen, options), options)
+        reads = _Reads.of(chosen, options)
+        patching = [a for a in chosen if a.setting("patches_args", options)]
+        picked = not all(a.args_without_cpu_ops(cols, options) for a in patching)
+        if picked:
+            cols = _picked(cols, reads, options)
         self._chosen, self._built = chosen, _Built()
         rests: list[tuple[str, Callable[[TraceColumns], Injections]]] = []
         for analysis in chosen:
-            if analysis.setting("patches_args", options):
+            if analysis in patching:
                 rest = self._built.add(analysis.name, analysis.build(cols, ctx))
                 if rest is not None:
                     rests.append((analysis.name, rest))
@@ -279,10 +291,13 @@ class _BesideCopy:
                 rests.append((analysis.name, lambda cols, build=analysis.build: build(cols, ctx)))
         self.args = self._built.injections(chosen)
         pool = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
-        self._done = pool.submit(self._run, rests, cols)
+        self._done = pool.submit(self._run, rests, cols if picked else lambda: _picked(cols, reads, options))
         pool.shutdown(wait=False)  # its one task runs on
 
-    def _run(self, rests: list[tuple[str, Callable[[TraceColumns], Injections]]], cols: TraceColumns) -> None:
+    def _run(self, rests: list[tuple[str, Callable[[TraceColumns], Injections]]],
+             cols: TraceColumns | Callable[[], TraceColumns]) -> None:
+        if callable(cols):
+            cols = cols()
         for name, rest in rests:
             self._built.add(name, rest(cols))
 

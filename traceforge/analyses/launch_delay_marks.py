@@ -43,7 +43,9 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
     }, {"launch_delay_us": _us_numbers, "launch_cpu_us": _us_numbers})
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
-    arrows = [gpu_rows[outlier], launch_rows[outlier], delay[outlier]]
+    # Launch calls by ordinal: the columns ``tracks`` is given may hold more of them (those near
+    # launches, picked meanwhile), so rows would move; GPU op rows do not.
+    arrows = [gpu_rows[outlier], cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
     del launch_rows, outlier
     pairs = [gpu_rows, delay]
     del gpu_rows, delay
@@ -52,8 +54,11 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         """The per-stream counters and the outliers' arrows (their rows let go as they are used)."""
         counters = delay_counters(cols, *pairs)
         pairs.clear()
-        flows, unplaced = outlier_flows(cols, *arrows)
+        gpu_rows, launch_ordinals, outlier_delay = arrows
         arrows.clear()
+        flows, unplaced = outlier_flows(cols, gpu_rows, np.searchsorted(cols.launches.ordinal, launch_ordinals),
+                                        outlier_delay)
+        del gpu_rows, launch_ordinals, outlier_delay
         summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
