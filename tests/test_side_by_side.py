@@ -55,6 +55,7 @@ def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch):
 def test_args_that_read_call_stacks_are_made_after_the_pick(tmp_path, monkeypatch):
     """The cupti trace has counters to place (their tables read call stacks): its CPU ops near
     launch calls are picked before the args, beside the copy as one at a time alike."""
+    monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", 1 << 50)
     beside_copy, decided = _annotated(TRACES["cupti"], tmp_path / "a.json.gz", True, monkeypatch)
     assert decided == {"_beside_copy": [True], "_side_by_side": [], "picked in main thread": [True]}
     alone, _ = _annotated(TRACES["cupti"], tmp_path / "b.json.gz", False, monkeypatch)
