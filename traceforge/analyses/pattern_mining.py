@@ -50,6 +50,17 @@ class _Sequence:
         symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
                                                           dtype=np.uint64)
         self.symbol = symbol  # per name: gathered a chunk at a time, not held per op
+        self._by_code: tuple[np.ndarray, np.ndarray] | None = None
+
+    def positions(self, code: int) -> np.ndarray:
+        """Where the name ``code`` is in the sequence, ascending. Candidates are checked hundreds
+        of times, mostly for a few frequent names: an index (built on first use) is read, not
+        the whole sequence compared each time."""
+        if self._by_code is None:
+            order = compact_ints(np.argsort(self.codes, kind="stable"))
+            self._by_code = order, np.r_[0, np.cumsum(np.bincount(self.codes))]
+        order, bounds = self._by_code
+        return order[bounds[code]:bounds[code + 1]]
 
     def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
@@ -212,7 +223,8 @@ def _is_power(window: np.ndarray) -> bool:
 def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
     """Starts of the windows of ``n`` ops inside one stream whose names equal those at ``first``
     (compared name by name, narrowing as it goes: no hash, so no collision)."""
-    pos = np.flatnonzero(seq.codes[:seq.size - n + 1] == seq.codes[first])
+    pos = seq.positions(int(seq.codes[first]))
+    pos = pos[:np.searchsorted(pos, seq.size - n + 1)]
     for j in range(1, n):
         pos = pos[seq.codes[pos + j] == seq.codes[first + j]]
     return pos[seq.in_one_stream(n, pos)]
