@@ -372,6 +372,19 @@ def scan(
 
 
 _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
+# The row fields each step reads (gathered in one pass: ``rows.columns``).
+_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
+_SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
+_DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
+_OP_ARG_FIELDS = (R.EXTERNAL_ID, R.SHARED_MEMORY)
+_KIND_FIELDS = {
+    _KIND_CODES[_GPU]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.DEVICE, R.STREAM, R.CORRELATION, R.BYTES)
+    + _DIMS_FIELDS + _OP_ARG_FIELDS,
+    _KIND_CODES[_LAUNCH]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.CORRELATION, R.KERNEL, R.EXTERNAL_ID),
+    _KIND_CODES[_CPU]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.EXTERNAL_ID),
+    _KIND_CODES[_RANGE]: _SLICE_ROW_FIELDS + (R.FLAGS,),
+}
+_PLACE_FIELDS = (R.START, R.END, R.ARGS_AT)
 _PH_X, _PH_M, _PH_FLOW = 1, 2, 3
 _TIMES = R.F_TS | R.F_DUR
 _OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
@@ -438,29 +451,32 @@ class _ColumnBuilder:
 
     def add(self, batch: EventBatch) -> None:
         rows = batch.rows
-        odd = np.flatnonzero(rows[:, R.FLAGS] & R.F_ODD)
+        head = R.columns(rows, None, _HEAD_FIELDS)
+        odd = np.flatnonzero(head[R.FLAGS] & R.F_ODD)
         if len(odd):
             rows = rows.copy()
             for i in odd.tolist():
                 _resolve_odd(rows[i], batch.event(i), self.scanner)
+            head = R.columns(rows, None, _HEAD_FIELDS)
         self._learn()
-        ph_code = self._ph_code[rows[:, R.PH]]
-        self._count(rows)
+        ph_code = self._ph_code[head[R.PH]]
+        self._count(head[R.PH], head[R.CAT])
         for i in np.flatnonzero(ph_code == _PH_M).tolist():
             _note_metadata(batch.event(i), self.track_names, self.process_names)
-        flows = (ph_code == _PH_FLOW) & (rows[:, R.FLAGS] & R.F_ID != 0)
+        flags = head[R.FLAGS]
+        flows = (ph_code == _PH_FLOW) & (flags & R.F_ID != 0)
         if flows.any():
-            self.max_flow_id = max(self.max_flow_id, int(rows[flows, R.ID].max()))
-        kind = self._kind[rows[:, R.CAT]]
+            self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
+        kind = self._kind[head[R.CAT]]
         kind[ph_code != _PH_X] = -1
-        timed = (rows[:, R.FLAGS] & _TIMES) == _TIMES
-        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[rows[:, R.NAME]])
+        timed = (flags & _TIMES) == _TIMES
+        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[head[R.NAME]])
         if len(steps):
-            self.steps.extend(*self._slice_fields(batch, rows[steps], steps))
+            self.steps.extend(*self._slice_fields(batch, R.columns(rows, steps, _SLICE_ROW_FIELDS), steps))
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
         if self.keep_launch is not None:
-            kind[(kind == _KIND_CODES[_LAUNCH]) & ~self._kept_launch[rows[:, R.NAME]]] = -1
+            kind[(kind == _KIND_CODES[_LAUNCH]) & ~self._kept_launch[head[R.NAME]]] = -1
         for name, code in _KIND_CODES.items():
             mine = kind == code
             if not mine.any():
@@ -470,37 +486,37 @@ class _ColumnBuilder:
                 self.skipped[f"{name} event without a numeric ts/dur"] += bad
             self._add_kind(code, batch, rows, np.flatnonzero(mine & timed))
 
-    def _slice_fields(self, batch: EventBatch, r: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Ordinal, ts, dur, track id and name id of rows ``r`` (rows ``at`` of ``batch``)."""
-        return at + batch.first, r[:, R.TS], r[:, R.DUR], self._track_id[r[:, R.TRACK]], self._name_ids(r[:, R.NAME])
+    def _slice_fields(self, batch: EventBatch, r: dict[int, np.ndarray], at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Ordinal, ts, dur, track id and name id of the rows ``at`` of ``batch`` (``r``: their columns)."""
+        return at + batch.first, r[R.TS], r[R.DUR], self._track_id[r[R.TRACK]], self._name_ids(r[R.NAME])
 
     def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
         if not len(at):
             return
-        r = np.take(rows, at, axis=0)  # twice as fast as rows[at] on these wide rows
-        flags = r[:, R.FLAGS]
+        r = R.columns(rows, at, _KIND_FIELDS[code] + (_PLACE_FIELDS if code == _KIND_CODES[_GPU] and self.places is not None else ()))
+        flags = r[R.FLAGS]
         ordinal, ts, dur, track, name = self._slice_fields(batch, r, at)
         if code == _KIND_CODES[_GPU]:
             self.gpu.extend(
-                ordinal, self._gpu_kind[r[:, R.CAT]], ts, dur,
-                np.where(flags & R.F_DEVICE, r[:, R.DEVICE], self._pid_int[r[:, R.TRACK]]),
-                np.where(flags & R.F_STREAM, r[:, R.STREAM], self._tid_int[r[:, R.TRACK]]),
-                track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1), name,
-                np.where(flags & R.F_BYTES, r[:, R.BYTES], -1), self._dim_ids(r),
+                ordinal, self._gpu_kind[r[R.CAT]], ts, dur,
+                np.where(flags & R.F_DEVICE, r[R.DEVICE], self._pid_int[r[R.TRACK]]),
+                np.where(flags & R.F_STREAM, r[R.STREAM], self._tid_int[r[R.TRACK]]),
+                track, np.where(flags & R.F_CORRELATION, r[R.CORRELATION], -1), name,
+                np.where(flags & R.F_BYTES, r[R.BYTES], -1), self._dim_ids(r),
                 *self._op_args(r, R.EXTERNAL_ID, R.SHARED_MEMORY),
             )
             if self.places is not None:
                 self.places.extend(*_places(batch, r))
         elif code == _KIND_CODES[_LAUNCH]:
-            kernel = r[:, R.KERNEL]
-            kernel_id = np.full(len(r), -1, np.int32)
+            kernel = r[R.KERNEL]
+            kernel_id = np.full(len(kernel), -1, np.int32)
             kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
-            values = (ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[:, R.CORRELATION], -1),
-                      name, self._cat_ids(r[:, R.CAT]), kernel_id, *self._op_args(r, R.EXTERNAL_ID))
+            values = (ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[R.CORRELATION], -1),
+                      name, self._cat_ids(r[R.CAT]), kernel_id, *self._op_args(r, R.EXTERNAL_ID))
             if self.spill_launch is None:
                 self.launch.extend(*values)
             else:
-                spill = self._spilled_launch[r[:, R.NAME]]
+                spill = self._spilled_launch[r[R.NAME]]
                 kept = np.flatnonzero(~spill)  # indices, not masks: each column is one gather
                 self.launch.extend(*(v[kept] for v in values))
                 if len(kept) < len(spill):
@@ -508,21 +524,21 @@ class _ColumnBuilder:
                     self.spilled_launch.extend(*(v[spilled] for v in values))
         elif code == _KIND_CODES[_CPU]:
             cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
-            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[:, R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():
                 args = batch.event(i).get("args")
                 self.range_args.append(args if type(args) is dict else {})
 
-    def _op_args(self, r: np.ndarray, *fields: int) -> list[np.ndarray]:
+    def _op_args(self, r: dict[int, np.ndarray], *fields: int) -> list[np.ndarray]:
         """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
         if not self.op_args:
             return []
-        return [np.where(r[:, R.FLAGS] & _OP_ARG_FLAGS[f], r[:, f], -1) for f in fields]
+        return [np.where(r[R.FLAGS] & _OP_ARG_FLAGS[f], r[f], -1) for f in fields]
 
-    def _count(self, rows: np.ndarray) -> None:
-        key = (rows[:, R.PH] + 2) << 32 | (rows[:, R.CAT] + 2)
+    def _count(self, ph: np.ndarray, cat: np.ndarray) -> None:
+        key = (ph + 2) << 32 | (cat + 2)
         codes, first = factorized(key)  # a few distinct pairs: only they are sorted (the counts' order)
         distinct, counts = key[first], np.bincount(codes)
         order = np.argsort(distinct)
@@ -577,12 +593,13 @@ class _ColumnBuilder:
             out = table[ids]
         return out
 
-    def _dim_ids(self, r: np.ndarray) -> np.ndarray:
+    def _dim_ids(self, r: dict[int, np.ndarray]) -> np.ndarray:
         """Ids of (grid, block) pairs; -1 unless both are three ints."""
-        out = np.full(len(r), -1, np.int32)
-        has = np.flatnonzero(r[:, R.FLAGS] & R.F_DIMS)
+        flags = r[R.FLAGS]
+        out = np.full(len(flags), -1, np.int32)
+        has = np.flatnonzero(flags & R.F_DIMS)
         if len(has):
-            out[has] = self.dims.ids(r[has, R.GRID:R.BLOCK + 3])
+            out[has] = self.dims.ids(np.stack([r[f][has] for f in _DIMS_FIELDS], axis=1))
         return out
 
     def columns(self, reader: TraceReader) -> TraceColumns:
@@ -669,14 +686,15 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
 _ROW_HASH = 0x100000001B3  # FNV-1a's 64-bit prime
 
 
-def _places(batch: EventBatch, r: np.ndarray) -> tuple[np.ndarray, ...]:
+def _places(batch: EventBatch, r: dict[int, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Absolute offset, length, where args members go (relative; -1 unknown) and whether args
     is empty, of rows (offset -1 for rows not read from the input's bytes)."""
+    start, flags = r[R.START], r[R.FLAGS]
     if batch.raw_rows is None:
-        return np.full(len(r), -1), np.zeros(len(r), np.int32), np.full(len(r), -1), np.zeros(len(r), bool)
-    start, flags = r[:, R.START], r[:, R.FLAGS]
-    at = np.where(flags & R.F_ARGS, r[:, R.ARGS_AT] - start, -1)
-    return start + batch.offset, r[:, R.END] - start, at, (flags & R.F_ARGS_EMPTY) != 0
+        n = len(start)
+        return np.full(n, -1), np.zeros(n, np.int32), np.full(n, -1), np.zeros(n, bool)
+    at = np.where(flags & R.F_ARGS, r[R.ARGS_AT] - start, -1)
+    return start + batch.offset, r[R.END] - start, at, (flags & R.F_ARGS_EMPTY) != 0
 
 
 _INT64 = (-(2**63), 2**63 - 1)

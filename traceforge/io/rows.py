@@ -85,6 +85,17 @@ class RowScanner:
             return _scanner.intern(self._tracks, key)
 
 
+def columns(rows: np.ndarray, at: np.ndarray | None, fields: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """``fields`` of rows ``at`` (None: every row), each a contiguous int64 array, by field.
+
+    One pass over the rows in C: ``rows[at][:, field]`` field by field reads every row's
+    cache lines again for each field."""
+    at = None if at is None else np.ascontiguousarray(at, np.int64)
+    count = len(rows) if at is None else len(at)
+    gathered = np.frombuffer(_scanner.columns(rows, at, bytes(fields)), np.int64).reshape(len(fields), count)
+    return dict(zip(fields, gathered))
+
+
 def decode_string(raw: bytes) -> str:
     """The str of a string's raw JSON text (between the quotes)."""
     if b"\\" not in raw:
