@@ -291,13 +291,13 @@ class _BesideCopy:
                 rests.append((analysis.name, lambda cols, build=analysis.build: build(cols, ctx)))
         self.args = self._built.injections(chosen)
         pool = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
-        self._done = pool.submit(self._run, rests, cols if picked else lambda: _picked(cols, reads, options))
+        columns = (lambda: cols) if picked else (lambda: _picked(cols, reads, options))
+        self._done = pool.submit(self._run, rests, columns)
         pool.shutdown(wait=False)  # its one task runs on
 
     def _run(self, rests: list[tuple[str, Callable[[TraceColumns], Injections]]],
-             cols: TraceColumns | Callable[[], TraceColumns]) -> None:
-        if callable(cols):
-            cols = cols()
+             columns: Callable[[], TraceColumns]) -> None:
+        cols = columns()
         for name, rest in rests:
             self._built.add(name, rest(cols))
 
