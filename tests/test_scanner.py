@@ -288,3 +288,21 @@ def test_flags_that_tell_how_an_event_is_written():
     assert has == [["F_DUR_FRAC", "F_DUR_KEY"], ["F_TS_FRAC", "F_DUR_KEY"], ["F_BP_E"], ["F_EXTRA"],
                    ["F_DUR_KEY", "F_EXTRA"], ["F_EXTRA"]]
     assert result.rows[0, R.DUR] == 1000 and not flags[1] & R.F_DUR  # null is no time
+
+
+def test_columns_gather_the_fields_of_the_rows_asked_for():
+    """``rows.columns`` is what ``rows[at][:, field]`` gives, field by field, in one pass; it
+    refuses rows it does not have rather than read past the buffer."""
+    rows = np.arange(7 * R.NFIELDS, dtype=np.int64).reshape(7, R.NFIELDS)
+    at = np.array([6, 0, 3, 3], np.int64)
+    fields = (R.TS, R.PH, R.FLAGS, R.BLOCK + 2)
+    got = R.columns(rows, at, fields)
+    assert list(got) == list(fields)
+    for field in fields:
+        assert got[field].tolist() == rows[at][:, field].tolist() and got[field].flags.c_contiguous
+    assert R.columns(rows, None, (R.NAME,))[R.NAME].tolist() == rows[:, R.NAME].tolist()
+    assert R.columns(rows, np.zeros(0, np.int64), fields)[R.TS].tolist() == []
+    with pytest.raises(IndexError):
+        R.columns(rows, np.array([7], np.int64), fields)
+    with pytest.raises(ValueError):
+        R.columns(rows, at, (R.NFIELDS,))
