@@ -376,15 +376,6 @@ _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
 _HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
 _SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
 _DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
-_OP_ARG_FIELDS = (R.EXTERNAL_ID, R.SHARED_MEMORY)
-_KIND_FIELDS = {
-    _KIND_CODES[_GPU]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.DEVICE, R.STREAM, R.CORRELATION, R.BYTES)
-    + _DIMS_FIELDS + _OP_ARG_FIELDS,
-    _KIND_CODES[_LAUNCH]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.CORRELATION, R.KERNEL, R.EXTERNAL_ID),
-    _KIND_CODES[_CPU]: _SLICE_ROW_FIELDS + (R.FLAGS, R.CAT, R.EXTERNAL_ID),
-    _KIND_CODES[_RANGE]: _SLICE_ROW_FIELDS + (R.FLAGS,),
-}
-_PLACE_FIELDS = (R.START, R.END, R.ARGS_AT)
 _PH_X, _PH_M, _PH_FLOW = 1, 2, 3
 _TIMES = R.F_TS | R.F_DUR
 _OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
@@ -448,6 +439,15 @@ class _ColumnBuilder:
         self.track_names: dict[tuple, str] = {}
         self.process_names: dict[object, str] = {}
         self.max_flow_id = -1
+        # Per kind, the row fields its columns are made of (args and places only when asked for).
+        base = _SLICE_ROW_FIELDS + (R.FLAGS,)
+        self._fields = {
+            _KIND_CODES[_GPU]: base + (R.CAT, R.DEVICE, R.STREAM, R.CORRELATION, R.BYTES) + _DIMS_FIELDS
+            + ((R.EXTERNAL_ID, R.SHARED_MEMORY) if op_args else ()) + ((R.START, R.END, R.ARGS_AT) if places else ()),
+            _KIND_CODES[_LAUNCH]: base + (R.CAT, R.CORRELATION, R.KERNEL) + ((R.EXTERNAL_ID,) if op_args else ()),
+            _KIND_CODES[_CPU]: base + (R.CAT,) + ((R.EXTERNAL_ID,) if op_args else ()),
+            _KIND_CODES[_RANGE]: base,
+        }
 
     def add(self, batch: EventBatch) -> None:
         rows = batch.rows
@@ -493,7 +493,7 @@ class _ColumnBuilder:
     def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
         if not len(at):
             return
-        r = R.columns(rows, at, _KIND_FIELDS[code] + (_PLACE_FIELDS if code == _KIND_CODES[_GPU] and self.places is not None else ()))
+        r = R.columns(rows, at, self._fields[code])
         flags = r[R.FLAGS]
         ordinal, ts, dur, track, name = self._slice_fields(batch, r, at)
         if code == _KIND_CODES[_GPU]:
