@@ -58,7 +58,6 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         arrows.clear()
         flows, unplaced = outlier_flows(cols, gpu_rows, np.searchsorted(cols.launches.ordinal, launch_ordinals),
                                         outlier_delay)
-        del gpu_rows, launch_ordinals, outlier_delay
         summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
