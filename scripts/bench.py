@@ -187,6 +187,24 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None)
                stdout)
 
 
+def child_env() -> dict[str, str]:
+    """The environment the measured processes run in: ``-m traceforge`` runs this checkout,
+    and Python may keep its compiled bytecode (``PYTHONDONTWRITEBYTECODE`` dropped)."""
+    pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compile_package(env: dict[str, str]) -> None:
+    """Compile the package's bytecode before any measured run, as ``pip install`` does. Where
+    the environment sets ``PYTHONDONTWRITEBYTECODE``, each run of a checkout otherwise compiled
+    the ~95 modules the CLI imports before doing anything: ~0.13 s of every row."""
+    run = run_child([sys.executable, "-m", "compileall", "-q", str(REPO / "traceforge")], env)
+    if run.returncode:
+        raise SystemExit(f"compiling {REPO / 'traceforge'} failed (exit {run.returncode})")
+
+
 def warm_page_cache(path: Path) -> None:
     """Read the file once so that the first measurement does not pay for a cold disk."""
     with path.open("rb") as f:
@@ -241,8 +259,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
           hta_timeout: float = 0) -> tuple[list[list[str]], bool]:
     """Measure one trace: the floor, then each job (and HTA's equivalent, given ``hta``);
     returns table rows and whether all traceforge runs succeeded."""
-    pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath))  # so that `-m traceforge` runs this checkout
+    env = child_env()
     warm_page_cache(trace)
     floor_out = output_path(trace, out_dir, "floor")
     base = min(floor_runs(["--floor", str(trace), str(floor_out)], trace, env), key=lambda run: run.seconds)
@@ -298,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hta:
         header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
+    compile_package(child_env())
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = args.out_dir or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
