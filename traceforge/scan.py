@@ -25,6 +25,7 @@ from .exacttime import to_ns
 from .inject import fits_int32
 from .io import rows as R
 from .io.background import prefetched
+from .io.heap import trim_heap
 from .io.placed_patch import EventPlaces
 from .io.reader import EventBatch, TraceReader
 
@@ -203,6 +204,7 @@ class SpilledColumns:
             picked = keep(table)
             kept.extend(*(table.cols[f][picked] for f in self.fields))
         self._file.close()
+        trim_heap()  # the chunks read leave holes in the heap that the analyses after do not fit
         return kept.table()
 
     def load(self) -> Table:
