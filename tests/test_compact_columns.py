@@ -13,6 +13,7 @@ from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_
 from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
 from traceforge.annotate import ANALYSES, _Reads
+from traceforge.columns import SpilledColumns, _MappedColumn
 from traceforge.inject import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
 from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
@@ -31,7 +32,7 @@ def test_scanning_only_stream_launches_keeps_queue_lengths(name):
 
 
 def test_mapped_column_grows_without_losing_values():
-    column = scan_module._MappedColumn(np.dtype(np.int32))
+    column = _MappedColumn(np.dtype(np.int32))
     expected = []
     for n in (1, 70_000, 3, 200_000, 0, 65_536):  # across several doublings of the map
         values = np.arange(len(expected), len(expected) + n, dtype=np.int32) * 7
@@ -41,7 +42,7 @@ def test_mapped_column_grows_without_losing_values():
 
 
 def test_narrow_column_widens_when_a_value_does_not_fit():
-    column = scan_module._MappedColumn(np.dtype(np.int32), narrow=True)
+    column = _MappedColumn(np.dtype(np.int32), narrow=True)
     values = [5, -7, 2**31 - 1, 2**40, -(2**45), 3]
     column.extend(np.array(values[:3], np.int64))
     assert column.array().dtype == np.int32
@@ -99,7 +100,7 @@ def test_kernel_dims_ids_are_exact_across_batches_even_when_hashes_collide(multi
 
 
 def test_spilled_columns_read_back_exactly_at_their_widths():
-    spilled = scan_module.SpilledColumns("ordinal:n4 ts length:n4 flag:i1")
+    spilled = SpilledColumns("ordinal:n4 ts length:n4 flag:i1")
     ordinal = np.arange(300_000)
     ts = ordinal * 1_000_003 + 2**40
     length = ordinal % 7

@@ -88,16 +88,14 @@ def _umask() -> int:
 def test_a_full_temporary_disk_is_one_line(tmp_path, monkeypatch, capsys):
     """check writes its rows to a temporary file: a full disk is said in one line, exit 1."""
     import errno
-    import importlib
 
     from traceforge import cli
-
-    scan = importlib.import_module("traceforge.scan")  # the package's ``scan`` is the function
+    from traceforge.columns import SpilledColumns
 
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(scan.SpilledColumns, "extend", full)
+    monkeypatch.setattr(SpilledColumns, "extend", full)
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}')
     assert cli.main(["check", "-q", str(path)]) == 1

@@ -15,7 +15,8 @@ from traceforge import windows
 from traceforge.analyses import export_tables
 from traceforge.analyses.patterns import find_patterns, scan_for_operator
 from traceforge.analyses.stacks import build_stacks, nest_calls, scan_for_stacks
-from traceforge.scan import Table, TraceColumns, scan
+from traceforge.columns import Table
+from traceforge.scan import TraceColumns, scan
 
 from .conftest import TRACES
 

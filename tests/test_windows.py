@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import traceforge.windows as windows
-from traceforge.scan import SpilledColumns
+from traceforge.columns import SpilledColumns
 
 
 def _spilled(keys: np.ndarray) -> SpilledColumns:

@@ -35,6 +35,7 @@ from .analyses.pattern_overlay import add_pattern_options, build_patterns
 from .analyses.patterns import operator_marks
 from .analyses.queue_length import queue_length_tracks
 from .analyses.stacks import NameMask, scan_for_stacks, stack_keeper
+from .columns import Table, merged_by_ordinal
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
 from .inject import Block, Injections, TidAllocator
@@ -43,7 +44,7 @@ from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
 from .io.writer import EventSink, write_trace
-from .scan import Table, TraceColumns, load_places, merged_by_ordinal, scan
+from .scan import TraceColumns, load_places, scan
 
 
 @dataclass

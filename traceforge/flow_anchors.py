@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .columns import Table
 from .exacttime import NS_PER_US
 from .perfetto_time import perfetto_ns
-from .scan import Table, TraceColumns
+from .scan import TraceColumns
 
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .check.perfetto import flow_id, out_of_range, thread_of
+from .columns import SpilledColumns, Table
 from .exacttime import json_time_ns
 from .inject import TidAllocator, event_blocks, metadata_events
 from .io.event_edits import EventEdits
@@ -35,7 +36,6 @@ from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
 from .lanes import partition
 from .overlaps import SpillWalk
-from .scan import SpilledColumns, Table
 from .windows import picked, windows_by
 from .perfetto_time import perfetto_ns, time_ns
 from .rebase import Rebase, base_time_editors, shift_us_text, start_us

@@ -12,20 +12,17 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 
 from __future__ import annotations
 
-import mmap
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .columns import GrowingColumns, SpilledColumns, Table, time_span
 from .distinct import factorized
 from .exacttime import to_ns
-from .inject import fits_int32
 from .io import rows as R
 from .io.background import prefetched
-from .io.heap import trim_heap
 from .io.placed_patch import EventPlaces
 from .io.reader import EventBatch, TraceReader
 
@@ -84,162 +81,6 @@ def _int_or(value: object, default: int) -> int:
     return default
 
 
-_DTYPES = {"i4": np.int32, "n4": np.int32, "i2": np.int16, "i1": np.int8}
-
-
-def _specs(fields: str) -> list[tuple[str, np.dtype, bool]]:
-    """``fields`` ("name:kind ...") as (name, dtype, narrow): ``:i4`` for ids that fit 32 bits,
-    ``:n4`` for values that nearly always do (int32 until one does not), ``:i1`` for flags."""
-    return [(name, np.dtype(_DTYPES.get(kind, np.int64)), kind == "n4")
-            for name, _, kind in (f.partition(":") for f in fields.split())]
-
-
-class _MappedColumn:
-    """A growing array in its own anonymous memory map, doubled (copied once) when full.
-
-    Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
-    temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
-    A map is returned to the system the moment it is replaced, and untouched capacity
-    costs no memory. A ``narrow`` column holds int32 until a value does not fit, then
-    becomes int64 (ordinals, durations and correlation ids nearly always fit: half the bytes).
-    """
-
-    def __init__(self, dtype: np.dtype, narrow: bool = False):
-        self.dtype = dtype
-        self.narrow = narrow
-        self.size = 0
-        self._map: mmap.mmap | None = None
-        self._capacity = 0
-
-    def extend(self, values: np.ndarray) -> None:
-        if not len(values):
-            return
-        if self.narrow and not fits_int32(values):
-            self.narrow = False
-            self._grow(self._capacity, np.dtype(np.int64))
-        need = self.size + len(values)
-        if need > self._capacity:
-            self._grow(max(need, 2 * self._capacity, 1 << 16), self.dtype)
-        np.frombuffer(self._map, self.dtype, count=need)[self.size:] = values
-        self.size = need
-
-    def _grow(self, capacity: int, dtype: np.dtype) -> None:
-        grown = mmap.mmap(-1, max(capacity, 1) * dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if self.size:
-            np.frombuffer(grown, dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
-        if self._map is not None:
-            self._map.close()
-        self._map, self._capacity, self.dtype = grown, capacity, dtype
-
-    def array(self) -> np.ndarray:
-        return np.frombuffer(self._map, self.dtype, count=self.size) if self.size else np.zeros(0, self.dtype)
-
-
-class _Columns:
-    """Growing columns, one mapped buffer per field, filled a batch at a time."""
-
-    def __init__(self, fields: str):
-        """``fields``: see ``_specs``."""
-        specs = _specs(fields)
-        self.fields = [name for name, _, _ in specs]
-        self._columns = [_MappedColumn(dtype, narrow) for _, dtype, narrow in specs]
-
-    def extend(self, *values: np.ndarray) -> None:
-        for column, v in zip(self._columns, values, strict=True):
-            column.extend(v)
-
-    def table(self) -> Table:
-        return Table({f: c.array() for f, c in zip(self.fields, self._columns)})
-
-
-class SpilledColumns:
-    """Columns appended to a temporary file (int64 rows), read back a chunk at a time.
-
-    For rows a caller reads only later (where GPU ops are, for the second read) or keeps only
-    a few of, known once the whole trace is scanned (CPU ops near launch calls): they wait
-    on disk, not in memory, while the analyses run.
-    """
-
-    def __init__(self, fields: str):
-        """``fields``: see ``_specs``."""
-        self._spec = fields
-        self.fields = [name for name, _, _ in _specs(fields)]
-        self._file = tempfile.TemporaryFile()
-        self.size = 0
-
-    def __len__(self) -> int:
-        return self.size
-
-    def extend(self, *values: np.ndarray) -> None:
-        rows = np.empty((len(values[0]), len(self.fields)), np.int64)
-        for j, v in enumerate(values):
-            rows[:, j] = v
-        self._file.write(rows.data)
-        self.size += len(rows)
-
-    def chunks(self, chunk: int = 1 << 18) -> Iterator[Table]:
-        """The rows, ``chunk`` at a time, as int64 tables (for a look before ``select``)."""
-        for rows in self.blocks(chunk):
-            yield self.as_table(rows)
-
-    def blocks(self, chunk: int = 1 << 18) -> Iterator[np.ndarray]:
-        """The rows, ``chunk`` at a time, as they are stored: int64 matrices, a row per row."""
-        for lo in range(0, self.size, chunk):
-            yield self.rows(lo, min(chunk, self.size - lo))
-
-    def rows(self, first: int, count: int) -> np.ndarray:
-        """Rows ``first`` .. ``first + count - 1`` as an int64 matrix."""
-        self._file.seek(first * len(self.fields) * 8)
-        return np.fromfile(self._file, np.int64, count * len(self.fields)).reshape(count, len(self.fields))
-
-    def as_table(self, rows: np.ndarray) -> Table:
-        """A block of rows as a table (views of its columns)."""
-        return Table.of_rows(rows, self.fields)
-
-    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
-        """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
-        of the declared widths (int64 where a narrow column's values do not fit). Last use."""
-        kept = _Columns(self._spec)  # grown in place: no list of parts joined at the end
-        for table in self.chunks(chunk):
-            picked = keep(table)
-            kept.extend(*(table.cols[f][picked] for f in self.fields))
-        self._file.close()
-        trim_heap()  # the chunks read leave holes in the heap that the analyses after do not fit
-        return kept.table()
-
-    def load(self) -> Table:
-        return self.select(lambda chunk: slice(None))
-
-
-@dataclass
-class Table:
-    """Named equal-length integer columns (int64 times; int32 or narrower where values fit, see ``_Columns``)."""
-
-    cols: dict[str, np.ndarray]
-
-    def __getattr__(self, name: str) -> np.ndarray:
-        try:
-            return self.__dict__["cols"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    @classmethod
-    def of_rows(cls, rows: np.ndarray, fields: list[str]) -> Table:
-        """A matrix, a row per row, as a table of ``fields`` (views of its columns)."""
-        return cls({name: rows[:, j] for j, name in enumerate(fields)})
-
-    def __len__(self) -> int:
-        return len(next(iter(self.cols.values()))) if self.cols else 0
-
-    def chunks(self) -> Iterator[Table]:
-        """The table as one chunk (read like ``SpilledColumns``)."""
-        yield self
-
-    def take(self, rows: np.ndarray) -> Table:
-        """The table of ``rows`` only (copies: the whole table can then be freed)."""
-        return Table({k: v[rows] for k, v in self.cols.items()})
-
-
 @dataclass
 class TraceColumns:
     """Everything analyses need from a trace, without the trace."""
@@ -268,7 +109,7 @@ class TraceColumns:
     spilled_launches: SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
     # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
-    steps: Table = field(default_factory=lambda: _Columns(_SLICE_FIELDS).table())
+    steps: Table = field(default_factory=lambda: GrowingColumns(_SLICE_FIELDS).table())
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -309,25 +150,6 @@ class TraceColumns:
         if len(rows):
             return self.tracks[int(self.gpu.track[rows[0]])][0]
         return device
-
-
-def time_span(tables: Iterable[Table | SpilledColumns]) -> tuple[int, int] | None:
-    """(first start, last end) in ns over the rows of ``tables``, a negative dur counting as 0;
-    spilled ones are read back a chunk at a time. None when there are no rows."""
-    first, last = None, None
-    for table in tables:
-        for chunk in table.chunks():
-            if len(chunk):
-                lo, hi = int(chunk.ts.min()), int((chunk.ts + np.maximum(chunk.dur, 0)).max())
-                first, last = (lo, hi) if first is None else (min(first, lo), max(last, hi))
-    return None if first is None else (first, last)
-
-
-def merged_by_ordinal(a: Table, b: Table) -> Table:
-    """The rows of two tables of the same fields, in ordinal order. Empties both as it goes
-    (a column at a time): the copies are not all held at once."""
-    order = np.argsort(np.concatenate([a.ordinal, b.ordinal]), kind="stable")
-    return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
 
 
 def load_places(ordinals: np.ndarray, places: SpilledColumns) -> EventPlaces:
@@ -423,17 +245,17 @@ class _ColumnBuilder:
         self._pid_int = np.zeros(0, np.int64)
         self._tid_int = np.zeros(0, np.int64)
         ext = " external_id:n4" if op_args else ""
-        self.gpu = _Columns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
+        self.gpu = GrowingColumns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
                             "bytes:n4 dims:i4" + (ext + " shared_memory:n4" if op_args else ""))
         self.places = SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
         launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4" + ext
-        self.launch = _Columns(launch_fields)
+        self.launch = GrowingColumns(launch_fields)
         self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
         cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext
-        self.cpu = _Columns(cpu_fields)
+        self.cpu = GrowingColumns(cpu_fields)
         self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
-        self.ranges = _Columns(_SLICE_FIELDS)
-        self.steps = _Columns(_SLICE_FIELDS)
+        self.ranges = GrowingColumns(_SLICE_FIELDS)
+        self.steps = GrowingColumns(_SLICE_FIELDS)
         self._step_name = _ByString(bool, False)
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()

@@ -24,6 +24,7 @@ import numpy as np
 
 from .analyses.launches import STREAM_LAUNCH_APIS, calls_of, join_gpu_to_launch, stream_launch_rows
 from .check.perfetto import flow_id
+from .columns import SpilledColumns
 from .durations import parse_duration_ns
 from .errors import UsageError
 from .exacttime import json_time_ns, ns_to_us_text
@@ -31,7 +32,7 @@ from .io import rows as R
 from .io.event_edits import EventEdits
 from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
-from .scan import SpilledColumns, scan
+from .scan import scan
 from .windows import windows_by
 
 ALWAYS, SLICE, POINT, FLOW = range(4)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from . import progress
-from .scan import SpilledColumns, Table
+from .columns import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
 MAX_ROWS = 1 << 20  # ~100 MB for a window of repair's slices, sorted

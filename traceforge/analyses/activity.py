@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns
+from ..columns import Table
+from ..scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 
 GPU_ACTIVITY = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
 _CANONICAL = {"runtime": "cuda_runtime", "driver": "cuda_driver", "operator": "cpu_op"}

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..columns import Table
 from ..inject import ArgColumns, CounterTrack, Injections
 from ..lazy_pandas import pd
-from ..scan import Table, TraceColumns
+from ..scan import TraceColumns
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules
 from .series import running_count

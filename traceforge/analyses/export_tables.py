@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from .._stacks import nest_sorted
+from ..columns import SpilledColumns, Table
 from ..errors import UsageError
 from ..inject import Texts, in_sorted, join_rows
 from ..io.codec import publish
 from ..io.heap import trim_heap
 from ..lazy_pandas import pd
-from ..scan import KERNEL, MEMCPY, MEMSET, SpilledColumns, Table, TraceColumns, scan
+from ..scan import KERNEL, MEMCPY, MEMSET, TraceColumns, scan
 from ..windows import windows_by
 from .activity import GPU_ACTIVITY, cat_kinds
 from .launches import launch_of_gpu

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._stacks import nest_thread
+from ..columns import Table
 from ..inject import in_sorted
-from ..scan import Table, TraceColumns, scan
+from ..scan import TraceColumns, scan
 from .launches import launch_of_gpu
 
 

@@ -28,12 +28,13 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from ..columns import Table, merged_by_ordinal
 from ..distinct import factorized
 from ..errors import UsageError
 from ..io.heap import trim_heap
 from ..lazy_pandas import pd
 from ..rank_files import metadata_rank, name_rank, trace_paths
-from ..scan import KERNEL, Table, TraceColumns, merged_by_ordinal, scan
+from ..scan import KERNEL, TraceColumns, scan
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps

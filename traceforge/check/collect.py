@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..columns import SpilledColumns
 from ..io import rows as R
 from ..io.reader import EventBatch, TraceReader
-from ..scan import SpilledColumns
 from .event_rules import (
     CONTROL_ESCAPE,
     GPU_CATS,

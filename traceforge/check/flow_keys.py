@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import progress
-from ..scan import SpilledColumns, Table
+from ..columns import SpilledColumns, Table
 from .collect import FLOW_END, FLOW_END_NEXT, FLOW_START, Collected, flow_pair
 
 NONE = -1  # the key of a row that is no v1 flow event

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _replay
+from ..columns import Table
 from ..exacttime import ns_to_us_text
-from ..scan import Table
 from ..windows import picked, windows_by
 from .collect import END, MERGED_THREAD, NO_V2, Collected
 from .flow_keys import FlowKeys

@@ -16,9 +16,10 @@ from itertools import islice
 
 import numpy as np
 
+from ..columns import Table
 from ..errors import TraceFormatError
 from ..lazy_pandas import pd
-from ..scan import KERNEL, MEMCPY, MEMSET, Table, TraceColumns
+from ..scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 from .codec import detect_codec, iter_decompressed
 
 _SNIFF_BYTES = 1 << 16
