@@ -56,11 +56,19 @@ class _Sequence:
         """Where the name ``code`` is in the sequence, ascending. Candidates are checked hundreds
         of times, mostly for a few frequent names: an index (built on first use) is read, not
         the whole sequence compared each time."""
+        order, bounds = self._index()
+        return order[bounds[code]:bounds[code + 1]]
+
+    def frequency(self, codes: np.ndarray) -> np.ndarray:
+        """How many times each of ``codes`` is in the sequence."""
+        bounds = self._index()[1]
+        return bounds[codes + 1] - bounds[codes]
+
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
         if self._by_code is None:
             order = compact_ints(np.argsort(self.codes, kind="stable"))
             self._by_code = order, np.r_[0, np.cumsum(np.bincount(self.codes))]
-        order, bounds = self._by_code
-        return order[bounds[code]:bounds[code + 1]]
+        return self._by_code
 
     def in_one_stream(self, n: int, starts: np.ndarray) -> np.ndarray:
         """Which windows of ``n`` ops at ``starts`` stay inside one stream."""
@@ -222,11 +230,16 @@ def _is_power(window: np.ndarray) -> bool:
 
 def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
     """Starts of the windows of ``n`` ops inside one stream whose names equal those at ``first``
-    (compared name by name, narrowing as it goes: no hash, so no collision)."""
-    pos = seq.positions(int(seq.codes[first]))
-    pos = pos[:np.searchsorted(pos, seq.size - n + 1)]
-    for j in range(1, n):
-        pos = pos[seq.codes[pos + j] == seq.codes[first + j]]
+    (compared name by name, narrowing as it goes: no hash, so no collision). It starts from
+    where the window's rarest name is and compares the rarer names first: a window of common
+    kernels around one rare one is found from a few hundred places, not from every common one."""
+    names = seq.codes[first:first + n]
+    rarest_first = np.argsort(seq.frequency(names), kind="stable").tolist()
+    j = rarest_first[0]
+    pos = seq.positions(int(names[j])) - j
+    pos = pos[np.searchsorted(pos, 0):np.searchsorted(pos, seq.size - n + 1)]
+    for j in rarest_first[1:]:
+        pos = pos[seq.codes[pos + j] == names[j]]
     return pos[seq.in_one_stream(n, pos)]
 
 
