@@ -354,3 +354,24 @@ def test_outermost_instances_skip_those_inside_another_instance():
     is_op = np.array([True, False, True, True, False, False, True, True])
     assert _outermost(parent, is_op).tolist() == [True, False, False, False, False, False, True, False]
     assert not _outermost(parent, np.zeros(8, bool)).any()
+
+
+def test_mined_occurrences_equal_a_name_by_name_search(tmp_path):
+    """Where a window's names occur again, found from its rarest name: every start of the same
+    names inside one stream, whichever of its names is rarest and wherever it sits."""
+    from traceforge.analyses.pattern_mining import _occurrences, _Sequence
+    from traceforge.scan import scan
+
+    rng = np.random.default_rng(7)
+    names = rng.choice(list("aaaaaabbbbccd"), size=300).tolist()  # d rare, a common
+    events = [{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7 + (i >= 200), "ts": 5 * i, "dur": 2,
+               "args": {"device": 0, "stream": 7 + (i >= 200)}} for i, name in enumerate(names)]
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    seq = _Sequence(scan(str(path)))
+    codes, seg = seq.codes.tolist(), seq.seg.tolist()
+    for n in (1, 2, 3, 5):
+        for first in range(0, seq.size - n + 1, 7):
+            want = [s for s in range(seq.size - n + 1)
+                    if codes[s:s + n] == codes[first:first + n] and seg[s] == seg[s + n - 1]]
+            assert _occurrences(seq, n, first).tolist() == want
