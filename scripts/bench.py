@@ -256,11 +256,10 @@ def hta_columns(hta: Path, trace: Path, job: str, out_dir: Path, timeout: float,
     return [f"{run.seconds:.1f}", f"{run.peak_mb:.0f}", speedup]
 
 
-def bench(trace: Path, out_dir: Path, jobs: list[str], hta: Path | None = None,
+def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta: Path | None = None,
           hta_timeout: float = 0) -> tuple[list[list[str]], bool]:
-    """Measure one trace: the floor, then each job (and HTA's equivalent, given ``hta``);
-    returns table rows and whether all traceforge runs succeeded."""
-    env = child_env()
+    """Measure one trace: the floor, then each job (and HTA's equivalent, given ``hta``), run
+    in ``env`` (``child_env``); returns table rows and whether all traceforge runs succeeded."""
     warm_page_cache(trace)
     floor_out = output_path(trace, out_dir, "floor")
     base = min(floor_runs(["--floor", str(trace), str(floor_out)], trace, env), key=lambda run: run.seconds)
@@ -316,12 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.hta:
         header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
-    compile_package(child_env())
+    env = child_env()
+    compile_package(env)
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = args.out_dir or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for trace in args.traces:
-            trace_rows, succeeded = bench(trace, out_dir, jobs, args.hta, args.hta_timeout)
+            trace_rows, succeeded = bench(trace, out_dir, jobs, env, args.hta, args.hta_timeout)
             rows.extend(trace_rows)
             ok &= succeeded
             for row in trace_rows:

@@ -103,7 +103,7 @@ _CHUNK = 1 << 16
 def _perfetto_chunk(exact: np.ndarray, fractional: np.ndarray | None) -> np.ndarray:
     if fractional is None:
         fractional = exact % 1000 != 0
-    if not fractional.any():  # whole µs (older Kineto writes only these): multiplied exactly
+    if not fractional.any():  # whole µs (older Kineto writes only these): Perfetto reads them exactly
         return exact.copy()
     whole, frac = np.divmod(np.abs(exact), 1000)
     rounded = np.trunc((whole.astype(np.float64) + frac / 1000.0) * 1000.0).astype(np.int64)
