@@ -11,7 +11,7 @@ import pytest
 
 from traceforge._counter_text import fixed_point_texts
 from traceforge._splice import insert_members, join_slices, spans_containing, uninitialized
-from traceforge.inject import ArgColumns, FlowArrows, Texts, join_rows
+from traceforge.inject import ArgColumns, FixedPoint, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
 
@@ -132,6 +132,16 @@ def test_fixed_point_texts_are_exacttime_texts(decimals):
     assert fixed_point_texts(_i64([-2**63]), 3)[0] == b"-9223372036854775.808"
 
 
+def test_real_numbers_print_as_floats_do_and_stay_exact_beyond():
+    """Args in µs from ns: what orjson writes for ns / 1000 as long as a float holds it
+    (whole values as ``4.0``, typed as reals), and the exact decimal beyond."""
+    rng = np.random.default_rng(5)
+    values = np.concatenate([_i64([0, 1000, -2000, 1, -7, 4621, 10**15 - 1]), rng.integers(-10**15, 10**15, 2000)])
+    texts = Texts.numbers(values, 3, b'"k":', real=True)
+    assert _rows(texts) == [b'"k":' + orjson.dumps(v / 1000) for v in values.tolist()]
+    assert _rows(Texts.numbers(_i64([2**62, 10**19 // 10]), 3, real=True)) == [b"4611686018427387.904", b"1000000000000000.0"]
+
+
 def test_texts_rows():
     texts = Texts.of([b"ab", b"", b"cde"])
     assert [texts[i] for i in range(len(texts))] == [b"ab", b"", b"cde"]
@@ -149,8 +159,10 @@ def test_join_rows_joins_the_non_empty_texts():
         joined = join_rows([Texts.of(c) for c in columns], sep)
         assert _rows(joined) == [sep.join(t for t in row if t) for row in zip(*columns)]
         assert joined.blob == b"".join(_rows(joined))  # rows back to back
-    assert _rows(join_rows([b"<", Texts.of([b"x", b""]), b">"])) == [b"<x>", b"<>"]
+    assert _rows(join_rows([b"<", Texts.of([b"x", b""]), b"", b">"], b",")) == [b"<,x,>", b"<,>"]
     assert join_rows([Texts.of([])], b",").blob == b""
+    with pytest.raises(IndexError, match="row 1 of part 0"):
+        join_rows([Texts(b"abc", _i64([0, 2]), _i64([1, 2]))])
 
 
 @pytest.mark.parametrize("edits", [
@@ -182,8 +194,9 @@ def test_bodies_are_the_rows_serialised():
     codes = ArgColumns(ordinals, {"category": np.array([0, 1, 0, 2, 1], np.uint8)},
                        {"category": lambda c: np.array(["gemm", None, "nccl \"x\""], dtype=object)[c]})
     numbers = ArgColumns(ordinals[[0, 2, 4]].astype(np.int32), {"delay_us": _i64([1500, -20, 0]),
-                                                                 "name": np.array(["a", None, "é"], dtype=object)},
-                         {"delay_us": lambda ns: ns / 1000})
+                                                                 "name": np.array(["a", None, "é"], dtype=object),
+                                                                 "cpu_us": _i64([2000, 7, -3000])},
+                         {"delay_us": lambda ns: ns / 1000, "cpu_us": FixedPoint(3)})
     for patches in ({}, {5: {"pattern": "P1"}, 8: {"x": [1, 2]}, 11: {}}, {7: {"category": "mine"}}):
         extra = ExtraArgs(patches, [codes, numbers])
         want = extra.between(0, 20)

@@ -5,7 +5,8 @@
  *     head + ts (ns written as exact us) + middle + value (an int scaled by 10^decimals) + tail
  * and points are joined by ",\n". Numbers are written exactly, trailing fraction zeros
  * dropped (1500 ns -> 1.5), as exacttime.ns_to_us_text does. fixed_point_texts writes such
- * numbers alone, one after another, with where each ends (ids and times of flow events).
+ * numbers alone, one after another, with where each ends (ids and times of flow events; args
+ * members, a key before each number).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,9 +72,9 @@ done:
 }
 
 static PyObject *fixed_point_texts(PyObject *self, PyObject *args) {
-    Py_buffer values;
-    int decimals;
-    if (!PyArg_ParseTuple(args, "y*i", &values, &decimals)) return NULL;
+    Py_buffer values, prefix = {0};
+    int decimals, real = 0;
+    if (!PyArg_ParseTuple(args, "y*i|y*p", &values, &decimals, &prefix, &real)) return NULL;
     PyObject *blob = NULL, *ends = NULL, *out = NULL;
     Py_ssize_t n = values.len / 8;
     if (values.len % 8 || decimals < 0 || decimals > 18) {
@@ -82,7 +83,7 @@ static PyObject *fixed_point_texts(PyObject *self, PyObject *args) {
     }
     uint64_t scale = 1;
     for (int i = 0; i < decimals; i++) scale *= 10;
-    blob = PyBytes_FromStringAndSize(NULL, n * 24);
+    blob = PyBytes_FromStringAndSize(NULL, n * (24 + prefix.len));
     ends = PyBytes_FromStringAndSize(NULL, n * 8);
     if (!blob || !ends) goto done;
     char *start = PyBytes_AS_STRING(blob), *p = start;
@@ -90,7 +91,9 @@ static PyObject *fixed_point_texts(PyObject *self, PyObject *args) {
     const int64_t *v = values.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (prefix.len) { memcpy(p, prefix.buf, prefix.len); p += prefix.len; }
         p += fixed_point(p, v[i], decimals, scale);
+        if (real && v[i] % (int64_t)scale == 0) { *p++ = '.'; *p++ = '0'; }
         e[i] = p - start;
     }
     Py_END_ALLOW_THREADS
@@ -99,6 +102,7 @@ done:
     Py_XDECREF(blob);
     Py_XDECREF(ends);
     PyBuffer_Release(&values);
+    if (prefix.obj) PyBuffer_Release(&prefix);
     return out;
 }
 
@@ -106,7 +110,8 @@ static PyMethodDef methods[] = {
     {"counter_events", counter_events, METH_VARARGS,
      "counter_events(head, middle, tail, ts_ns, values, decimals) -> points as JSON events joined by ',\\n'"},
     {"fixed_point_texts", fixed_point_texts, METH_VARARGS,
-     "fixed_point_texts(values, decimals) -> (the texts of values / 10^decimals joined, their end offsets as int64 bytes)"},
+     "fixed_point_texts(values, decimals, prefix=b'', real=False) -> (the texts of values / 10^decimals joined, "
+     "each after prefix and, if real, whole ones with '.0' (as a float prints), their end offsets as int64 bytes)"},
     {NULL, NULL, 0, NULL},
 };
 

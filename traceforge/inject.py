@@ -13,13 +13,14 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
+from functools import partial
 from typing import BinaryIO, Protocol
 
 import numpy as np
 import orjson
 
 from ._counter_text import counter_events, fixed_point_texts
-from ._splice import join_slices
+from ._splice import join_rows as _join_rows, join_slices
 
 
 _CHUNK = 65536
@@ -136,9 +137,10 @@ class Texts:
         return cls(text, np.zeros(len(present), np.int64), present.astype(np.int64) * len(text))
 
     @classmethod
-    def numbers(cls, values: np.ndarray, decimals: int = 0) -> Texts:
-        """Integers as exact decimal text of ``value / 10**decimals`` (``1500, 3`` -> ``1.5``)."""
-        blob, ends = fixed_point_texts(np.ascontiguousarray(values, dtype=np.int64), decimals)
+    def numbers(cls, values: np.ndarray, decimals: int = 0, prefix: bytes = b"", real: bool = False) -> Texts:
+        """Integers as exact decimal text of ``value / 10**decimals`` (``1500, 3`` -> ``1.5``),
+        each after ``prefix``; ``real``: whole ones end in ``.0``, as floats print."""
+        blob, ends = fixed_point_texts(np.ascontiguousarray(values, dtype=np.int64), decimals, prefix, real)
         ends = np.frombuffer(ends, np.int64)
         starts = np.concatenate(([0], ends))[:-1]
         return cls(blob, starts, ends - starts)
@@ -167,10 +169,13 @@ class Texts:
 
 def join_rows(parts: Sequence[Texts | bytes], sep: bytes = b"") -> Texts:
     """Row by row, the non-empty texts of ``parts`` (a ``bytes`` part: that text on every
-    row) joined by ``sep``: one copy in C."""
-    sources, (which, starts, lengths) = row_pieces(parts, sep)
-    row_lengths = lengths.sum(axis=1)
-    blob = join_slices(sources, which.astype(np.uint8).ravel(), starts.ravel(), lengths.ravel())
+    row) joined by ``sep``: one copy in C, read from the parts' own columns."""
+    rows = next(len(p) for p in parts if isinstance(p, Texts))
+    ints = partial(np.ascontiguousarray, dtype=np.int64)
+    blob, lengths = _join_rows([p.blob if isinstance(p, Texts) else p for p in parts],
+                               [(ints(p.starts), ints(p.lengths)) if isinstance(p, Texts) else None for p in parts],
+                               rows, sep)
+    row_lengths = np.frombuffer(lengths, np.int64)
     return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
 
 
@@ -202,6 +207,17 @@ def event_blocks(events: Iterable[bytes], size: int = 8192) -> Iterator[Block]:
     it = iter(events)
     while chunk := list(islice(it, size)):
         yield len(chunk), b",\n".join(chunk)
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """An ``ArgColumns`` decode: ints to the reals ``value / 10**decimals`` (ns to µs: 3),
+    whose args are written from the ints, exactly (whole ones as ``4.0``, typed as reals)."""
+
+    decimals: int
+
+    def __call__(self, column: np.ndarray) -> np.ndarray:
+        return column / 10**self.decimals
 
 
 @dataclass
@@ -258,7 +274,10 @@ class ArgColumns:
             codes, texts = self._code_texts(key)
             return texts.take(np.searchsorted(codes, column))
         prefix = json_bytes(key) + b":"
-        values = self.decode[key](column) if key in self.decode else column
+        decode = self.decode.get(key)
+        if isinstance(decode, FixedPoint):  # written from the ints: exact, no float
+            return Texts.numbers(column, decode.decimals, prefix, real=True)
+        values = decode(column) if decode is not None else column
         if values.dtype.kind in "iuf" and len(values):  # numbers: one serialisation, a prefix at each comma
             numbers = orjson.dumps(values.tolist())[1:-1]
             commas = np.flatnonzero(np.frombuffer(numbers, np.uint8) == ord(","))

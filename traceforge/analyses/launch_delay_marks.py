@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..durations import duration_arg, duration_ns
-from ..exacttime import NS_PER_US, ns_to_us_text
+from ..exacttime import ns_to_us_text
 from ..flow_anchors import flow_anchors
-from ..inject import ArgColumns, CounterTrack, FlowArrows, Injections, compact_ints
+from ..inject import ArgColumns, CounterTrack, FixedPoint, FlowArrows, Injections, compact_ints
 from ..scan import TraceColumns
 from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from .series import stream_groups
@@ -41,7 +41,7 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
     patches = ArgColumns(compact_ints(cols.gpu.ordinal[gpu_rows]), {
         "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
-    }, {"launch_delay_us": _us_numbers, "launch_cpu_us": _us_numbers})
+    }, {"launch_delay_us": FixedPoint(3), "launch_cpu_us": FixedPoint(3)})
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
     # Launch calls by ordinal: the columns ``tracks`` is given may hold more of them (those near
     # launches, picked meanwhile), so rows would move; GPU op rows do not.
@@ -66,11 +66,6 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         return Injections([*counters, flows], [summary])
 
     return Injections(arg_columns=[patches], later=tracks)
-
-
-def _us_numbers(ns: np.ndarray) -> np.ndarray:
-    """ns as µs floats; a float with <= 3 decimals prints exactly (shortest repr)."""
-    return ns / NS_PER_US
 
 
 def delay_label(ns: int) -> str:
