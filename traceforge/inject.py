@@ -261,6 +261,8 @@ class ArgColumns:
         where an event has none: the text ``rows`` would serialise to. ``ordinals`` (sorted)
         must hold every ordinal of this column between their first and last."""
         lo, hi = self._range(int(ordinals[0]), int(ordinals[-1]) + 1) if len(ordinals) else (0, 0)
+        if hi - lo == len(ordinals):  # these are all of ``ordinals`` (args on every GPU op): as they are
+            return [self._member_texts(k, v[lo:hi]) for k, v in self.values.items()]
         present = in_sorted(self.ordinals[lo:hi], ordinals)
         return [self._member_texts(k, v[lo:hi]).spread(present) for k, v in self.values.items()]
 
