@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from traceforge._counter_text import fixed_point_texts
-from traceforge._splice import insert_members, join_slices, spans_containing, uninitialized
+from traceforge._splice import insert_members, join_rows as c_join_rows, spans_containing, uninitialized
 from traceforge.inject import ArgColumns, FixedPoint, FlowArrows, Texts, join_rows
 from traceforge.io.fields import splice, splice_rows
 from traceforge.io.patch import ExtraArgs
@@ -20,26 +20,25 @@ def _i64(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
-def test_join_slices_copies_the_slices_in_order():
-    sources = [b"hello", b", ", memoryview(b"world")]
-    which = np.array([0, 1, 2, 1, 0], np.uint8)
-    assert join_slices(sources, which, _i64([0, 0, 0, 0, 5]), _i64([5, 2, 5, 0, 0])) == b"hello, world"
+def test_c_join_rows_takes_any_buffer_and_whole_parts():
+    text, lengths = c_join_rows([b"hello", memoryview(b", world"), b"!"], [(_i64([0, 1]), _i64([5, 4])), None, None],
+                                2, b"|")
+    assert text == b"hello|, world|!ello|, world|!" and np.frombuffer(lengths, np.int64).tolist() == [15, 14]
+    assert c_join_rows([], [], 2, b",") == (b"", _i64([0, 0]).tobytes())
+    assert c_join_rows([b"abc"], [(_i64([]), _i64([]))], 0, b"") == (b"", b"")
 
 
-def test_join_slices_with_no_slices_or_sources():
-    assert join_slices([], np.zeros(0, np.uint8), _i64([]), _i64([])) == b""
-    assert join_slices([b"abc"], np.zeros(0, np.uint8), _i64([]), _i64([])) == b""
-
-
-@pytest.mark.parametrize("which, start, length", [(1, 0, 1), (0, 2, 2), (0, -1, 1), (0, 0, -1), (0, 4, 0)])
-def test_join_slices_refuses_slices_out_of_bounds(which, start, length):
+@pytest.mark.parametrize("start, length", [(0, 4), (2, 2), (-1, 1), (0, -1), (4, 0)])
+def test_c_join_rows_refuses_slices_out_of_bounds(start, length):
     with pytest.raises(IndexError):
-        join_slices([b"abc"], np.array([which], np.uint8), _i64([start]), _i64([length]))
+        c_join_rows([b"abc"], [(_i64([start]), _i64([length]))], 1, b"")
 
 
-def test_join_slices_refuses_columns_of_other_lengths():
+def test_c_join_rows_refuses_columns_of_other_lengths():
     with pytest.raises(ValueError):
-        join_slices([b"abc"], np.zeros(2, np.uint8), _i64([0]), _i64([1]))
+        c_join_rows([b"abc"], [(_i64([0, 0]), _i64([1]))], 1, b"")
+    with pytest.raises(ValueError):
+        c_join_rows([b"abc", b"d"], [None], 1, b"")
 
 
 def test_spans_containing_edges():

@@ -3,8 +3,8 @@
  *
  * The second read of an annotate run adds args to about every GPU op: a few hundred
  * insertions per 2 MB of input. Done with a bytes object and a Python call per event
- * that cost ~5 us an event; here numpy describes every piece of the output (which
- * buffer, start, length) and one call copies them, with the GIL released.
+ * that cost ~5 us an event; here the pieces come as columns (numpy arrays of starts and
+ * lengths) and one call copies them, with the GIL released.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,50 +43,10 @@ static int get_buffers(PyObject *seq, Buffers *b) {
     return 1;
 }
 
-static PyObject *join_slices(PyObject *self, PyObject *args) {
-    PyObject *sources_arg;
-    Py_buffer which, starts, lengths;
-    if (!PyArg_ParseTuple(args, "Oy*y*y*", &sources_arg, &which, &starts, &lengths)) return NULL;
-    PyObject *out = NULL;
-    Buffers src = {0, NULL};
-    Py_ssize_t n = which.len;
-    if (starts.len != n * 8 || lengths.len != n * 8) {
-        PyErr_SetString(PyExc_ValueError, "which (uint8), starts and lengths (int64) must have one length");
-        goto done;
-    }
-    if (!get_buffers(sources_arg, &src)) goto done;
-    const uint8_t *w = which.buf;
-    const int64_t *s = starts.buf, *l = lengths.buf;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (w[i] >= src.n || s[i] < 0 || l[i] < 0 || s[i] > src.views[w[i]].len || l[i] > src.views[w[i]].len - s[i]) {
-            PyErr_Format(PyExc_IndexError, "slice %zd (source %d, start %lld, length %lld) is out of bounds",
-                         i, (int)w[i], (long long)s[i], (long long)l[i]);
-            goto done;
-        }
-        total += l[i];
-    }
-    out = PyBytes_FromStringAndSize(NULL, total);
-    if (!out) goto done;
-    char *p = PyBytes_AS_STRING(out);
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        memcpy(p, (const char *)src.views[w[i]].buf + s[i], l[i]);
-        p += l[i];
-    }
-    Py_END_ALLOW_THREADS
-done:
-    if (src.views) release(&src);
-    PyBuffer_Release(&which);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lengths);
-    return out;
-}
-
 /* Row by row, the non-empty texts of some parts joined by a separator. A part is a buffer
  * and either its slices (int64 starts and lengths, one per row) or nothing (the whole buffer
- * on every row). Read straight from the parts' columns: describing each piece in arrays
- * first (join_slices) wrote ~50 bytes of index per piece. */
+ * on every row). Read straight from the parts' columns: describing each piece in index
+ * arrays first wrote ~50 bytes per piece, more than most pieces are long. */
 static PyObject *join_rows(PyObject *self, PyObject *args) {
     PyObject *blobs_arg, *columns_arg, *out = NULL, *row_lengths = NULL;
     Py_ssize_t rows;
@@ -364,9 +324,6 @@ static PyMethodDef methods[] = {
      "join_rows(blobs, columns, rows, sep) -> (text, row lengths as int64 bytes): per row, the non-empty texts of "
      "the parts joined by sep; part p is blobs[p][starts[r]:][:lengths[r]] where columns[p] is (starts, lengths) "
      "(int64 arrays), or all of blobs[p] where it is None"},
-    {"join_slices", join_slices, METH_VARARGS,
-     "join_slices(sources, which, starts, lengths) -> the concatenation of sources[which[i]][starts[i]:starts[i] + "
-     "lengths[i]] (which: uint8, starts and lengths: int64 arrays)"},
     {"spans_containing", spans_containing, METH_VARARGS,
      "spans_containing(data, starts, stops, needles) -> one byte per span, 1 where one of needles occurs "
      "wholly inside data[starts[i]:stops[i]] (int64 arrays)"},

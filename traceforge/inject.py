@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from ._counter_text import counter_events, fixed_point_texts
-from ._splice import join_rows as _join_rows, join_slices
+from ._splice import join_rows as _join_rows
 
 
 _CHUNK = 65536
@@ -177,21 +177,6 @@ def join_rows(parts: Sequence[Texts | bytes], sep: bytes = b"") -> Texts:
                                rows, sep)
     row_lengths = np.frombuffer(lengths, np.int64)
     return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
-
-
-def row_pieces(parts: Sequence[Texts | bytes], sep: bytes = b"") -> tuple[list, np.ndarray]:
-    """What ``join_rows`` copies: the source buffers, and (source, start, length) of each
-    piece, a row of pieces per row of texts (shape (3, rows, pieces)), for ``join_slices``."""
-    rows = next(len(p) for p in parts if isinstance(p, Texts))
-    parts = [Texts.where(p, np.ones(rows, bool)) if isinstance(p, bytes) else p for p in parts]
-    pieces = np.empty((3, rows, len(parts), 2), np.int64)  # ..., (sep, text) before each text
-    pieces[0] = [0, 1] + np.arange(len(parts))[:, None] * [0, 1]
-    pieces[1, :, :, 0], pieces[1, :, :, 1] = 0, np.stack([p.starts for p in parts], axis=1)
-    lengths = np.stack([p.lengths for p in parts], axis=1)
-    present = lengths > 0
-    pieces[2, :, :, 0] = ((np.cumsum(present, axis=1) > 1) & present) * len(sep)
-    pieces[2, :, :, 1] = lengths
-    return [sep, *(p.blob for p in parts)], pieces.reshape(3, rows, 2 * len(parts))
 
 
 class EventSource(Protocol):

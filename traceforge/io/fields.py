@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._splice import join_slices
-from ..inject import Texts, row_pieces
+from ..inject import Texts, join_rows
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)
 _WS = b" \t\r\n"
@@ -85,6 +84,8 @@ def splice_rows(raw: bytes | memoryview, starts: np.ndarray, stops: np.ndarray,
     """``splice`` with the edits as columns: ``raw[starts[i]:stops[i]]`` -> row i of
     ``parts`` (see ``join_rows``), in one copy."""
     kept = np.concatenate(([0], stops))  # where each piece of raw between the edits starts
-    sources, (which, begin, length) = row_pieces([Texts(raw, kept[:-1], starts - kept[:-1]), *parts])
-    return join_slices(sources, np.append(which, 1).astype(np.uint8), np.append(begin, kept[-1]),
-                       np.append(length, len(raw) - kept[-1]))
+    edited = np.append(np.ones(len(starts), bool), False)  # a last row: the rest of raw
+    rows = [Texts(raw, kept, np.append(starts, len(raw)) - kept)]
+    rows += [Texts.where(p, edited) if isinstance(p, bytes) else Texts(p.blob, np.append(p.starts, 0),
+                                                                       np.append(p.lengths, 0)) for p in parts]
+    return join_rows(rows).blob
