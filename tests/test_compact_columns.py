@@ -14,7 +14,7 @@ from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
 from traceforge.annotate import ANALYSES, _Reads
 from traceforge.columns import SpilledColumns, _MappedColumn
-from traceforge.inject import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
+from traceforge.inject import CounterTrack, FlowArrows, Injections, SliceTrack, Texts, TidAllocator
 from traceforge.io.reader import TraceReader
 from traceforge.scan import scan
 
@@ -128,7 +128,8 @@ def test_spilled_tracks_write_the_same_events():
 
     def text(spill: bool) -> list:
         slices = SliceTrack(pid=0, title="Patterns", sort_index=3, ts=np.array([1, 4]), dur=np.array([2, 2]),
-                            names=["a", "b"], args=[None, {"n": 1}], allocator=TidAllocator([(0, 7)]))
+                            labels=["a", "b"], label=np.array([0, 1]), args=Texts.of([b"", b'{"n":1}']),
+                            allocator=TidAllocator([(0, 7)]))
         injections = Injections([*tracks[:2], slices, tracks[2]])
         if spill:
             injections.spill(tempfile.TemporaryFile())

@@ -376,7 +376,9 @@ class SliceTrack:
     """Complete (``X``) slices drawn in process ``pid`` on as many lanes as they need.
 
     Lane k is thread ``f"{title}"`` (k = 0) or ``f"{title} (lane k+1)"``; lanes are laid
-    out by ``assign_lanes`` so Perfetto never sees two slices partially overlap.
+    out by ``assign_lanes`` so Perfetto never sees two slices partially overlap. Held as
+    columns: slice i is named ``labels[label[i]]`` and has the args object whose JSON text is
+    ``args[i]`` (none where that is empty).
     """
 
     pid: object
@@ -384,30 +386,33 @@ class SliceTrack:
     sort_index: int
     ts: np.ndarray  # int64 ns
     dur: np.ndarray  # int64 ns
-    names: list[str]
-    args: list[dict | None]
+    labels: list[str]
+    label: np.ndarray
+    args: Texts
     allocator: TidAllocator
     cat: str = "traceforge"
 
-    def events(self) -> Iterator[bytes]:
+    def blocks(self) -> Iterator[Block]:
+        """The lanes' names, then the slices, made a chunk at a time from columns of texts."""
         from .lanes import assign_lanes
 
         lanes = assign_lanes(self.ts, self.dur)
-        tids = []
-        for k in range(int(lanes.max()) + 1 if len(lanes) else 0):
-            tid = self.allocator.new(self.pid)
-            tids.append(tid)
-            yield from metadata_events(self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})",
-                                       self.sort_index + k)
-        head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid)
-        starts, lengths = Texts.numbers(self.ts, 3), Texts.numbers(self.dur, 3)
-        for i, lane in enumerate(lanes.tolist()):
-            args = self.args[i]
-            yield b"".join((
-                head, b',"tid":', str(tids[lane]).encode(), b',"ts":', starts[i], b',"dur":', lengths[i],
-                b',"name":', orjson.dumps(self.names[i]),
-                b',"args":' + orjson.dumps(args) if args else b"", b"}",
-            ))
+        tids = [self.allocator.new(self.pid) for _ in range(int(lanes.max()) + 1 if len(lanes) else 0)]
+        names = [e for k, tid in enumerate(tids) for e in metadata_events(
+            self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})", self.sort_index + k)]
+        if names:
+            yield len(names), b",\n".join(names)
+        head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid) + b',"tid":'
+        tid_texts = Texts.of([str(tid).encode() for tid in tids])
+        labels = Texts.of([b',"name":' + orjson.dumps(label) for label in self.labels])
+        args = join_rows([b',"args":', self.args]).only(self.args.lengths > 0)
+        for lo in range(0, len(lanes), _CHUNK):
+            part = slice(lo, lo + _CHUNK)
+            n = len(lanes[part])
+            yield n, join_rows([
+                head, tid_texts.take(lanes[part]), b',"ts":', Texts.numbers(self.ts[part], 3), b',"dur":',
+                Texts.numbers(self.dur[part], 3), labels.take(self.label[part]), args.take(part), b"}",
+                Texts.where(b",\n", np.arange(n) < n - 1)]).blob
 
 
 @dataclass

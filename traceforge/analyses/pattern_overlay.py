@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..inject import Injections, SliceTrack, TidAllocator
+from ..inject import Injections, SliceTrack, Texts, TidAllocator, join_rows, json_bytes
 from ..scan import TraceColumns
 from .patterns import ARROW, Patterns, find_patterns
 
@@ -70,16 +70,7 @@ def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocato
     end = np.maximum.reduceat(gpu.ts[result.members] + np.maximum(gpu.dur[result.members], 0), result.offsets[:-1])
     ids, counts, kernels = list(columns["pattern"]), columns["count"].tolist(), list(columns["kernel_names"])
     labels = [f"{p} ×{c}: {_label(k)}" for p, c, k in zip(ids, counts, columns["kernels"])]
-    names, args = [], []
-    for p, n, op in zip(result.occ_pattern.tolist(), _occurrence_numbers(result.occ_pattern).tolist(),
-                        result.occ_op.tolist()):
-        a = {"pattern": ids[p], "count": counts[p], "occurrence": n}
-        if op >= 0:
-            a["operator"] = cols.names[int(cols.cpu_ops.name[op])]
-        if n == 1:
-            a["kernels"] = list(kernels[p])
-        names.append(labels[p])
-        args.append(a)
+    args = _occurrence_args(cols, result, ids, counts, kernels)
 
     device, stream = gpu.device[first_op], gpu.stream[first_op]
     tracks = []
@@ -87,8 +78,8 @@ def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocato
         rows = np.flatnonzero((device == d) & (stream == s))
         tracks.append(SliceTrack(
             pid=cols.gpu_pid(d), title=f"Patterns (stream {s})", sort_index=s,
-            ts=start[rows], dur=(end - start)[rows], names=[names[i] for i in rows.tolist()],
-            args=[args[i] for i in rows.tolist()], allocator=allocator,
+            ts=start[rows], dur=(end - start)[rows], labels=labels, label=result.occ_pattern[rows],
+            args=args.take(rows), allocator=allocator,
         ))
     patches: dict[int, dict] = {}
     if tag_kernels:  # an op inside nested instances of two patterns gets "P1,P3"
@@ -110,6 +101,22 @@ def _label(short_kernels: str) -> str:
     if len(ops) <= MAX_LABEL_OPS:
         return short_kernels
     return ARROW.join(ops[:3] + [f"… {len(ops) - 5} more …"] + ops[-2:])
+
+
+def _occurrence_args(cols: TraceColumns, result: Patterns, ids: list, counts: list[int],
+                     kernels: list) -> Texts:
+    """Each occurrence's args object as JSON text: its pattern, the pattern's count, its
+    number, the operator it ran under (if any), and on the first one the full kernel names."""
+    pattern, op = result.occ_pattern, result.occ_op
+    number = _occurrence_numbers(pattern)
+    heads = Texts.of([b'{"pattern":' + json_bytes(i) + b',"count":' + str(c).encode() + b',"occurrence":'
+                      for i, c in zip(ids, counts)])
+    under = op >= 0
+    op_names, which = np.unique(cols.cpu_ops.name[op[under]], return_inverse=True)
+    operators = Texts.of([b',"operator":' + json_bytes(cols.names[n]) for n in op_names.tolist()])
+    full = Texts.of([b',"kernels":' + json_bytes(list(k)) for k in kernels])
+    return join_rows([heads.take(pattern), Texts.numbers(number), operators.take(which).spread(under),
+                      full.take(pattern).only(number == 1), b"}"])
 
 
 def _occurrence_numbers(pattern: np.ndarray) -> np.ndarray:
