@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import replace
 
 import numpy as np
+import orjson
 import pytest
 
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
@@ -114,6 +115,27 @@ def test_spilled_columns_read_back_exactly_at_their_widths():
     assert kept.length.dtype == np.int64 and kept.length[-1] == 2**33
     assert kept.ordinal.tolist() == ordinal[want].tolist() and kept.ts.tolist() == ts[want].tolist()
     assert kept.length.tolist() == length[want].tolist() and kept.flag.tolist() == (ordinal[want] % 2).tolist()
+
+
+def test_slice_track_text_from_columns():
+    """Slices written from columns: each is the JSON of its fields, on its lane's thread, with
+    args only where its text is not empty; the lanes are named first."""
+    ts, dur = np.array([5, 6, 100]), np.array([10, 1, 3])
+    slices = SliceTrack(pid="gpu 0", title="P", sort_index=1, ts=ts, dur=dur, labels=["x", "ä \"y\""],
+                        label=np.array([1, 0, 1]), args=Texts.of([b'{"a":1}', b"", b'{"k":["z"]}']),
+                        allocator=TidAllocator([("gpu 0", 1_000_000_000)]))
+    events = [orjson.loads(e) for _, block in slices.blocks() for e in block.split(b",\n")]
+    lane_one, lane_two = 1_000_000_001, 1_000_000_002  # the first new tid is taken by the trace
+    assert [(e["tid"], e["args"]) for e in events[:4]] == [
+        (lane_one, {"name": "P"}), (lane_one, {"sort_index": 1}), (lane_two, {"name": "P (lane 2)"}),
+        (lane_two, {"sort_index": 2})]
+    assert events[4:] == [
+        {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_one, "ts": 0.005, "dur": 0.01, "name": 'ä "y"',
+         "args": {"a": 1}},
+        {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_two, "ts": 0.006, "dur": 0.001, "name": "x"},
+        {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_two, "ts": 0.1, "dur": 0.003, "name": 'ä "y"',
+         "args": {"k": ["z"]}},
+    ]
 
 
 def test_spilled_tracks_write_the_same_events():
