@@ -134,8 +134,7 @@ done:
     PyMem_Free(lengths);
     PyBuffer_Release(&sep);
     if (!out) { Py_XDECREF(row_lengths); return NULL; }
-    PyObject *result = Py_BuildValue("(NN)", out, row_lengths);
-    return result;
+    return Py_BuildValue("(NN)", out, row_lengths);
 }
 
 /* Needles that all begin with one byte (the new keys: '"' then the name): one pass over a

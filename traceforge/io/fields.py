@@ -86,6 +86,5 @@ def splice_rows(raw: bytes | memoryview, starts: np.ndarray, stops: np.ndarray,
     kept = np.concatenate(([0], stops))  # where each piece of raw between the edits starts
     edited = np.append(np.ones(len(starts), bool), False)  # a last row: the rest of raw
     rows = [Texts(raw, kept, np.append(starts, len(raw)) - kept)]
-    rows += [Texts.where(p, edited) if isinstance(p, bytes) else Texts(p.blob, np.append(p.starts, 0),
-                                                                       np.append(p.lengths, 0)) for p in parts]
+    rows += [Texts.where(p, edited) if isinstance(p, bytes) else p.spread(edited) for p in parts]
     return join_rows(rows).blob
