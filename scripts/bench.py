@@ -10,7 +10,9 @@ re-compressing the same bytes with the codec and level traceforge writes, with t
 uses (gzip level 1 via isal, zstd level 3; a plain .json is just copied), fastest of three runs,
 and (c) each command's own floor, the issue's "decompress input + compress output":
 decompressing TRACE and compressing the trace the command wrote (nothing for a command that
-writes none), also the fastest of three. Each command runs in its own child process, and its
+writes none), also the fastest of three; and (d) the ratio to that floor the command would have
+if its CPU time were spread evenly over all the machine's cores from its first instant ("packed"):
+no better overlap of its threads can beat it, only taking CPU time out. Each command runs in its own child process, and its
 peak RSS is that child's own (from ``wait4``), so peaks never carry over between measurements.
 Prints a Markdown table; Linux only.
 
@@ -52,6 +54,7 @@ CHUNK = 4 << 20  # traceforge.io.codec.BLOCK
 FLOOR_RUNS = 3
 REPO = Path(__file__).resolve().parent.parent
 CODECS = (".gz", ".zst")
+CORES = len(os.sched_getaffinity(0))
 
 
 class Compressor(Protocol):
@@ -271,7 +274,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
         run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
         failed = run.returncode not in RESULT_CODES.get(job, (0,))
         if failed:
-            measured = [f"failed (exit {run.returncode})", *["–"] * 4, f"{base.seconds:.1f}", "–", "–"]
+            measured = [f"failed (exit {run.returncode})", *["–"] * 4, f"{base.seconds:.1f}", "–", "–", "–"]
             ok = False
         else:
             output = out if out.is_file() else Path(os.devnull)
@@ -279,7 +282,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
                       for run in floor_runs(["--job-floor", str(trace), str(output), str(floor_out)], trace, env))
             measured = [f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{raw_mb / run.seconds:.1f}",
                         f"{run.peak_mb:.0f}", f"{run.seconds / base.seconds:.2f}", f"{base.seconds:.1f}",
-                        f"{run.seconds / own:.2f}", f"{own:.1f}"]
+                        f"{run.seconds / own:.2f}", f"{own:.1f}", f"{run.cpu_seconds / (CORES * own):.2f}"]
         row = [trace.name, f"{raw_mb:.0f}", f"`{JOBS[job].split(' -o')[0]}`", *measured]
         if hta:
             row += hta_columns(hta, trace, job, out_dir, hta_timeout, None if failed else run.seconds)
@@ -311,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown job(s): {', '.join(unknown)}")
     header = ["file", "raw MB", "command", "s", "CPU s", "MB/s", "peak RSS MB", "x floor", "floor s",
-              "x job floor", "job floor s"]
+              "x job floor", "job floor s", f"packed x job floor ({CORES} cores)"]
     if args.hta:
         header += ["HTA s", "HTA peak RSS MB", "x faster than HTA"]
     rows, ok = [], True
