@@ -20,7 +20,6 @@ import numpy as np
 
 from ..columns import Table
 from ..inject import ArgColumns, CounterTrack, Injections
-from ..lazy_pandas import pd
 from ..scan import TraceColumns
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules
@@ -30,17 +29,6 @@ if TYPE_CHECKING:
     from ..annotate import AnnotateContext
 
 PERMILLE = 1000  # shares as integer tenths of a percent, written with one decimal
-
-
-def utilisation(cols: TraceColumns, labels: Labels) -> pd.DataFrame:
-    """Change points per (device, category): device, category, ts (ns), permille (int, 0..1000)."""
-    frames = [pd.DataFrame({"device": d, "category": labels.categories[c], "ts": ts,
-                            "permille": permille.astype(np.int64)})
-              for d, c, ts, permille in _utilisation_steps(cols, labels)]
-    if not frames:
-        return pd.DataFrame({"device": np.zeros(0, np.int64), "category": np.zeros(0, object),
-                             "ts": np.zeros(0, np.int64), "permille": np.zeros(0, np.int64)})
-    return pd.concat(frames, ignore_index=True)
 
 
 def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
