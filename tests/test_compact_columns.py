@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import mmap
 import tempfile
 from dataclasses import replace
 
@@ -32,7 +33,17 @@ def test_scanning_only_stream_launches_keeps_queue_lengths(name):
     assert queue_length(some).equals(queue_length(every))
 
 
-def test_mapped_column_grows_without_losing_values():
+class _MapWithoutRemap(mmap.mmap):
+    """A map as on a system without ``mremap`` (macOS): it cannot be resized."""
+
+    def resize(self, newsize):
+        raise SystemError("mmap: resizing not available--no mremap()")
+
+
+@pytest.mark.parametrize("remap", [True, False], ids=["remapped", "copied"])
+def test_mapped_column_grows_without_losing_values(remap, monkeypatch):
+    if not remap:
+        monkeypatch.setattr(mmap, "mmap", _MapWithoutRemap)
     column = _MappedColumn(np.dtype(np.int32))
     expected = []
     for n in (1, 70_000, 3, 200_000, 0, 65_536):  # across several doublings of the map

@@ -29,7 +29,9 @@ def _specs(fields: str) -> list[tuple[str, np.dtype, bool]]:
 
 
 class _MappedColumn:
-    """A growing array in its own anonymous memory map, doubled (copied once) when full.
+    """A growing array in its own anonymous memory map, doubled when full: remapped in place
+    where the system can (``mremap``: no copy, and the filled pages are not faulted in again),
+    else copied once.
 
     Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
     temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
@@ -58,6 +60,13 @@ class _MappedColumn:
         self.size = need
 
     def _grow(self, capacity: int, dtype: np.dtype) -> None:
+        if dtype == self.dtype and self._map is not None:
+            try:
+                self._map.resize(capacity * dtype.itemsize)
+                self._capacity = capacity
+                return
+            except SystemError:  # no mremap (macOS): copied below
+                pass
         grown = mmap.mmap(-1, max(capacity, 1) * dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if self.size:
             np.frombuffer(grown, dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
