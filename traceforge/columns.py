@@ -125,15 +125,24 @@ class SpilledColumns:
         for rows in self.blocks(chunk):
             yield self.as_table(rows)
 
-    def blocks(self, chunk: int = 1 << 18) -> Iterator[np.ndarray]:
-        """The rows, ``chunk`` at a time, as they are stored: int64 matrices, a row per row."""
+    def blocks(self, chunk: int = 1 << 18, reuse: bool = False) -> Iterator[np.ndarray]:
+        """The rows, ``chunk`` at a time, as they are stored: int64 matrices, a row per row.
+        With ``reuse``, every block is read into the same memory, not fresh pages each time,
+        for a caller that copies what it keeps before it asks for the next."""
+        buffer = np.empty((min(chunk, self.size), len(self.fields)), np.int64) if reuse else None
         for lo in range(0, self.size, chunk):
-            yield self.rows(lo, min(chunk, self.size - lo))
+            count = min(chunk, self.size - lo)
+            yield self.rows(lo, count, None if buffer is None else buffer[:count])
 
-    def rows(self, first: int, count: int) -> np.ndarray:
-        """Rows ``first`` .. ``first + count - 1`` as an int64 matrix."""
+    def rows(self, first: int, count: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``first`` .. ``first + count - 1`` as an int64 matrix (read into ``out`` if given)."""
         self._file.seek(first * len(self.fields) * 8)
-        return np.fromfile(self._file, np.int64, count * len(self.fields)).reshape(count, len(self.fields))
+        if out is None:
+            return np.fromfile(self._file, np.int64, count * len(self.fields)).reshape(count, len(self.fields))
+        read = self._file.readinto(out)
+        if read != out.nbytes:
+            raise OSError(f"temporary file of {self.size} rows cut short: {read} of {out.nbytes} bytes at row {first}")
+        return out
 
     def as_table(self, rows: np.ndarray) -> Table:
         """A block of rows as a table (views of its columns)."""
@@ -143,7 +152,8 @@ class SpilledColumns:
         """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
         of the declared widths (int64 where a narrow column's values do not fit). Last use."""
         kept = GrowingColumns(self._spec)  # grown in place: no list of parts joined at the end
-        for table in self.chunks(chunk):
+        for rows in self.blocks(chunk, reuse=True):
+            table = self.as_table(rows)
             picked = keep(table)
             kept.extend(*(table.cols[f][picked] for f in self.fields))
         self._file.close()

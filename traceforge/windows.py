@@ -140,8 +140,9 @@ def picked(table: SpilledColumns, keep: Callable[[Table], np.ndarray]) -> Table:
 
 
 def _blocks(table: SpilledColumns) -> Iterator[tuple[np.ndarray, int]]:
+    """Each block of rows (in memory reused for the next: callers copy what they keep) and its first row."""
     first = 0
-    for rows in table.blocks(BLOCK):
+    for rows in table.blocks(BLOCK, reuse=True):
         yield rows, first
         first += len(rows)
 
