@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
 
 from traceforge.annotate import ANALYSES, _run_analyses
@@ -55,15 +56,27 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     injections = _run_analyses(cols, chosen, {})
     extra = ExtraArgs(injections.arg_patches, injections.arg_columns)
     places = cols.gpu_places()
-    assert places.covers(extra.ordinals) and len(extra.ordinals) > 1000
+    targets = places.rows_of(extra.ordinals)
+    assert targets is not None and len(extra.ordinals) > 1000
 
     parsed_out, placed_out = tmp_path / "parsed.json", tmp_path / "placed.json"
     write_trace(TraceReader(str(src)), str(parsed_out), injections.blocks(), edit=patch_editor(extra))
     monkeypatch.setattr(placed_patch, "iter_decompressed", _rechunked(chunk))
-    placed_patch.copy_placed(reader, str(placed_out), places, extra, injections.blocks())
+    placed_patch.copy_placed(reader, str(placed_out), places, targets, extra, injections.blocks())
     assert placed_out.read_bytes() == parsed_out.read_bytes()
     if variant in ("key_present", "escaped_key"):
         assert b'"mine"' not in placed_out.read_bytes()  # replaced by the merged args
+
+
+def test_rows_of_the_events_that_get_args():
+    places = placed_patch.EventPlaces(ordinals=np.array([3, 8, 12, 20], np.int32), offsets=np.array([0, 50, -1, 90]),
+                                      lengths=np.full(4, 10), args_at=np.full(4, 5), args_empty=np.zeros(4, bool))
+    assert places.rows_of(np.array([3, 8])).tolist() == [0, 1]
+    assert places.rows_of(np.array([8, 20])).tolist() == [1, 3]
+    assert places.rows_of(np.array([3, 8, 12, 20])) is None  # 12's place is not known
+    assert places.rows_of(np.array([8, 9])) is None and places.rows_of(np.array([21])) is None  # not GPU ops seen
+    places.offsets[2] = 70
+    assert places.rows_of(np.array([3, 8, 12, 20], np.int64)).tolist() == [0, 1, 2, 3]
 
 
 def test_trailing_comma_copies_byte_for_byte(tmp_path):

@@ -205,6 +205,19 @@ def test_bodies_are_the_rows_serialised():
             assert _rows(extra.bodies(extra.ordinals[lo:lo + 2])) == _rows(extra.bodies(extra.ordinals))[lo:lo + 2]
 
 
+def test_extra_args_ordinals_are_the_sorted_union_of_their_sources():
+    every = ArgColumns(_i64([2, 5, 9]), {"a": _i64([1, 2, 3])})
+    same = ArgColumns(np.array([2, 5, 9], np.int32), {"b": _i64([4, 5, 6])})
+    some = ArgColumns(_i64([5, 11]), {"c": _i64([7, 8])})
+    twice = ArgColumns(_i64([5, 5]), {"d": _i64([1, 2])})
+    assert ExtraArgs({}, [every, same]).ordinals.tolist() == [2, 5, 9]  # the same events: taken as they are
+    assert ExtraArgs({}, [every, same]).ordinals.dtype == np.int64
+    assert ExtraArgs({3: {"p": 1}}, [every, same]).ordinals.tolist() == [2, 3, 5, 9]
+    assert ExtraArgs({}, [every, some]).ordinals.tolist() == [2, 5, 9, 11]
+    assert ExtraArgs({}, [twice, twice]).ordinals.tolist() == [5]
+    assert ExtraArgs({}, []).ordinals.tolist() == []
+
+
 def test_flow_arrows_text():
     arrows = FlowArrows(cat="launch_delay", first_id=41, tracks=[(1, 7), ("p", "t")],
                         start_track=_i64([1, 0]), start_ts=_i64([1500, 2000]), end_track=_i64([0, 0]),

@@ -452,8 +452,9 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         del cols  # the copy needs only the injections and the places: the other columns go now
         places = load_places(ordinals, spilled_places)
         appended = beside.blocks() if beside is not None else injections.blocks()
-        if injections.patches_args() and places.covers(extra_args.ordinals):
-            count = copy_placed(reader, out, places, extra_args, appended)
+        targets = places.rows_of(extra_args.ordinals) if injections.patches_args() else None
+        if targets is not None:
+            count = copy_placed(reader, out, places, targets, extra_args, appended)
         else:
             edit = patch_editor(extra_args) if injections.patches_args() else None
             count = write_trace(TraceReader(source, display_name=path), out, appended, edit=edit)

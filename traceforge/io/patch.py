@@ -87,6 +87,9 @@ class ExtraArgs:
     @cached_property
     def ordinals(self) -> np.ndarray:
         """Every ordinal that gets args, sorted (a merge of sorted runs: no hashing)."""
+        runs = [run for run in (self._patched, *(c.ordinals for c in self.columns)) if len(run)]
+        if runs and all(np.array_equal(run, runs[0]) for run in runs[1:]) and bool((runs[0][1:] > runs[0][:-1]).all()):
+            return runs[0].astype(np.int64)  # every source on the same events (e.g. all GPU ops): nothing to merge
         merged = np.sort(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]),
                          kind="stable")
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))] if len(merged) else merged

@@ -34,18 +34,23 @@ class EventPlaces:
     args_at: np.ndarray
     args_empty: np.ndarray
 
-    def covers(self, ordinals: np.ndarray) -> bool:
-        """Whether every ordinal has a known place."""
-        if not in_sorted(self.ordinals, ordinals).all():
-            return False
-        return bool((self.offsets[np.searchsorted(self.ordinals, ordinals)] >= 0).all())
+    def rows_of(self, ordinals: np.ndarray) -> np.ndarray | None:
+        """The row of each of ``ordinals`` (sorted), or None where one has no known place."""
+        if len(ordinals) == len(self.ordinals) and np.array_equal(ordinals, self.ordinals):
+            rows, offsets = np.arange(len(ordinals)), self.offsets  # args on every GPU op: no search
+        else:
+            if not in_sorted(self.ordinals, ordinals).all():
+                return None
+            rows = np.searchsorted(self.ordinals, ordinals)
+            offsets = self.offsets[rows]
+        return rows if bool((offsets >= 0).all()) else None
 
 
-def copy_placed(reader: TraceReader, out: str, places: EventPlaces, extra_args: ExtraArgs,
+def copy_placed(reader: TraceReader, out: str, places: EventPlaces, targets: np.ndarray, extra_args: ExtraArgs,
                 appended: Iterable[Block]) -> int:
     """Copy the trace ``reader`` has read (its head and tail are known) to ``out``, with
-    ``extra_args`` merged into args and ``appended`` after the last event."""
-    targets = np.searchsorted(places.ordinals, extra_args.ordinals)
+    ``extra_args`` merged into args (on the rows ``targets`` of ``places``: ``rows_of``)
+    and ``appended`` after the last event."""
     with AtomicOutput(out, inputs=(reader.path,)) as sink:
         events = EventSink(sink)
         events.head(reader.head)
