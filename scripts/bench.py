@@ -12,8 +12,9 @@ and (c) each command's own floor, the issue's "decompress input + compress outpu
 decompressing TRACE and compressing the trace the command wrote (nothing for a command that
 writes none), also the fastest of three; and (d) the ratio to that floor the command would have
 if its CPU time were spread evenly over all the machine's cores from its first instant ("packed"):
-no better overlap of its threads can beat it, only taking CPU time out. Each command runs in its own child process, and its
-peak RSS is that child's own (from ``wait4``), so peaks never carry over between measurements.
+no better overlap of its threads can beat it, only taking CPU time out. Each command runs in
+its own child process, and its peak RSS is that child's own (from ``wait4``), so peaks never
+carry over between measurements.
 Prints a Markdown table; Linux only.
 
 With ``--hta PYTHON`` (a Python that has HTA 0.5 installed: it needs pandas < 3), each job
