@@ -62,6 +62,14 @@ def test_narrow_column_widens_when_a_value_does_not_fit():
     assert column.array().dtype == np.int64 and column.array().tolist() == values
 
 
+def test_narrow_column_widens_between_growths():
+    column = _MappedColumn(np.dtype(np.int32), narrow=True)
+    parts = [np.arange(150_000, dtype=np.int64), np.array([2**40]), np.arange(300_000, dtype=np.int64) - 2**35]
+    for part in parts:  # grown twice as int32, widened, grown again as int64
+        column.extend(part)
+    assert column.array().dtype == np.int64 and column.array().tolist() == np.concatenate(parts).tolist()
+
+
 @pytest.mark.parametrize("name", ["negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
 def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
     cols = scan(str(TRACES[name]))
