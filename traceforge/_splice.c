@@ -48,22 +48,21 @@ static int get_buffers(PyObject *seq, Buffers *b) {
  * on every row). Read straight from the parts' columns: describing each piece in index
  * arrays first wrote ~50 bytes per piece, more than most pieces are long. */
 static PyObject *join_rows(PyObject *self, PyObject *args) {
-    PyObject *blobs_arg, *columns_arg, *out = NULL, *row_lengths = NULL;
+    PyObject *blobs_arg, *columns_arg, *fast = NULL, *out = NULL, *row_lengths = NULL;
     Py_ssize_t rows;
     Py_buffer sep;
     if (!PyArg_ParseTuple(args, "OOny*", &blobs_arg, &columns_arg, &rows, &sep)) return NULL;
     Buffers blobs = {0, NULL}, columns = {0, NULL};
     const int64_t **starts = NULL, **lengths = NULL;
     if (!get_buffers(blobs_arg, &blobs)) goto done;
-    PyObject *fast = PySequence_Fast(columns_arg, "columns: a sequence of (starts, lengths) or None per part");
+    fast = PySequence_Fast(columns_arg, "columns: a sequence of (starts, lengths) or None per part");
     if (!fast) goto done;
     Py_ssize_t n = blobs.n;
     starts = PyMem_Calloc(n ? n : 1, sizeof *starts);
     lengths = PyMem_Calloc(n ? n : 1, sizeof *lengths);
     columns.views = PyMem_Calloc(2 * (n ? n : 1), sizeof(Py_buffer));
-    if (!starts || !lengths || !columns.views) { Py_DECREF(fast); PyErr_NoMemory(); goto done; }
+    if (!starts || !lengths || !columns.views) { PyErr_NoMemory(); goto done; }
     if (PySequence_Fast_GET_SIZE(fast) != n) {
-        Py_DECREF(fast);
         PyErr_SetString(PyExc_ValueError, "one columns entry per part");
         goto done;
     }
@@ -71,17 +70,13 @@ static PyObject *join_rows(PyObject *self, PyObject *args) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, p);
         if (item == Py_None) continue;
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            Py_DECREF(fast);
             PyErr_SetString(PyExc_TypeError, "columns: a (starts, lengths) tuple or None per part");
             goto done;
         }
         for (int k = 0; k < 2; k++) {
-            if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, k), &columns.views[columns.n], PyBUF_SIMPLE) < 0) {
-                Py_DECREF(fast);
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, k), &columns.views[columns.n], PyBUF_SIMPLE) < 0)
                 goto done;
-            }
             if (columns.views[columns.n++].len != rows * 8) {
-                Py_DECREF(fast);
                 PyErr_SetString(PyExc_ValueError, "starts and lengths must be int64 arrays of one length a row");
                 goto done;
             }
@@ -89,7 +84,6 @@ static PyObject *join_rows(PyObject *self, PyObject *args) {
         starts[p] = columns.views[columns.n - 2].buf;
         lengths[p] = columns.views[columns.n - 1].buf;
     }
-    Py_DECREF(fast);
     row_lengths = PyBytes_FromStringAndSize(NULL, rows * 8);
     if (!row_lengths) goto done;
     int64_t *row_length = (int64_t *)PyBytes_AS_STRING(row_lengths);
@@ -128,6 +122,7 @@ static PyObject *join_rows(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
+    Py_XDECREF(fast);
     if (blobs.views) release(&blobs);
     if (columns.views) release(&columns);
     PyMem_Free(starts);
