@@ -54,9 +54,9 @@ def prefetched(items: Iterator[T], depth: int = 4) -> Iterator[T]:
 
 
 class BackgroundSink:
-    """Calls ``consume(data)`` in a thread, in order; ``close()`` waits and re-raises errors."""
+    """Calls ``consume(item)`` in a thread, in order; ``close()`` waits and re-raises errors."""
 
-    def __init__(self, consume: Callable[[bytes], None], depth: int = 3):
+    def __init__(self, consume: Callable[[T], None], depth: int = 3):
         # Three chunks in flight keep the compressor busy; each more is ~3.4 MB held
         # (depth 8 cost ~40 MB of peak RSS on `--all` at 5 GB, no speed).
         self._q: queue.Queue = queue.Queue(maxsize=depth)
@@ -64,21 +64,21 @@ class BackgroundSink:
         self._thread = threading.Thread(target=self._run, args=(consume,), name="traceforge-write", daemon=True)
         self._thread.start()
 
-    def _run(self, consume: Callable[[bytes], None]) -> None:
+    def _run(self, consume: Callable[[T], None]) -> None:
         while True:
-            data = self._q.get()
-            if data is None:
+            item = self._q.get()
+            if item is None:
                 return
             if self._error is None:
                 try:
-                    consume(data)
+                    consume(item)
                 except BaseException as e:
                     self._error = e
 
-    def write(self, data: bytes) -> None:
+    def write(self, item: T) -> None:
         if self._error is not None:
             raise self._error
-        self._q.put(data)
+        self._q.put(item)
 
     def close(self) -> None:
         self._q.put(None)

@@ -269,14 +269,17 @@ class Compressor:
             self._c = None
         self._worker = BackgroundSink(self._compress_and_write)
 
-    def _compress_and_write(self, data: bytes) -> None:
-        out = data if self._c is None else self._c.compress(data)
-        if out:
-            self._f.write(out)
+    def _compress_and_write(self, parts: tuple[bytes, ...]) -> None:
+        for data in parts:
+            out = data if self._c is None else self._c.compress(data)
+            if out:
+                self._f.write(out)
 
-    def write(self, data: bytes) -> None:
-        if data:
-            self._worker.write(data)
+    def write(self, *parts: bytes) -> None:
+        """Queue ``parts`` to be written in order, as one item: a separator goes with the block
+        it precedes without copying the block (MBs) and without a place in the queue of its own."""
+        if any(parts):
+            self._worker.write(parts)
 
     def abort(self) -> None:
         """Stop the helper thread after a failure (the output is being thrown away)."""

@@ -45,7 +45,7 @@ class EventSink:
             if not n:
                 continue
             first = count == 0 and (self._ends_with_comma or not self._wrote_event)
-            self._sink.write((b"\n" if first else b",\n") + text)
+            self._sink.write(b"\n" if first else b",\n", text)  # not joined: that copies each block (MBs)
             count += n
         if count:
             self._wrote_event, self._ends_with_comma = True, False
