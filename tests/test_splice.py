@@ -131,6 +131,19 @@ def test_fixed_point_texts_are_exacttime_texts(decimals):
     assert fixed_point_texts(_i64([-2**63]), 3)[0] == b"-9223372036854775.808"
 
 
+def test_fixed_point_texts_at_every_digit_count():
+    """Each power of ten and its neighbours (the digit count changes there), and random values
+    of every length, at every number of decimals."""
+    powers = [10**k + d for k in range(19) for d in (-1, 0, 1)]
+    rng = np.random.default_rng(11)
+    spread = (rng.integers(0, 2**63 - 1, 3000, dtype=np.int64) >> rng.integers(0, 63, 3000)).tolist()
+    values = _i64(powers + [-v for v in powers] + spread + [-v for v in spread])
+    for decimals in range(19):
+        blob, ends = fixed_point_texts(values, decimals)
+        ends = np.frombuffer(ends, np.int64).tolist()
+        assert [blob[a:b] for a, b in zip([0, *ends], ends)] == decimal_texts(values, decimals), decimals
+
+
 def test_real_numbers_print_as_floats_do_and_stay_exact_beyond():
     """Args in µs from ns: what orjson writes for ns / 1000 as long as a float holds it
     (whole values as ``4.0``, typed as reals), and the exact decimal beyond."""

@@ -13,22 +13,62 @@
 #include <stdint.h>
 #include <string.h>
 
+/* "00" .. "99": two digits per division (a 16-digit ts in µs is most of a point's cost). */
+static const char PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* v < 10^8 as exactly eight digits, zero-padded: two independent halves, few dependent divisions. */
+static inline void eight_digits(char *out, uint32_t v) {
+    uint32_t hi = v / 10000, lo = v % 10000;
+    memcpy(out, PAIRS + 2 * (hi / 100), 2);
+    memcpy(out + 2, PAIRS + 2 * (hi % 100), 2);
+    memcpy(out + 4, PAIRS + 2 * (lo / 100), 2);
+    memcpy(out + 6, PAIRS + 2 * (lo % 100), 2);
+}
+
+/* v as exactly `width` (1..20) digits, zero-padded (v < 10^width). */
+static inline void padded_digits(char *out, uint64_t v, int width) {
+    char buf[24];
+    if (width <= 8) {
+        eight_digits(buf, (uint32_t)v);
+    } else {
+        eight_digits(buf + 16, (uint32_t)(v % 100000000));
+        v /= 100000000;
+        eight_digits(buf + 8, (uint32_t)(v % 100000000));
+        eight_digits(buf, (uint32_t)(v / 100000000));  /* < 1845 */
+    }
+    memcpy(out, buf + (width <= 8 ? 8 : 24) - width, width);
+}
+
+static const uint64_t POW10[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+    10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+    1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+    10000000000000000000ULL};
+
+/* How many decimal digits v has (1 for 0): log10 from the bit length (x 1233/4096), then one compare. */
+static inline int digit_count(uint64_t v) {
+    if (v < 10) return 1;
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= POW10[t]);
+}
+
 /* v / 10^decimals in decimal, exactly; returns the bytes written (at most 22). */
 static Py_ssize_t fixed_point(char *out, int64_t v, int decimals, uint64_t scale) {
-    char digits[24];
     char *p = out;
     uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     uint64_t whole = mag / scale, frac = mag % scale;
     if (v < 0) *p++ = '-';
-    int n = 0;
-    do { digits[n++] = (char)('0' + whole % 10); whole /= 10; } while (whole);
-    while (n) *p++ = digits[--n];
+    int n = digit_count(whole);
+    padded_digits(p, whole, n);
+    p += n;
     if (frac) {
         *p++ = '.';
-        for (int i = decimals - 1; i >= 0; i--) { digits[i] = (char)('0' + frac % 10); frac /= 10; }
+        padded_digits(p, frac, decimals);
         int last = decimals;
-        while (digits[last - 1] == '0') last--;
-        memcpy(p, digits, last);
+        while (p[last - 1] == '0') last--;
         p += last;
     }
     return p - out;
