@@ -47,9 +47,7 @@ class _Sequence:
         self.stream_firsts = np.flatnonzero(self.seg[1:] != self.seg[:-1]) + 1  # where each stream but the first starts
         self.codes = factorized(gpu.name[self.order].astype(np.int64))[0].astype(np.int32)
         self.time = np.r_[0, np.cumsum(np.maximum(gpu.dur[self.order], 0))].astype(np.int64)
-        symbol = np.random.default_rng(20240607).integers(1, 1 << 63, size=int(self.codes.max(initial=0)) + 1,
-                                                          dtype=np.uint64)
-        self.symbol = symbol  # per name: gathered a chunk at a time, not held per op
+        self.symbol = _symbols(int(self.codes.max(initial=0)) + 1)  # per name: gathered a chunk at a time
         self._by_code: tuple[np.ndarray, np.ndarray] | None = None
 
     def positions(self, code: int) -> np.ndarray:
@@ -99,6 +97,18 @@ class _Sequence:
                 hashes[lo:hi] += self.symbol[self.codes[n - 1 + lo:n - 1 + hi]] * np.uint64(power)
             power = power * _BASE & _MASK
             yield n, hashes
+
+
+def _symbols(count: int) -> np.ndarray:
+    """A well-mixed odd 64-bit number per name code (splitmix64's finaliser): numpy's random
+    module costs a 20 ms import, and any mixing will do, as windows are compared name by name."""
+    z = np.arange(1, count + 1, dtype=np.uint64) * np.uint64(_BASE)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z | np.uint64(1)
 
 
 def _segments(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
