@@ -9,4 +9,5 @@ setup(ext_modules=[
     Extension("traceforge._stacks", ["traceforge/_stacks.c"]),
     Extension("traceforge._factorize", ["traceforge/_factorize.c"]),
     Extension("traceforge._replay", ["traceforge/_replay.c"]),
+    Extension("traceforge._search", ["traceforge/_search.c"]),
 ])

@@ -18,6 +18,7 @@ from .columns import Table
 from .exacttime import NS_PER_US
 from .perfetto_time import perfetto_ns
 from .scan import TraceColumns
+from .search import searchsorted
 
 _MAX_THREAD_ID = 2**32 - 1
 _FALLBACK_SAMPLES = 128
@@ -89,10 +90,10 @@ def _clip_to_next(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, 
                   mine: np.ndarray, queries: list[tuple[Table, np.ndarray]]) -> None:
     """Lower ``limit[mine]`` (slices of one thread) to the start of the slice that follows each."""
     starts = _starts_within(cols, on_thread, start, limit, mine)
-    after = np.searchsorted(starts, start[mine], side="right")
+    after = searchsorted(starts, start[mine], side="right")
     later = after < len(starts)
     limit[mine[later]] = np.minimum(limit[mine[later]], starts[after[later]])
-    shared = mine[after - np.searchsorted(starts, start[mine], side="left") > 1]
+    shared = mine[after - searchsorted(starts, start[mine], side="left") > 1]
     if len(shared):  # another slice starts with it: it comes next unless this one is the last of them
         shared = shared[_followed_at_start(cols, on_thread, start[shared], _ordinals(queries, shared))]
         limit[shared] = start[shared]
@@ -192,7 +193,7 @@ class _Windows:
         return cls(starts[order], reach)
 
     def inside(self, at: np.ndarray) -> np.ndarray:
-        window = np.searchsorted(self.first, at, side="right") - 1
+        window = searchsorted(self.first, at, side="right") - 1
         inside = window >= 0
         inside &= at < self.reach[np.maximum(window, 0)]
         return inside

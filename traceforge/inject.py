@@ -21,6 +21,7 @@ import orjson
 
 from ._counter_text import counter_events, fixed_point_texts
 from ._splice import join_rows as _join_rows
+from .search import searchsorted
 
 
 _CHUNK = 65536
@@ -288,7 +289,7 @@ def in_sorted(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Whether each of ``values`` is in ``sorted_values`` (sorted)."""
     if not len(sorted_values):
         return np.zeros(len(values), bool)
-    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    at = np.minimum(searchsorted(sorted_values, values), len(sorted_values) - 1)
     return sorted_values[at] == values
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..columns import Table
 from ..inject import ArgColumns, CounterTrack, Injections
 from ..scan import TraceColumns
+from ..search import searchsorted
 from .classify import Labels, label_ops
 from .rules import PRESETS, load_rules
 from .series import running_count
@@ -66,9 +67,9 @@ def _running_at(gpu: Table, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
     """How many GPU ops of ``rows`` run at each of ``times`` (sorted, holding every start and
     end of them): +1/-1 at their positions, summed up; no sort of their own."""
     edge = gpu.ts[rows]
-    count = np.bincount(np.searchsorted(times, edge), minlength=len(times))
+    count = np.bincount(searchsorted(times, edge), minlength=len(times))
     edge += np.maximum(gpu.dur[rows], 0)
-    count -= np.bincount(np.searchsorted(times, edge), minlength=len(times))
+    count -= np.bincount(searchsorted(times, edge), minlength=len(times))
     del edge
     return np.cumsum(count, out=count).astype(np.int32)  # at most the device's ops
 

@@ -18,6 +18,7 @@ from ..exacttime import ns_to_us_text
 from ..flow_anchors import flow_anchors
 from ..inject import ArgColumns, CounterTrack, FixedPoint, FlowArrows, Injections, compact_ints
 from ..scan import TraceColumns
+from ..search import searchsorted
 from .launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from .series import stream_groups
 
@@ -56,7 +57,7 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         pairs.clear()
         gpu_rows, launch_ordinals, outlier_delay = arrows
         arrows.clear()
-        flows, unplaced = outlier_flows(cols, gpu_rows, np.searchsorted(cols.launches.ordinal, launch_ordinals),
+        flows, unplaced = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
                                         outlier_delay)
         summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")

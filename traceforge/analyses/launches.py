@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..scan import TraceColumns
+from ..search import searchsorted
 
 # Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
 STREAM_LAUNCH_APIS = frozenset({
@@ -80,7 +81,7 @@ def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray | None = None) -> 
     sorted_rows = order if launch_rows is None else launch_rows[order]  # all rows: no range to hold and gather
     del order
     gpu_corr = cols.gpu.correlation
-    out = np.searchsorted(sorted_corr, gpu_corr)
+    out = searchsorted(sorted_corr, gpu_corr)
     if not len(sorted_corr):
         out[:] = -1
         return out
