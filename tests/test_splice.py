@@ -227,6 +227,10 @@ def test_extra_args_ordinals_are_the_sorted_union_of_their_sources():
     assert ExtraArgs({}, [every, same]).ordinals.dtype == np.int64
     assert ExtraArgs({3: {"p": 1}}, [every, same]).ordinals.tolist() == [2, 3, 5, 9]
     assert ExtraArgs({}, [every, some]).ordinals.tolist() == [2, 5, 9, 11]
+    inside = ArgColumns(np.array([5], np.int32), {"e": _i64([3])})
+    assert ExtraArgs({9: {"p": 1}}, [inside, every]).ordinals.tolist() == [2, 5, 9]  # within the longest: no merge
+    assert ExtraArgs({9: {"p": 1}}, [inside, every]).ordinals.dtype == np.int64
+    assert ExtraArgs({}, [some, ArgColumns(_i64([2, 3]), {"f": _i64([0, 0])})]).ordinals.tolist() == [2, 3, 5, 11]
     assert ExtraArgs({}, [twice, twice]).ordinals.tolist() == [5]
     assert ExtraArgs({}, []).ordinals.tolist() == []
 

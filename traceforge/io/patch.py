@@ -88,8 +88,10 @@ class ExtraArgs:
     def ordinals(self) -> np.ndarray:
         """Every ordinal that gets args, sorted (a merge of sorted runs: no hashing)."""
         runs = [run for run in (self._patched, *(c.ordinals for c in self.columns)) if len(run)]
-        if runs and all(np.array_equal(run, runs[0]) for run in runs[1:]) and bool((runs[0][1:] > runs[0][:-1]).all()):
-            return runs[0].astype(np.int64)  # every source on the same events (e.g. all GPU ops): nothing to merge
+        longest = max(runs, key=len, default=None)
+        if (longest is not None and bool((longest[1:] > longest[:-1]).all())
+                and all(run is longest or in_sorted(longest, run).all() for run in runs)):
+            return longest.astype(np.int64)  # one source holds every other's events (e.g. all GPU ops): no merge
         merged = np.sort(np.concatenate([self._patched, *(c.ordinals.astype(np.int64) for c in self.columns)]),
                          kind="stable")
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))] if len(merged) else merged
