@@ -17,11 +17,9 @@ import io
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from functools import partial
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -311,6 +309,10 @@ def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tupl
         for i, item in enumerate(items):
             yield i, job(item)
         return
+    # imported here: multiprocessing is ~10 ms of every command's start-up, needed only for files in parallel
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
+
     # forkserver: workers start clean (no inherited threads or progress bar) and fork from a warm server
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=get_context("forkserver"))
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import webbrowser
 
 from ..serve import DEFAULT_PORT, MEMORY_PER_JSON_BYTE, UI, json_size, trace_server, ui_url
 
@@ -52,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
 def _open_browser(url: str) -> bool:
     """Open ``url`` in a graphical browser; False if there is none (a text-mode browser
     would take over the terminal and cannot run the UI anyway)."""
+    import webbrowser  # here: its imports are a few ms of every command's start-up
+
     try:
         browser = webbrowser.get()
     except webbrowser.Error:
