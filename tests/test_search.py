@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from traceforge.analyses.pattern_mining import _non_overlapping
 from traceforge.search import searchsorted
 
 
@@ -36,3 +37,18 @@ def test_searchsorted_extremes_and_other_types():
     assert np.array_equal(searchsorted(haystack, mixed), np.searchsorted(haystack, mixed))
     assert searchsorted(haystack, np.int64(0), "right") == 5
     assert np.array_equal(searchsorted(haystack[::2], needles[::3]), np.searchsorted(haystack[::2], needles[::3]))
+
+
+def test_non_overlapping_windows_are_the_greedy_choice():
+    rng = np.random.default_rng(5)
+    for trial in range(500):
+        n = int(rng.integers(1, 6))
+        pos = np.unique(rng.integers(0, int(rng.integers(1, 60)), int(rng.integers(0, 40)))).astype(
+            np.int32 if trial % 2 else np.int64)
+        kept, end = [], None
+        for p in pos.tolist():
+            if end is None or p >= end:
+                kept.append(p)
+                end = p + n
+        got = _non_overlapping(pos, n)
+        assert got.tolist() == kept and got.dtype == pos.dtype

@@ -1,4 +1,5 @@
-/* numpy.searchsorted for int32 and int64, galloping from the previous answer (see traceforge/search.py).
+/* Searches of sorted int arrays: numpy.searchsorted for int32 and int64, galloping from the
+ * previous answer (see traceforge/search.py), and the greedy choice of non-overlapping windows.
  *
  * The analyses look up columns in file order (times that mostly rise, by a few places of the
  * sorted array at a time); numpy bisects the whole rest of the array for each, ~20 probes
@@ -6,8 +7,9 @@
  * away from there, so a nearby answer costs a few probes in cache; any order stays correct.
  *
  * search_sorted(haystack, needles, itemsize, right, out): haystack sorted ascending, needles
- * of the same type (int32 or int64: itemsize 4 or 8), out an intp buffer as long as needles. out[i] = the first index whose value is
- * >= needles[i] (> with right), len(haystack) if none. The GIL is released while it runs.
+ * of the same type (int32 or int64: itemsize 4 or 8), out an intp buffer as long as needles.
+ * out[i] = the first index whose value is >= needles[i] (> with right), len(haystack) if
+ * none. The GIL is released while it runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -78,10 +80,41 @@ done:
     return result;
 }
 
+/* non_overlapping(starts, n, out) -> count: the starts (int64, ascending) of windows of n kept
+ * left to right, each one that begins at or after the end of the last kept, into out (int64,
+ * as long as starts). A loop over every start, in Python the pattern miner's largest step. */
+static PyObject *non_overlapping(PyObject *self, PyObject *args) {
+    Py_buffer starts, out;
+    long long n;
+    if (!PyArg_ParseTuple(args, "y*Lw*", &starts, &n, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t m = starts.len / 8, kept = 0;
+    if (starts.len % 8 || out.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and out must be int64 buffers of one length");
+        goto done;
+    }
+    const int64_t *s = starts.buf;
+    int64_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (kept && s[i] < o[kept - 1] + n) continue;
+        o[kept++] = s[i];
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(kept);
+done:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"search_sorted", search_sorted, METH_VARARGS,
      "search_sorted(haystack, needles, itemsize, right, out): numpy.searchsorted of needles in a sorted haystack "
      "(both int32 or both int64: itemsize 4 or 8) into out (intp), each search galloping from the previous answer"},
+    {"non_overlapping", non_overlapping, METH_VARARGS,
+     "non_overlapping(starts, n, out) -> count: the ascending int64 starts of windows of n kept left to right "
+     "when each begins at or after the last kept one's end, written to out (int64, as long as starts)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .._search import non_overlapping
 from ..distinct import factorized
 from ..inject import compact_ints, in_sorted
 from ..scan import TraceColumns
@@ -34,6 +35,7 @@ DEFAULT_MAX_LEN = 32
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2**64
 _MASK = (1 << 64) - 1
 _CHUNK = 1 << 16  # ops per in-place hash update
+_FEW_PLACES = 4096  # candidate places whose remaining names are compared in one step (places x names)
 
 
 class _Sequence:
@@ -244,11 +246,15 @@ def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
     where the window's rarest name is and compares the rarer names first: a window of common
     kernels around one rare one is found from a few hundred places, not from every common one."""
     names = seq.codes[first:first + n]
-    rarest_first = np.argsort(seq.frequency(names), kind="stable").tolist()
-    j = rarest_first[0]
+    rarest_first = np.argsort(seq.frequency(names), kind="stable")
+    j = int(rarest_first[0])
     pos = seq.positions(int(names[j])) - j
     pos = pos[np.searchsorted(pos, 0):np.searchsorted(pos, seq.size - n + 1)]
-    for j in rarest_first[1:]:
+    for i, j in enumerate(rarest_first[1:].tolist(), 1):
+        if len(pos) <= _FEW_PLACES:  # the rest of the names at once: a numpy step per name costs more
+            rest = rarest_first[i:]
+            pos = pos[(seq.codes[pos[:, None] + rest] == names[rest]).all(axis=1)]
+            break
         pos = pos[seq.codes[pos + j] == names[j]]
     return pos[seq.in_one_stream(n, pos)]
 
@@ -257,9 +263,5 @@ def _non_overlapping(pos: np.ndarray, n: int) -> np.ndarray:
     """Left-to-right greedy: keep a window if it starts after the last kept one ends."""
     if len(pos) < 2 or bool((np.diff(pos) >= n).all()):
         return pos
-    following = np.searchsorted(pos, pos + n).tolist()
-    keep, i = [], 0
-    while i < len(pos):
-        keep.append(i)
-        i = following[i]
-    return pos[keep]
+    kept = np.empty(len(pos), np.int64)
+    return kept[:non_overlapping(np.ascontiguousarray(pos, np.int64), n, kept)].astype(pos.dtype, copy=False)
