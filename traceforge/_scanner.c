@@ -49,9 +49,15 @@ enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
 
 /* ---- interner: byte strings -> dense ids, values kept in a Python list ---- */
 
+#define INLINE_TEXT 16
+
+/* A probe reads one slot: short strings (ph, cat, most tracks and many names) are compared
+ * there, longer ones in their bytes object (a load from far away, once per lookup). */
 typedef struct {
     uint64_t hash;
-    int64_t id;           /* together: a probe reads one cache line */
+    int32_t id;           /* -1: empty */
+    int32_t len;
+    char text[INLINE_TEXT];  /* the string, when it is at most INLINE_TEXT bytes */
 } Slot;
 
 typedef struct {
@@ -137,11 +143,11 @@ static int interner_grow(Interner *in) {
 static int64_t lookup(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t *slot) {
     Py_ssize_t j = h & (in->cap - 1);
     for (;; j = (j + 1) & (in->cap - 1)) {
-        int64_t id = in->slots[j].id;
-        if (id < 0) break;
-        if (in->slots[j].hash == h) {
-            PyObject *v = PyList_GET_ITEM(in->values, id);
-            if (PyBytes_GET_SIZE(v) == n && memcmp(PyBytes_AS_STRING(v), p, n) == 0) return id;
+        const Slot *at = &in->slots[j];
+        if (at->id < 0) break;
+        if (at->hash == h && at->len == n) {
+            const char *text = n <= INLINE_TEXT ? at->text : PyBytes_AS_STRING(PyList_GET_ITEM(in->values, at->id));
+            if (memcmp(text, p, n) == 0) return at->id;
         }
     }
     *slot = j;
@@ -150,14 +156,20 @@ static int64_t lookup(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_
 
 /* Add bytes p[0:n] at `slot` (GIL held); its id, or -3 on memory error (a Python error is set). */
 static int64_t insert(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t j) {
+    int64_t id = PyList_GET_SIZE(in->values);
+    if (id >= INT32_MAX || n > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many or too long strings to intern");
+        return -3;
+    }
     PyObject *v = PyBytes_FromStringAndSize(p, n);
     if (!v) return -3;
-    int64_t id = PyList_GET_SIZE(in->values);
     int rc = PyList_Append(in->values, v);
     Py_DECREF(v);
     if (rc < 0) return -3;
-    in->slots[j].id = id;
+    in->slots[j].id = (int32_t)id;
+    in->slots[j].len = (int32_t)n;
     in->slots[j].hash = h;
+    if (n <= INLINE_TEXT) memcpy(in->slots[j].text, p, n);
     if (++in->count * 2 > in->cap && interner_grow(in) < 0) { PyErr_NoMemory(); return -3; }
     return id;
 }
