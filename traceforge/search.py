@@ -1,4 +1,4 @@
-"""``numpy.searchsorted`` for the analyses' int64 look-ups, galloping from the previous answer.
+"""``numpy.searchsorted`` for the analyses' integer look-ups, galloping from the previous answer.
 
 Columns are looked up in file order: their times mostly rise by a few places of the sorted
 array from one row to the next, so each search starting where the last one ended stays in

@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 _DONE = object()
@@ -53,7 +53,7 @@ def prefetched(items: Iterator[T], depth: int = 4) -> Iterator[T]:
         stop.set()
 
 
-class BackgroundSink:
+class BackgroundSink(Generic[T]):
     """Calls ``consume(item)`` in a thread, in order; ``close()`` waits and re-raises errors."""
 
     def __init__(self, consume: Callable[[T], None], depth: int = 3):
