@@ -63,6 +63,18 @@ def test_unreadable_and_missing_files(tmp_path):
     assert r.returncode == 1 and b"no trace files" in r.stderr and b"Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("command", [("annotate", "--all"), ("repair",), ("trim", "--window", "+0s:+1s")])
+def test_unwritable_output_fails_before_the_input_is_read(command, tmp_path):
+    src = tmp_path / "bad.json"
+    src.write_bytes(b'{"traceEvents": [{"ph": "X" "ts": 2}]}')  # read first, this would be the error
+    out = tmp_path / "missing" / "out.json.gz"
+    r = run_cli(command[0], str(src), *command[1:], "-o", str(out))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{out}: cannot write: No such file or directory" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
 def test_missing_input_leaves_an_existing_output_alone(tmp_path):
     out = tmp_path / "out.json"
     out.write_bytes(b"keep me")

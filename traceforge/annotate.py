@@ -40,7 +40,7 @@ from .columns import Table, merged_by_ordinal
 from .errors import UsageError
 from .flow_anchors import LaunchWindows
 from .inject import Block, Injections, TidAllocator
-from .io.codec import AtomicOutput, spool_stdin
+from .io.codec import AtomicOutput, check_writable, spool_stdin
 from .io.patch import ExtraArgs, patch_editor
 from .io.placed_patch import copy_placed
 from .io.reader import EventBatch, TraceReader
@@ -182,6 +182,7 @@ def annotate(
         raise UsageError(f"unknown analysis: {', '.join(unknown)} (known: {', '.join(ANALYSES)})")
     started = time.perf_counter()
     out = out or default_output(path)
+    check_writable(out)
     chosen = [ANALYSES[a] for a in dict.fromkeys(wanted)]
     options = dict(options or {})
     if any(a.setting("patches_args", options) for a in chosen):

@@ -30,6 +30,7 @@ from .check.perfetto import flow_id, out_of_range, thread_of
 from .columns import SpilledColumns, Table
 from .exacttime import json_time_ns
 from .inject import TidAllocator, event_blocks, metadata_events
+from .io.codec import check_writable
 from .io.event_edits import EventEdits
 from .io import rows as R
 from .io.reader import EventBatch, TraceReader
@@ -392,6 +393,7 @@ class _Threads:
 def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     """Write ``path`` repaired to ``out`` (see the module docstring); return what changed."""
     started = time.perf_counter()
+    check_writable(out)
     reader = TraceReader(path)
     t = _collect(reader)
     result = RepairResult(out, events=t.events)

@@ -29,6 +29,7 @@ from .durations import parse_duration_ns
 from .errors import UsageError
 from .exacttime import json_time_ns, ns_to_us_text
 from .io import rows as R
+from .io.codec import check_writable
 from .io.event_edits import EventEdits
 from .io.reader import EventBatch, TraceReader
 from .io.writer import write_trace
@@ -259,6 +260,7 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
     if (window is None) == (steps is None):
         raise UsageError("give exactly one of --window START:END or --steps N-M")
     started = time.perf_counter()
+    check_writable(out)
     # the steps' window first: its scan's columns are gone before the events' are collected
     step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
     ev = _collect(TraceReader(path))

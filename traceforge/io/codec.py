@@ -317,6 +317,25 @@ def publish(tmp: str, out: str | Path) -> None:
     os.replace(tmp, out)
 
 
+def _temp_beside(out: str) -> tuple[int, str]:
+    """A new temporary file (fd, path) in ``out``'s directory; a UsageError where none can be made."""
+    target = Path(out)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None
+
+
+def check_writable(out: str) -> None:
+    """Raise now the error writing ``out`` would raise at the end (no such directory, no
+    permission), for a command that reads the whole trace before it writes: not minutes later."""
+    if out != "-":
+        fd, tmp = _temp_beside(out)
+        os.close(fd)
+        os.unlink(tmp)
+
+
 class AtomicOutput:
     """Context manager: a Compressor over a temp file renamed onto ``out`` only on success.
 
@@ -337,12 +356,7 @@ class AtomicOutput:
             self._file = sys.stdout.buffer
             self._sink = Compressor(self._file, "plain")
             return self._sink
-        target = Path(self.out)
-        directory = target.parent if str(target.parent) else Path(".")
-        try:
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        except OSError as e:
-            raise UsageError(f"{self.out}: cannot write: {e.strerror or e}") from None
+        fd, self._tmp = _temp_beside(self.out)
         self._file = os.fdopen(fd, "wb", buffering=READ_SIZE)
         self._sink = Compressor(self._file, output_codec(self.out))
         return self._sink
