@@ -306,3 +306,26 @@ def test_columns_gather_the_fields_of_the_rows_asked_for():
         R.columns(rows, np.array([7], np.int64), fields)
     with pytest.raises(ValueError):
         R.columns(rows, at, (R.NFIELDS,))
+
+
+def test_interned_strings_of_every_length_map_back_in_first_seen_order():
+    """Names from empty to longer than a slot holds (16 bytes), sharing prefixes and lengths,
+    repeated in random order: each distinct one is interned once, ids count up in the order
+    first met, and every row's id gives back its own name (and its own track)."""
+    rng = random.Random(3)
+    base = ["", "a", "ab", "aten::to", "aten::tp", "x" * 15, "x" * 16, "x" * 17, "x" * 15 + "y", "y" * 16,
+            "cudaLaunchKernel", "cudaLaunchKernelX", "void kernel<float>(int)" * 3, "void kernel<float>(int)" * 3 + "!"]
+    names = [rng.choice(base) for _ in range(3000)]
+    pids = [rng.choice(["1", "12345", '"p"', "123456789012345678"]) for _ in names]
+    events = [f'{{"ph": "X", "name": {json.dumps(n)}, "pid": {p}, "tid": 7, "ts": {i}, "dur": 1}}'
+              for i, (n, p) in enumerate(zip(names, pids))]
+    data = ("[" + ",\n".join(events) + "]").encode()
+    scanner = R.RowScanner()
+    result = scanner.scan(data, len(data), 1)
+    assert result.status == R.END_OF_ARRAY and len(result.rows) == len(names)
+    texts = [scanner.strings[i].decode() for i in result.rows[:, R.NAME]]
+    assert texts == names
+    first_seen = list(dict.fromkeys(["X", *names]))  # ph comes before name in each event
+    assert [s.decode() for s in scanner.strings] == first_seen
+    tracks = [scanner.tracks[i] for i in result.rows[:, R.TRACK]]
+    assert tracks == [p.encode() + b"\0" + b"7" for p in pids]
