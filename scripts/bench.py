@@ -22,7 +22,10 @@ that HTA has an equivalent of also runs HTA's feature on the same trace (``scrip
 HTA reads ``.json`` and ``.json.gz`` only), and the table adds HTA's time, its peak RSS and how
 many times faster traceforge was. A run past ``--hta-timeout`` is stopped and shown as such.
 
-    python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--out-dir DIR] [--hta PYTHON]
+With ``--repeat N`` each command runs N times and its fastest run is reported, as the floors'
+are (single runs on the README's VM vary by 10-25 %).
+
+    python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--repeat N] [--out-dir DIR] [--hta PYTHON]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -171,6 +174,18 @@ def floor_runs(args: list[str], trace: Path, env: dict[str, str]) -> list[Run]:
     return runs
 
 
+def fastest(cmd: list[str], env: dict[str, str], repeat: int) -> Run:
+    """``cmd`` run ``repeat`` times: the fastest run (as the floors are taken), with the highest
+    peak RSS of all of them; the first failure if one fails."""
+    runs = []
+    for _ in range(repeat):
+        runs.append(run_child(cmd, env))
+        if runs[-1].returncode:
+            return runs[-1]
+    best = min(runs, key=lambda run: run.seconds)
+    return replace(best, peak_mb=max(run.peak_mb for run in runs))
+
+
 def run_child(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> Run:
     """Run ``cmd``, capturing its stdout; time it and take its peak RSS from ``wait4``.
     Past ``timeout`` seconds the child is killed (its return code is then -SIGKILL)."""
@@ -261,7 +276,7 @@ def hta_columns(hta: Path, trace: Path, job: str, out_dir: Path, timeout: float,
 
 
 def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta: Path | None = None,
-          hta_timeout: float = 0) -> tuple[list[list[str]], bool]:
+          hta_timeout: float = 0, repeat: int = 1) -> tuple[list[list[str]], bool]:
     """Measure one trace: the floor, then each job (and HTA's equivalent, given ``hta``), run
     in ``env`` (``child_env``); returns table rows and whether all traceforge runs succeeded."""
     warm_page_cache(trace)
@@ -272,7 +287,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
     for job in jobs:
         out = output_path(trace, out_dir, job)
         words = JOBS[job].replace("{out}", str(out)).replace("{in}", str(trace)).split()
-        run = run_child([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env)
+        run = fastest([sys.executable, "-m", "traceforge", words[0], str(trace), *words[1:]], env, repeat)
         failed = run.returncode not in RESULT_CODES.get(job, (0,))
         if failed:
             measured = [f"failed (exit {run.returncode})", *["–"] * 4, f"{base.seconds:.1f}", "–", "–", "–"]
@@ -297,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", default="tracks,all", help=f"comma-separated, from: {', '.join(JOBS)} (default: tracks,all)")
     parser.add_argument("--out-dir", type=Path, help="keep outputs here (default: a temporary directory)")
     parser.add_argument("--hta", type=Path, metavar="PYTHON", help="also run HTA's equivalents with this Python")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run each command N times and report its fastest run, as the floors are (fastest "
+                        "of three), with the highest peak RSS of the N (default: 1)")
     parser.add_argument("--hta-timeout", type=float, default=3600, metavar="S",
                         help="stop an HTA run after S seconds (default: 3600)")
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
@@ -310,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.traces:
         parser.error("at least one TRACE is required")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     jobs = args.jobs.split(",")
     unknown = [j for j in jobs if j not in JOBS]
     if unknown:
@@ -325,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = args.out_dir or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         for trace in args.traces:
-            trace_rows, succeeded = bench(trace, out_dir, jobs, env, args.hta, args.hta_timeout)
+            trace_rows, succeeded = bench(trace, out_dir, jobs, env, args.hta, args.hta_timeout, args.repeat)
             rows.extend(trace_rows)
             ok &= succeeded
             for row in trace_rows:
