@@ -16,7 +16,8 @@ from functools import partial
 import numpy as np
 
 from .. import progress
-from ..inject import Block, in_sorted
+from ..inject import Block
+from ..search import searchsorted
 from .codec import AtomicOutput, iter_decompressed
 from .patch import BodyRuns, ExtraArgs, with_members
 from .reader import TraceReader, parse_event
@@ -37,13 +38,14 @@ class EventPlaces:
     def rows_of(self, ordinals: np.ndarray) -> np.ndarray | None:
         """The row of each of ``ordinals`` (sorted), or None where one has no known place."""
         if len(ordinals) == len(self.ordinals) and np.array_equal(ordinals, self.ordinals):
-            rows, offsets = np.arange(len(ordinals)), self.offsets  # args on every GPU op: no search
-        else:
-            if not in_sorted(self.ordinals, ordinals).all():
+            rows = np.arange(len(ordinals))  # args on every GPU op: no search
+        elif not len(self.ordinals):
+            return None if len(ordinals) else np.zeros(0, np.intp)
+        else:  # one search: where each would be, then whether it is there
+            rows = np.minimum(searchsorted(self.ordinals, ordinals), len(self.ordinals) - 1)
+            if not bool((self.ordinals[rows] == ordinals).all()):
                 return None
-            rows = np.searchsorted(self.ordinals, ordinals)
-            offsets = self.offsets[rows]
-        return rows if bool((offsets >= 0).all()) else None
+        return rows if bool((self.offsets[rows] >= 0).all()) else None
 
 
 def copy_placed(reader: TraceReader, out: str, places: EventPlaces, targets: np.ndarray, extra_args: ExtraArgs,
