@@ -180,6 +180,11 @@ def join_rows(parts: Sequence[Texts | bytes], sep: bytes = b"") -> Texts:
     return Texts(blob, np.cumsum(row_lengths) - row_lengths, row_lengths)
 
 
+def event_lines(parts: Sequence[Texts | bytes], rows: int) -> bytes:
+    """A block of appended events: each of ``rows`` rows its parts joined, rows apart by ",\n"."""
+    return join_rows([*parts, Texts.where(b",\n", np.arange(rows) < rows - 1)]).blob
+
+
 class EventSource(Protocol):
     def events(self) -> Iterator[bytes]: ...
 
@@ -410,10 +415,9 @@ class SliceTrack:
         for lo in range(0, len(lanes), _CHUNK):
             part = slice(lo, lo + _CHUNK)
             n = len(lanes[part])
-            yield n, join_rows([
+            yield n, event_lines([
                 head, tid_texts.take(lanes[part]), b',"ts":', Texts.numbers(self.ts[part], 3), b',"dur":',
-                Texts.numbers(self.dur[part], 3), labels.take(self.label[part]), args.take(part), b"}",
-                Texts.where(b",\n", np.arange(n) < n - 1)]).blob
+                Texts.numbers(self.dur[part], 3), labels.take(self.label[part]), args.take(part), b"}"], n)
 
 
 @dataclass
@@ -450,11 +454,10 @@ class FlowArrows:
             n = len(self.values[part])
             ident = Texts.numbers(np.arange(self.first_id + lo, self.first_id + lo + n))
             name = names.take(name_of[part])
-            yield 2 * n, join_rows([
+            yield 2 * n, event_lines([
                 b'{"ph":"s","id":', ident, cat, name, threads.take(start_thread[part]), b',"ts":',
                 Texts.numbers(self.start_ts[part], 3), b'},\n{"ph":"f","bp":"e","id":', ident, cat, name,
-                threads.take(end_thread[part]), b',"ts":', Texts.numbers(self.end_ts[part], 3), b"}",
-                Texts.where(b",\n", np.arange(n) < n - 1)]).blob
+                threads.take(end_thread[part]), b',"ts":', Texts.numbers(self.end_ts[part], 3), b"}"], n)
 
     def _thread(self, track: int) -> bytes:
         pid, tid = self.tracks[track]
