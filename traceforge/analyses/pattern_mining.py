@@ -261,7 +261,5 @@ def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
 
 def _non_overlapping(pos: np.ndarray, n: int) -> np.ndarray:
     """Left-to-right greedy: keep a window if it starts after the last kept one ends."""
-    if len(pos) < 2 or bool((np.diff(pos) >= n).all()):
-        return pos
     kept = np.empty(len(pos), np.int64)
     return kept[:non_overlapping(np.ascontiguousarray(pos, np.int64), n, kept)].astype(pos.dtype, copy=False)
