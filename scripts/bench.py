@@ -23,7 +23,7 @@ HTA reads ``.json`` and ``.json.gz`` only), and the table adds HTA's time, its p
 many times faster traceforge was. A run past ``--hta-timeout`` is stopped and shown as such.
 
 With ``--repeat N`` each command runs N times and its fastest run is reported, as the floors'
-are (single runs on the README's VM vary by 10-25 %).
+are (single runs on the VM of docs/benchmarks.md vary by 10-25 %).
 
     python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--repeat N] [--out-dir DIR] [--hta PYTHON]
 """

@@ -22,10 +22,10 @@ from hta_job import summary
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS.parent))  # this checkout's traceforge
 
-from traceforge import scan  # noqa: E402
 from traceforge.analyses.launch_delay import HTA_LAUNCH_STATS_APIS, launch_table  # noqa: E402
 from traceforge.analyses.launches import HTA_QUEUE_APIS, last_step_start  # noqa: E402
 from traceforge.analyses.queue_length import queue_length  # noqa: E402
+from traceforge.columns.scan import scan  # noqa: E402
 
 
 def ours(trace: Path) -> dict:

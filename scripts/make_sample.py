@@ -8,6 +8,9 @@ the 2021 one instead (``Operator``, ``Runtime``, ``Kernel``, ``"stream 7"`` tids
 ``async`` flows). A fixed seed and no wall clock make the output byte-for-byte reproducible.
 
     python scripts/make_sample.py -o samples/train_step.json.gz
+
+Tests import it (``make``) to generate their unit-tier traces and read the ground truth
+(every event's exact ns) from the ``Recorder``.
 """
 
 from __future__ import annotations
@@ -712,6 +715,20 @@ DEVICE_PROPERTIES = """\
     }}"""
 
 
+def make(steps: int = 5, seed: int = 0, old_kineto: bool = False) -> tuple[bytes, Recorder]:
+    """The trace's JSON text, and the recorder that holds every event's exact ns (for tests)."""
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    rec = simulate(steps, seed)
+    return Writer(old_kineto).document(rec).encode(), rec
+
+
+def write(path: Path, text: bytes) -> None:
+    """Write the trace, gzipped (reproducibly: no mtime) if ``path`` ends in .gz."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(text, compresslevel=9, mtime=0) if path.suffix == ".gz" else text)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", type=Path, required=True, help="output path; gzipped if it ends in .gz")
@@ -721,12 +738,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
-    text = Writer(args.old_kineto).document(simulate(args.steps, args.seed)).encode()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    if args.output.suffix == ".gz":
-        args.output.write_bytes(gzip.compress(text, compresslevel=9, mtime=0))
-    else:
-        args.output.write_bytes(text)
+    text, _ = make(args.steps, args.seed, args.old_kineto)
+    write(args.output, text)
     print(f"wrote {args.output}: {len(text):,} bytes uncompressed, {args.output.stat().st_size:,} on disk")
 
 

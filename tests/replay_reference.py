@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceforge.check.collect import (
+from traceforge.perfetto.collect import (
     BEGIN,
     END,
     FLOW_END,
@@ -20,9 +20,9 @@ from traceforge.check.collect import (
     SLICE,
     Collected,
 )
-from traceforge.check.event_rules import V2_BEGIN, V2_STEP
-from traceforge.check.report import Findings, shorten
-from traceforge.exacttime import ns_to_us_text
+from traceforge.perfetto.event_rules import V2_BEGIN, V2_STEP
+from traceforge.perfetto.report import Findings, shorten
+from traceforge.util.exacttime import ns_to_us_text
 
 MAX_DEPTH = 512
 REBASE_HINT = "traceforge repair --rebase-time fixes it"

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.check import check_trace
+from traceforge.perfetto import check_trace
 
 from .conftest import TRACES, raw_json, run_cli
 
@@ -309,7 +309,7 @@ def _report_fields(report) -> tuple:
 
 def _without_rows(monkeypatch):
     """Make ``check`` parse every event, as it did before it read plain events from rows."""
-    module = importlib.import_module("traceforge.check.collect")  # the package re-exports a function of that name
+    module = importlib.import_module("traceforge.perfetto.collect")
     monkeypatch.setattr(module._Collector, "plain",
                         lambda self, rows: (np.zeros(len(rows), bool), None, np.zeros(0, np.int64)))
 
@@ -334,8 +334,8 @@ def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch):
 def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
     """The reports of the C walk (over windows of ``max_rows`` rows) and of the Python
     reference (every row in memory) on the same trace."""
-    from traceforge.check.replay import replay
-    from traceforge.check.report import CheckReport, Findings
+    from traceforge.perfetto.replay import replay
+    from traceforge.perfetto.report import CheckReport, Findings
 
     from .replay_reference import Columns
     from .replay_reference import replay as reference
@@ -349,10 +349,10 @@ def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
 
 
 def _collected(path) -> object:
-    from traceforge.check.report import Findings
     from traceforge.io.reader import TraceReader
+    from traceforge.perfetto.report import Findings
 
-    return importlib.import_module("traceforge.check.collect").collect(TraceReader(str(path)), Findings(3))
+    return importlib.import_module("traceforge.perfetto.collect").collect(TraceReader(str(path)), Findings(3))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -381,11 +381,11 @@ def test_the_c_walk_replays_as_the_python_reference_on_deep_and_unbalanced_stack
 
 @pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution", "trace_diff"])
 def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeypatch):
-    import traceforge.windows
+    import traceforge.columns.windows
 
     c_walk, reference = _replays(TRACES[name])
     assert c_walk == reference
-    monkeypatch.setattr(traceforge.windows, "BLOCK", 2000)  # windows gathered by reading blocks again
+    monkeypatch.setattr(traceforge.columns.windows, "BLOCK", 2000)  # windows gathered by reading blocks again
     assert _replays(TRACES[name], max_rows=5000)[0] == reference
 
 
@@ -393,7 +393,7 @@ def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeyp
 def test_flow_keys_over_any_id_range(ids, tmp_path, monkeypatch):
     """Flow keys are packed from the ids' range, or from their ranks where the range is too
     wide (ids from both ends of 64 bits): either way each (id, cat, name) is one flow."""
-    from traceforge.check.flow_keys import FlowKeys
+    from traceforge.perfetto.flow_keys import FlowKeys
 
     first = 5 if ids == "small" else 2**63 - 40
     fids = [first + i if i % 2 else (first + i) % 2**64 ^ (2**63 if ids != "small" else 0) for i in range(60)]

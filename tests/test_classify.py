@@ -20,17 +20,18 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.classify import NON_GPU, classify_columns, label_ops, load_gpu_columns
+from traceforge.analyses.classify import NON_GPU, classify_columns, label_ops
 from traceforge.analyses.rules import PRESETS, RuleSet, load_rules
-from traceforge.cli import main
-from traceforge.classify_report import NON_GPU_COLOR, render_html
+from traceforge.api.reads import gpu_columns as load_gpu_columns
+from traceforge.cli.classify_report import NON_GPU_COLOR, render_html
+from traceforge.cli.main import main
+from traceforge.columns.scan import MEMCPY, MEMSET
 from traceforge.errors import UsageError
-from traceforge.exacttime import to_ns
-from traceforge.scan import MEMCPY, MEMSET
+from traceforge.util.exacttime import to_ns
 
 from .conftest import TRACES, raw_json
 
-HTA_TRACES = ("negative_queue", "df_index", "trace_diff")  # the three in docs/hta-reference.md
+HTA_TRACES = ("negative_queue", "df_index", "trace_diff")  # the three in docs/hta.md
 _cache: dict = {}
 
 

@@ -12,17 +12,19 @@ import orjson
 import pytest
 
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
-from traceforge.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.analyses.queue_length import queue_length
-from traceforge.annotate import ANALYSES, _Reads
-from traceforge.columns import SpilledColumns, _MappedColumn
-from traceforge.inject import CounterTrack, FlowArrows, Injections, SliceTrack, Texts, TidAllocator
+from traceforge.annotator.plan import ScanPlan
+from traceforge.annotator.registry import ANALYSES
+from traceforge.columns.scan import scan
+from traceforge.columns.table import SpilledColumns, _MappedColumn
+from traceforge.emit.flow_anchors import LaunchWindows, flow_anchors
+from traceforge.emit.tracks import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
+from traceforge.io.jsontext import Texts
 from traceforge.io.reader import TraceReader
-from traceforge.scan import scan
 
 from .conftest import TRACES
 
-scan_module = importlib.import_module("traceforge.scan")
+scan_module = importlib.import_module("traceforge.columns.scan")
 
 
 @pytest.mark.parametrize("name", ["negative_queue", "trace_diff", "amd"])
@@ -97,7 +99,7 @@ def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name):
     is_stream = np.array([api_name(n) in STREAM_LAUNCH_APIS for n in cols.names])[cols.launches.name]
     near = LaunchWindows(cols, stream_launch_rows(cols)).near(cols.launches)
     want = cols.launches.take(np.flatnonzero(is_stream | near))
-    reads = _Reads.of([ANALYSES["launch_delay"]], {})
+    reads = ScanPlan.of([ANALYSES["launch_delay"]], {})
     got = reads.some_ops_only(reads.scan(path, TraceReader(path))).launches
     assert {f: v.tolist() for f, v in got.cols.items()} == {f: v.tolist() for f, v in want.cols.items()}
     assert len(got) < len(cols.launches)  # syncs, event records, ... far from a launch stay on disk

@@ -12,15 +12,15 @@ import orjson
 import pytest
 
 from traceforge.analyses.counters import counter_tables
-from traceforge.analyses.counters.annotation import RATE_SCALE
 from traceforge.analyses.counters.names import kernel_function, kernel_key
 from traceforge.analyses.counters.ncu_csv import unit_factor
-from traceforge.annotate import annotate
-from traceforge.check import check_trace
-from traceforge.cli import main
-from traceforge.exacttime import to_ns
+from traceforge.annotator.plugins.counters import RATE_SCALE
+from traceforge.annotator.run import annotate
+from traceforge.cli.main import main
+from traceforge.columns.scan import scan
 from traceforge.io.reader import TraceReader, quote_times
-from traceforge.scan import scan
+from traceforge.perfetto import check_trace
+from traceforge.util.exacttime import to_ns
 
 from .conftest import TRACES, raw_json, run_cli
 

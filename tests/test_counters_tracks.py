@@ -12,7 +12,7 @@ import pytest
 from traceforge.analyses.launches import HTA_QUEUE_APIS, last_step_start
 from traceforge.analyses.memcpy_bw import RATE_SCALE, copy_rows, memcpy_bandwidth
 from traceforge.analyses.queue_length import queue_length
-from traceforge.exacttime import to_ns
+from traceforge.util.exacttime import to_ns
 
 from .conftest import TRACES, run_cli
 
@@ -130,7 +130,7 @@ def test_counter_events_follow_perfetto_rules(tmp_path):
 
 def _imports_pandas(*args: str) -> bool:
     """Does ``traceforge ARGS`` (run in a fresh interpreter) import pandas?"""
-    code = ("import sys; from traceforge.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from traceforge.cli.main import main; rc = main(sys.argv[1:]); "
             "print('pandas' in sys.modules); sys.exit(rc)")
     run = subprocess.run([sys.executable, "-c", code, *args, "-q"], capture_output=True, text=True, timeout=600)
     imported = run.stdout.splitlines()[-1] if run.stdout else ""  # after the command's own output

@@ -7,17 +7,16 @@ import gzip
 import pytest
 import zstandard
 
-from .conftest import TRACES, raw_json, run_cli
-
-GOOD = raw_json(TRACES["triton"])
+from .conftest import raw_json, run_cli
 
 
-def _cases() -> dict[str, tuple[bytes, str]]:
-    cut = GOOD[: len(GOOD) // 2]
+def _cases(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """Bad inputs, most made from a good trace (``good``: its JSON text) by cutting or corrupting it."""
+    cut = good[: len(good) // 2]
     return {
-        "truncated_gzip": (gzip.compress(GOOD)[:-200], "truncated gzip"),
-        "truncated_zstd": (zstandard.ZstdCompressor().compress(GOOD)[:-50], "truncated zstd"),
-        "corrupt_gzip": (gzip.compress(GOOD)[:20] + b"\x00" * 50 + gzip.compress(GOOD)[70:], "corrupt gzip"),
+        "truncated_gzip": (gzip.compress(good)[:-200], "truncated gzip"),
+        "truncated_zstd": (zstandard.ZstdCompressor().compress(good)[:-50], "truncated zstd"),
+        "corrupt_gzip": (gzip.compress(good)[:20] + b"\x00" * 50 + gzip.compress(good)[70:], "corrupt gzip"),
         "cut_json": (cut, "truncated file"),
         "not_json": (b"hello, this is not a trace\n", "not a JSON trace"),
         "empty": (b"", "empty file"),
@@ -31,9 +30,9 @@ def _cases() -> dict[str, tuple[bytes, str]]:
     }
 
 
-@pytest.mark.parametrize("case", sorted(_cases()))
-def test_bad_input_one_line_exit_1_no_output(case, tmp_path):
-    data, expected = _cases()[case]
+@pytest.mark.parametrize("case", sorted(_cases(b"")))
+def test_bad_input_one_line_exit_1_no_output(case, tmp_path, sample):
+    data, expected = _cases(sample.raw)[case]
     src = tmp_path / "bad.json.gz"
     src.write_bytes(data)
     out_dir = tmp_path / "out"
@@ -83,9 +82,10 @@ def test_missing_input_leaves_an_existing_output_alone(tmp_path):
     assert out.read_bytes() == b"keep me"
 
 
-def test_output_gets_ordinary_file_permissions(tmp_path):
+def test_output_gets_ordinary_file_permissions(tmp_path, sample):
     out = tmp_path / "out.json.gz"
-    assert run_cli("annotate", str(TRACES["triton"]), "-o", str(out)).returncode == 0
+    assert run_cli("annotate", str(sample.path), "-o", str(out)).returncode == 0
+    assert raw_json(out) == sample.raw
     assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
 
 
@@ -101,8 +101,8 @@ def test_a_full_temporary_disk_is_one_line(tmp_path, monkeypatch, capsys):
     """check writes its rows to a temporary file: a full disk is said in one line, exit 1."""
     import errno
 
-    from traceforge import cli
-    from traceforge.columns import SpilledColumns
+    from traceforge.cli import main as cli
+    from traceforge.columns.table import SpilledColumns
 
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")

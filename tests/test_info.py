@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from traceforge.analyses.stats import wall_span
-from traceforge.exacttime import ns_to_us_text
-from traceforge.info import summarize, trace_info
-from traceforge.scan import scan
+from traceforge.columns.info import summarize, trace_info
+from traceforge.columns.scan import scan
+from traceforge.util.exacttime import ns_to_us_text
 
 from .conftest import TRACES
 

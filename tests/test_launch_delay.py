@@ -13,19 +13,24 @@ import pytest
 
 from traceforge import annotate, launch_stats
 from traceforge.analyses.launch_delay import (
-    HTA_LAUNCH_STATS_APIS, launch_pairs, launch_statistics, launch_table, launch_table_consuming, outliers,
+    HTA_LAUNCH_STATS_APIS,
+    launch_pairs,
+    launch_statistics,
+    launch_table,
+    launch_table_consuming,
+    outliers,
 )
-from traceforge.analyses.launch_delay_marks import FLOW_CATEGORY, delay_counters, delay_label
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS, calls_of, last_step_start
-from traceforge.analyses.stacks import scan_for_stacks
-from traceforge.check import check_trace
-from traceforge.durations import parse_duration_ns
+from traceforge.annotator.plugins.launch_delay import FLOW_CATEGORY, delay_counters, delay_label
+from traceforge.api.reads import stack_columns as scan_for_stacks
+from traceforge.columns.scan import scan
+from traceforge.emit.flow_anchors import perfetto_thread
 from traceforge.errors import UsageError
-from traceforge.exacttime import to_ns
-from traceforge.perfetto_time import perfetto_ns_of as perfetto_ns
-from traceforge.scan import scan
-from traceforge.flow_anchors import perfetto_thread
 from traceforge.io.reader import TraceReader
+from traceforge.perfetto import check_trace
+from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
+from traceforge.util.durations import parse_duration_ns
+from traceforge.util.exacttime import to_ns
 
 from .conftest import TRACES, raw_json, run_cli
 

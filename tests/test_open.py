@@ -12,8 +12,8 @@ import urllib.request
 import pytest
 import zstandard
 
-from traceforge import serve
-from traceforge.serve import SizeEstimate, json_size
+from traceforge.cli import serve
+from traceforge.cli.serve import SizeEstimate, json_size
 
 from .conftest import ROOT, TRACES, raw_json
 

@@ -9,16 +9,16 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.cli import main
 from traceforge.analyses.kernel_names import short_kernel_name
 from traceforge.analyses.launches import last_step_start
-from traceforge.distinct import factorized
 from traceforge.analyses.patterns import find_patterns
 from traceforge.analyses.stacks import build_stacks
-from traceforge.exacttime import to_ns
-from traceforge.perfetto_time import perfetto_ns_of as perfetto_ns
-from traceforge.inject import FIRST_NEW_TID
+from traceforge.cli.main import main
+from traceforge.emit.tracks import FIRST_NEW_TID
 from traceforge.io.reader import TraceReader, quote_times
+from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
+from traceforge.util.distinct import factorized
+from traceforge.util.exacttime import to_ns
 
 from .conftest import TRACES, raw_json, run_cli
 
@@ -28,7 +28,7 @@ EPILOGUE = ("void epilogue::impl::globalKernel<float, float, float, true, true>(
 
 
 def test_addmm_patterns_match_hta(columns):
-    """HTA 0.5.0 on df_index_resolver, ``aten::addmm``, min length 3 (docs/hta-reference.md):
+    """HTA 0.5.0 on df_index_resolver, ``aten::addmm``, min length 3 (docs/hta.md):
     counts 172, 72, 32, 20, 12, each Memset + volta_sgemm_* + epilogue. HTA silently drops the
     last profiler step from everything, so we compare with instances that start before the
     last ``ProfilerStep#`` starts (``last_step_start``): the same five sequences, same order,
@@ -185,7 +185,7 @@ def test_annotate_overlay_addmm(tmp_path, columns):
     """``annotate --patterns --op aten::addmm``: one slice per occurrence from its first
     kernel's exact start to its last kernel's exact end; everything else byte-identical;
     nothing Perfetto would drop (``traceforge check``)."""
-    from traceforge.check import check_trace
+    from traceforge.perfetto import check_trace
 
     src, out = TRACES["df_index"], tmp_path / "out.json"
     r = run_cli("annotate", str(src), "--patterns", "--op", "aten::addmm", "-o", str(out))
@@ -272,10 +272,10 @@ def test_patterns_command_text_csv_and_errors(capsys):
     assert header.startswith("rank,pattern,count,length,kernels,gpu_ns") and first.startswith("1,P1,")
     for args, message in (
         (("--op", "aten::conv"), "no CPU op is named 'aten::conv' (similar: aten::conv2d, aten::convolution"),
-        (("--op", "a", "--op-regex", "b"), "give either --op or --op-regex"),
+        (("--op", "a", "--op-regex", "b"), "give either op or op_regex"),
         (("--op-regex", "("), "is not a regular expression"),
         (("--tag-kernels",), "--tag-kernels writes into the trace"),
-        (("--min-len", "4", "--max-len", "3"), "--max-len >= --min-len"),
+        (("--min-len", "4", "--max-len", "3"), "max_len >= min_len"),
     ):
         assert main(["patterns", trace, *args]) == 1
         err = capsys.readouterr().err
@@ -328,7 +328,7 @@ def test_mined_candidates_leave_out_windows_across_streams(tmp_path):
     across the boundary (a b | c) counts only inside a stream, and its example is its first
     window there; one seen twice only with the crossing window (b | c y) is no candidate."""
     from traceforge.analyses.pattern_mining import _candidates, _Sequence
-    from traceforge.scan import scan
+    from traceforge.columns.scan import scan
 
     streams = {7: "x a b", 9: "c y a b c y a b c z"}
     events, ts = [], 0
@@ -360,7 +360,7 @@ def test_mined_occurrences_equal_a_name_by_name_search(tmp_path):
     """Where a window's names occur again, found from its rarest name: every start of the same
     names inside one stream, whichever of its names is rarest and wherever it sits."""
     from traceforge.analyses.pattern_mining import _occurrences, _Sequence
-    from traceforge.scan import scan
+    from traceforge.columns.scan import scan
 
     rng = np.random.default_rng(7)
     names = rng.choice(list("aaaaaabbbbccd"), size=300).tolist()  # d rare, a common

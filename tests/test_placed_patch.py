@@ -8,12 +8,13 @@ import importlib
 import numpy as np
 import pytest
 
-from traceforge.annotate import ANALYSES, _run_analyses
+from traceforge.annotator.registry import ANALYSES, with_defaults
+from traceforge.annotator.schedule import run_analyses
+from traceforge.columns.scan import scan
 from traceforge.io import placed_patch
 from traceforge.io.patch import ExtraArgs, patch_editor
 from traceforge.io.reader import TraceReader
 from traceforge.io.writer import write_trace
-from traceforge.scan import scan
 
 from .conftest import TRACES, raw_json
 
@@ -53,7 +54,7 @@ def test_placed_copy_equals_parsing_copy(variant, chunk, tmp_path, monkeypatch):
     reader = TraceReader(str(src))
     cols = scan(str(src), reader=reader, places=True)
     chosen = [ANALYSES["classify"], ANALYSES["launch_delay"]]
-    injections = _run_analyses(cols, chosen, {})
+    injections = run_analyses(cols, chosen, with_defaults(chosen, {}))
     extra = ExtraArgs(injections.arg_patches, injections.arg_columns)
     places = cols.gpu_places()
     targets = places.rows_of(extra.ordinals)
@@ -88,7 +89,7 @@ def test_trailing_comma_copies_byte_for_byte(tmp_path):
 
 
 def test_annotate_takes_the_placed_copy(tmp_path, monkeypatch):
-    module = importlib.import_module("traceforge.annotate")
+    module = importlib.import_module("traceforge.annotator.run")
     used = []
     real = placed_patch.copy_placed
     monkeypatch.setattr(module, "copy_placed", lambda *a: used.append(1) or real(*a))

@@ -15,11 +15,11 @@ import orjson
 import pytest
 import zstandard
 
-from traceforge.cli import main
-from traceforge.progress import ProgressBar
-from traceforge.rank_summary import gpu_figures, summarize
-from traceforge.ranks import rank_files
-from traceforge.scan import scan
+from traceforge.cli.main import main
+from traceforge.cli.rank_summary import gpu_figures, summarize
+from traceforge.cli.ranks import rank_files
+from traceforge.columns.scan import scan
+from traceforge.util.progress import ProgressBar
 
 from .conftest import ROOT, TRACES, raw_json
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import traceforge
-from traceforge.check import check_trace
-from traceforge.perfetto_time import perfetto_ns, time_ns
-from traceforge.rebase import shift_us_text
+from traceforge.perfetto import check_trace
+from traceforge.perfetto.timestamps import perfetto_ns, time_ns
+from traceforge.rewrite.rebase import shift_us_text
 
 from .conftest import TRACES, raw_json, run_cli
 
@@ -159,7 +159,7 @@ def test_repair_negative_thread_ids(tmp_path, input_checks):
 
 def test_repair_out_of_range_ids_get_distinct_threads(tmp_path):
     """Negative and >32-bit pids/tids all read as 0 in Perfetto; after repair each is its own thread."""
-    from traceforge.check.perfetto import thread_of
+    from traceforge.perfetto.importer import thread_of
 
     src, out = tmp_path / "in.json", tmp_path / "out.json"
     events = [{"ph": "X", "name": "main", "pid": 5, "tid": 5, "ts": 12, "dur": 10},
@@ -374,7 +374,7 @@ def test_trim_usage_errors(args, message, tmp_path):
 def _trim_events(path, monkeypatch=None):
     from traceforge.io.reader import TraceReader
 
-    trim = importlib.import_module("traceforge.trim")  # the package re-exports a function of that name
+    trim = importlib.import_module("traceforge.rewrite.trim")
 
     if monkeypatch is not None:  # parse every event, as trim did before it read plain ones from rows
         monkeypatch.setattr(trim._Collector, "plain", lambda self, rows, *a: np.ones(len(rows), bool))
@@ -466,7 +466,7 @@ def _fuzz_trace(seed: int) -> str:
 
 def _repaired(src, out, rebase, monkeypatch=None) -> tuple[bytes, list[str]]:
     if monkeypatch is not None:  # parse every event, as repair did before it read plain ones from rows
-        repair_module = importlib.import_module("traceforge.repair")
+        repair_module = importlib.import_module("traceforge.rewrite.repair")
         monkeypatch.setattr(repair_module._Collector, "batch", repair_module._Collector.parsed_batch)
     result = traceforge.repair(str(src), str(out), rebase_time=rebase)
     return out.read_bytes(), result.summary()
@@ -492,14 +492,14 @@ def test_repair_reads_plain_rows_as_the_parser_does_on_real_traces(name, tmp_pat
 def test_repair_in_small_windows_is_repair_in_one(source, tmp_path, monkeypatch):
     """Slices replayed (and flows paired) a window at a time, as on traces too big to hold,
     give the output of one window holding everything."""
-    import traceforge.windows
+    import traceforge.columns.windows
 
     src = TRACES.get(source)
     if src is None:
         src = tmp_path / "t.json"
         src.write_text(_fuzz_trace(11))
     whole = _repaired(src, tmp_path / "whole.json", False), _repaired(src, tmp_path / "whole_rebased.json", True)
-    monkeypatch.setattr(traceforge.windows, "MAX_ROWS", 150)
+    monkeypatch.setattr(traceforge.columns.windows, "MAX_ROWS", 150)
     windowed = _repaired(src, tmp_path / "windows.json", False), _repaired(src, tmp_path / "windows_rebased.json", True)
     assert windowed == whole
     assert any(line.startswith("moved") and not line.startswith("moved 0") for line in whole[0][1])
@@ -522,7 +522,7 @@ def _spilled_by_hand(track, start, end, ordinal) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
-    from traceforge.overlaps import SpillWalk
+    from traceforge.perfetto.overlaps import SpillWalk
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 400))
@@ -543,14 +543,14 @@ def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
 @pytest.mark.parametrize("source, window", [("fuzz", "+2:+300"), ("negative_queue", "+10ms:+30ms")])
 def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_path, monkeypatch):
     """Flows decided a window of flow ids at a time give the output of one window."""
-    import traceforge.windows
+    import traceforge.columns.windows
 
     src = TRACES.get(source)
     if src is None:
         src = tmp_path / "t.json"
         src.write_text(_fuzz_trace(3))
     whole = traceforge.trim(str(src), str(tmp_path / "whole.json"), window=window)
-    monkeypatch.setattr(traceforge.windows, "MAX_ROWS", 50)
+    monkeypatch.setattr(traceforge.columns.windows, "MAX_ROWS", 50)
     windowed = traceforge.trim(str(src), str(tmp_path / "windows.json"), window=window)
     assert whole.flow_events_cut > 0 and windowed.flow_events_cut == whole.flow_events_cut
     assert (tmp_path / "windows.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
@@ -646,7 +646,7 @@ def test_rebase_of_integer_values_is_rebase_of_their_text(delta):
     time, and others from their text: both must agree (a ts that was not negative stays so)."""
     import numpy as np
 
-    from traceforge.rebase import Rebase
+    from traceforge.rewrite.rebase import Rebase
 
     texts = [b"0", b"5", b"7", b"1712195495519000", b"1712195495519001", b"9007199254740993", b"3"]
     rebase = Rebase(delta)

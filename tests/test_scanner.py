@@ -8,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
+from traceforge.columns.scan import scan
 from traceforge.errors import TraceFormatError
 from traceforge.io import rows as R
 from traceforge.io.reader import TraceReader
-from traceforge.scan import scan
 
 from .conftest import TRACES, raw_json
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from traceforge.analyses.pattern_mining import _non_overlapping
-from traceforge.search import searchsorted
+from traceforge.util.search import searchsorted
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

@@ -5,28 +5,31 @@ where memory and the cores allow it."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import importlib
 import threading
 
 import pytest
 
-from traceforge.commands import annotate as annotate_command
+from traceforge.cli.commands import annotate as annotate_command
 
 from .conftest import TRACES
 
-annotate_module = importlib.import_module("traceforge.annotate")
+annotate_module = importlib.import_module("traceforge.annotator.run")
+schedule = importlib.import_module("traceforge.annotator.schedule")
+registry = importlib.import_module("traceforge.annotator.registry")
 
 
 def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[str, list[bool]]]:
     """``--all`` on ``path``; the bytes written, and what each of the two memory checks decided
     (and, under "picked in main thread", where the CPU ops near launch calls were picked)."""
-    decided: dict[str, list[bool]] = {"_beside_copy": [], "_side_by_side": []}
+    decided: dict[str, list[bool]] = {"beside_copy": [], "side_by_side": []}
     for check, seen in decided.items():
-        real = getattr(annotate_module, check)
-        monkeypatch.setattr(annotate_module, check, lambda *a, real=real, seen=seen: seen.append(real(*a)) or seen[-1])
-    picked, real_picked = [], annotate_module._picked
-    monkeypatch.setattr(annotate_module, "_picked", lambda *a: picked.append(
+        real = getattr(schedule, check)
+        monkeypatch.setattr(schedule, check, lambda *a, real=real, seen=seen: seen.append(real(*a)) or seen[-1])
+    picked, real_picked = [], schedule.picked
+    monkeypatch.setattr(schedule, "picked", lambda *a: picked.append(
         threading.current_thread() is threading.main_thread()) or real_picked(*a))
     annotate_module.annotate(str(path), str(out), all=True, options={"side_by_side": side_by_side})
     return gzip.open(out).read(), {**decided, "picked in main thread": picked}
@@ -34,30 +37,30 @@ def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[
 
 @pytest.mark.parametrize("name", ["df_index", "negative_queue", "nccl", "trace_diff"])
 def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name):
-    monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", 1 << 50)
+    monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", 1 << 50)
     beside_copy, decided = _annotated(TRACES[name], tmp_path / "a.json.gz", True, monkeypatch)
     # no args read CPU ops: those the tracks read are picked beside the copy too
-    assert decided == {"_beside_copy": [True], "_side_by_side": [], "picked in main thread": [False]}
-    monkeypatch.setattr(annotate_module, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
+    assert decided == {"beside_copy": [True], "side_by_side": [], "picked in main thread": [False]}
+    monkeypatch.setattr(schedule, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
     paired, decided = _annotated(TRACES[name], tmp_path / "b.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [True], "picked in main thread": [True]}
+    assert decided == {"beside_copy": [False], "side_by_side": [True], "picked in main thread": [True]}
     alone, decided = _annotated(TRACES[name], tmp_path / "c.json.gz", False, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [False], "picked in main thread": [True]}
+    assert decided == {"beside_copy": [False], "side_by_side": [False], "picked in main thread": [True]}
     assert beside_copy == paired == alone
 
 
 def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch):
-    monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", annotate_module.current_rss())  # already over
+    monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", schedule.current_rss())  # already over
     _, decided = _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [False], "_side_by_side": [False], "picked in main thread": [True]}
+    assert decided == {"beside_copy": [False], "side_by_side": [False], "picked in main thread": [True]}
 
 
 def test_args_that_read_call_stacks_are_made_after_the_pick(tmp_path, monkeypatch):
     """The cupti trace has counters to place (their tables read call stacks): its CPU ops near
     launch calls are picked before the args, beside the copy as one at a time alike."""
-    monkeypatch.setattr(annotate_module, "SIDE_BY_SIDE_BUDGET", 1 << 50)
+    monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", 1 << 50)
     beside_copy, decided = _annotated(TRACES["cupti"], tmp_path / "a.json.gz", True, monkeypatch)
-    assert decided == {"_beside_copy": [True], "_side_by_side": [], "picked in main thread": [True]}
+    assert decided == {"beside_copy": [True], "side_by_side": [], "picked in main thread": [True]}
     alone, _ = _annotated(TRACES["cupti"], tmp_path / "b.json.gz", False, monkeypatch)
     assert b'"counters":{' in beside_copy and beside_copy == alone
 
@@ -66,17 +69,16 @@ def test_an_error_beside_the_copy_ends_the_run_without_an_output(tmp_path, monke
     def fails(cols, ctx):
         raise RuntimeError("mined patterns failed")
 
-    monkeypatch.setitem(annotate_module.ANALYSES, "patterns",
-                        annotate_module.replace(annotate_module.ANALYSES["patterns"], build=fails))
+    monkeypatch.setitem(registry.ANALYSES, "patterns", dataclasses.replace(registry.ANALYSES["patterns"], build=fails))
     with pytest.raises(RuntimeError, match="mined patterns failed"):
         _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_current_rss_is_this_process():
-    before = annotate_module.current_rss()
+    before = schedule.current_rss()
     held = bytearray(b"x" * (64 << 20))
-    assert annotate_module.current_rss() - before >= 60 << 20
+    assert schedule.current_rss() - before >= 60 << 20
     del held
 
 
@@ -92,6 +94,6 @@ def test_ranks_run_side_by_side_only_one_at_a_time(monkeypatch, jobs, cluster, e
     monkeypatch.setattr(annotate_command, "annotate", fake)
     args = argparse.Namespace(input="t.json", output=None, all=True, jobs=jobs, cluster=cluster, quiet=True,
                               rank_figures=True, compression="fast", func=None, command="annotate",
-                              **{name: False for name in annotate_module.ANALYSES})
+                              **{name: False for name in registry.ANALYSES})
     annotate_command.annotate_one(args)
     assert seen["side_by_side"] is expected

@@ -9,10 +9,12 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge._counter_text import fixed_point_texts
-from traceforge._splice import insert_members, join_rows as c_join_rows, spans_containing, uninitialized
-from traceforge.inject import ArgColumns, FixedPoint, FlowArrows, Texts, join_rows
+from traceforge._native._counter_text import fixed_point_texts
+from traceforge._native._splice import insert_members, spans_containing, uninitialized
+from traceforge._native._splice import join_rows as c_join_rows
+from traceforge.emit.tracks import FlowArrows
 from traceforge.io.fields import splice, splice_rows
+from traceforge.io.jsontext import ArgColumns, FixedPoint, Texts, join_rows
 from traceforge.io.patch import ExtraArgs
 
 

@@ -11,12 +11,15 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge import windows
 from traceforge.analyses import export_tables
-from traceforge.analyses.patterns import find_patterns, scan_for_operator
-from traceforge.analyses.stacks import build_stacks, nest_calls, scan_for_stacks
-from traceforge.columns import Table
-from traceforge.scan import TraceColumns, scan
+from traceforge.analyses.patterns import find_patterns
+from traceforge.analyses.stacks import build_stacks, nest_calls
+from traceforge.api.reads import export_columns
+from traceforge.api.reads import operator_columns as scan_for_operator
+from traceforge.api.reads import stack_columns as scan_for_stacks
+from traceforge.columns import windows
+from traceforge.columns.scan import TraceColumns, scan
+from traceforge.columns.table import Table
 
 from .conftest import TRACES
 
@@ -90,7 +93,7 @@ def test_stack_ops_keep_every_ancestor_of_tangled_ops(tmp_path, seed):
 def _exported_holders(path) -> dict[int, str]:
     """Per exported event's ordinal: the op holding it as export writes it (``parent``, ``cpu_op``)."""
     out = {}
-    for chunk in export_tables.read_tables(str(path)):
+    for chunk in export_tables.tables_by_kind(export_columns(str(path))):
         df = chunk.frame()
         if len(df):
             assert (np.diff(df["start"].to_numpy()) >= 0).all()  # each table in start order
@@ -231,7 +234,7 @@ def test_nest_calls_matches_the_walk_over_sorted_items(seed):
 
 
 def test_nest_thread_refuses_rows_out_of_range_and_wrong_sizes():
-    from traceforge._stacks import nest_thread
+    from traceforge._native._stacks import nest_thread
 
     ts, dur = np.zeros(3, np.int64), np.ones(3, np.int32)
     parent = np.full(6, -1, np.int32)

@@ -20,8 +20,8 @@ from traceforge.analyses.activity import canonical_kind
 from traceforge.analyses.launch_overlap import launch_overlaps
 from traceforge.analyses.stats import trace_stats, wall_span
 from traceforge.analyses.trace_diff import compare
-from traceforge.cli import main
-from traceforge.scan import KERNEL, scan
+from traceforge.cli.main import main
+from traceforge.columns.scan import KERNEL, scan
 
 from .conftest import TRACES, raw_json, run_cli
 
@@ -226,7 +226,12 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
 
 
 def test_a_failed_export_leaves_no_table(tmp_path):
-    from traceforge.analyses.export_tables import read_tables, write_tables
+    from traceforge.analyses.export_tables import tables_by_kind
+    from traceforge.api.reads import export_columns
+    from traceforge.io.table_files import write_tables
+
+    def read_tables(path):
+        return tables_by_kind(export_columns(path))
 
     def broken():
         chunks = read_tables(str(TRACES["triton"]))
@@ -314,7 +319,7 @@ def test_cli_formats_ranks_and_errors(capsys):
 
 def test_stats_takes_the_rank_from_the_file_name_like_the_other_commands(tmp_path):
     """Without distributedInfo, ``rank3`` in the name is the rank (as annotate & co. read it)."""
-    from traceforge.analyses.stats import stats as compute
+    from traceforge.api.files import stats as compute
 
     data = raw_json(TRACES["triton"])  # its distributedInfo is absent
     assert b"distributedInfo" not in data

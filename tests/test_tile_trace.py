@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from traceforge.scan import scan
+from traceforge.columns.scan import scan
 
 from .conftest import ROOT, TRACES
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from traceforge.analyses.queue_length import queue_length
-from traceforge.check import check_trace
-from traceforge.scan import KERNEL, MEMCPY, MEMSET, scan
+from traceforge.columns.scan import KERNEL, MEMCPY, MEMSET, scan
+from traceforge.perfetto import check_trace
 
 from .conftest import ROOT, run_cli
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import traceforge.windows as windows
-from traceforge.columns import SpilledColumns
+import traceforge.columns.windows as windows
+from traceforge.columns.table import SpilledColumns
 
 
 def _spilled(keys: np.ndarray) -> SpilledColumns:
@@ -56,7 +56,7 @@ def test_windows_draw_their_progress(monkeypatch):
     """A long replay after the read shows on the bar, as bytes of rows dealt with."""
     import io
 
-    from traceforge import progress
+    from traceforge.util import progress
 
     stream = io.StringIO()
     monkeypatch.setattr(progress, "_is_terminal", lambda s: True)
@@ -69,7 +69,7 @@ def test_windows_draw_their_progress(monkeypatch):
 
 @pytest.mark.parametrize("rereads, passes", [(10**6, 2), (0, 3)])  # blocks read again; rows written to files
 def test_every_pass_over_the_rows_moves_the_bar_forward(rereads, passes, monkeypatch):
-    from traceforge import progress
+    from traceforge.util import progress
 
     drawn = []
     monkeypatch.setattr(progress, "active", lambda: lambda name, done, total: drawn.append(done / total))

@@ -28,5 +28,16 @@ def _rebuild_format_error(path: str, what: str, offset: int | None, event: int |
     return TraceFormatError(path, what, offset=offset, event=event)
 
 
-class UsageError(TraceforgeError):
-    """The command line or API call asks for something that cannot be done."""
+class TraceNotFoundError(TraceforgeError, FileNotFoundError):
+    """An input file that does not exist."""
+
+    def __init__(self, path: str, what: str):
+        self.path, self.what = path, what
+        super().__init__(f"{path}: {what}")
+
+    def __reduce__(self):
+        return TraceNotFoundError, (self.path, self.what)
+
+
+class UsageError(TraceforgeError, ValueError):
+    """The command line or API call asks for something that cannot be done (a ``ValueError``)."""

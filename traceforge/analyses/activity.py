@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..columns import Table
-from ..scan import KERNEL, MEMCPY, MEMSET, TraceColumns
+from ..columns.scan import KERNEL, MEMCPY, MEMSET, TraceColumns
+from ..columns.table import Table
 
 GPU_ACTIVITY = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
 _CANONICAL = {"runtime": "cuda_runtime", "driver": "cuda_driver", "operator": "cpu_op"}

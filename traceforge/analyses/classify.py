@@ -16,12 +16,11 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
+from ..columns.scan import TraceColumns
 from ..errors import UsageError
-from ..io.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
-from ..lazy_pandas import pd
-from ..scan import TraceColumns, scan
+from ..util.lazy_pandas import pd
 from .intervals import grouped_first_start_owned
-from .rules import RuleSet, load_rules
+from .rules import RuleSet
 
 NON_GPU = "non-GPU"
 
@@ -46,16 +45,6 @@ def label_ops(cols: TraceColumns, rules: RuleSet) -> Labels:
     category_of_name[used] = cat_ids
     stage_of_name[used] = stage_ids
     return Labels(category_of_name[cols.gpu.name], stage_of_name[cols.gpu.name], categories, stages, rules.has_stages)
-
-
-def load_gpu_columns(path: str) -> TraceColumns:
-    """A Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told apart by content.
-
-    Only the GPU ops: classifying reads no launch call or CPU op (the columns would double).
-    """
-    if path != "-" and is_nsys_gpu_trace(path):
-        return read_nsys_gpu_trace(path)
-    return scan(path, cpu_ops=False, keep_launch=lambda name: False)
 
 
 def seconds_to_ns(value: float | str | Decimal) -> int:
@@ -161,10 +150,3 @@ def _finish(df: pd.DataFrame, window: int, has_stages: bool, by: str) -> pd.Data
     if not has_stages:
         df = df.drop(columns="stage")
     return df
-
-
-def classify_file(path: str, rules: str | RuleSet = "default", *, elapsed_s: float | str | None = None) -> Classified:
-    """``classify_columns`` of a Kineto trace or nsys CSV at ``path``."""
-    elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
-    return classify_columns(load_gpu_columns(path), load_rules(rules), elapsed_ns=elapsed_ns)
-

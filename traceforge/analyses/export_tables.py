@@ -15,25 +15,20 @@ each thread's open ops carried from one window to the next; tables come out a ch
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
-import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
-from .._stacks import nest_sorted
-from ..columns import SpilledColumns, Table
-from ..errors import UsageError
-from ..inject import Texts, in_sorted, join_rows
-from ..io.codec import publish
+from .. import _native
+from ..columns.scan import KERNEL, MEMCPY, MEMSET, TraceColumns
+from ..columns.table import SpilledColumns, Table
+from ..columns.windows import windows_by
 from ..io.heap import trim_heap
-from ..lazy_pandas import pd
-from ..scan import KERNEL, MEMCPY, MEMSET, TraceColumns, scan
-from ..windows import windows_by
+from ..io.jsontext import Texts, join_rows
+from ..util.lazy_pandas import pd
+from ..util.search import in_sorted
 from .activity import GPU_ACTIVITY, cat_kinds
 from .launches import launch_of_gpu
 from .stacks import joined_calls
@@ -112,12 +107,6 @@ class TableChunk:
                 parts += [text, b","]
             parts[-1] = b"\n"
             yield join_rows(parts).blob
-
-
-def read_tables(path: str) -> Iterator[TableChunk]:
-    """The export tables of the trace at ``path`` (one pass over it), a chunk at a time: each
-    kind's chunks in order, kinds interleaved."""
-    return tables_by_kind(scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True))
 
 
 def tables_by_kind(cols: TraceColumns) -> Iterator[TableChunk]:
@@ -200,7 +189,8 @@ def _holders(window: Table, stacks: dict[int, bytes]) -> np.ndarray:
     first = np.flatnonzero(np.r_[True, track[1:] != track[:-1]]) if n else np.zeros(0, np.int64)
     for a, b in zip(first.tolist(), [*first[1:].tolist(), n]):
         t = int(track[a])
-        stacks[t] = nest_sorted(start[a:b], stop[a:b], opens[a:b], ids[a:b], held[a:b], stacks.get(t, b""))
+        stacks[t] = _native.stacks.nest_sorted(start[a:b], stop[a:b], opens[a:b], ids[a:b], held[a:b],
+                                               stacks.get(t, b""))
     holder = np.empty(n, np.int32)
     holder[order] = held
     return holder
@@ -250,102 +240,3 @@ def _range_tables(cols: TraceColumns, names: _Strings, tracks: _Tracks) -> Itera
         kind = "cuda_profiler_range"
         yield TableChunk(kind, {"ordinal": r.ordinal[rows], "start": ts, "end": ts + dur, "dur": dur,
                                 "name": (r.name[rows], names), **tracks.columns(kind, r.track[rows])})
-
-
-def check_parquet() -> None:
-    """Fail early, in one line, when Parquet cannot be written."""
-    if importlib.util.find_spec("pyarrow") is None:
-        raise UsageError("--parquet needs pyarrow (pip install pyarrow); --csv works without it")
-
-
-class _Outputs:
-    """The tables' files, written under temporary names and renamed onto their own only once
-    every one is complete: a failed export leaves no half-written table."""
-
-    def __init__(self) -> None:
-        self._pending: list[tuple[str, Path]] = []
-
-    def temporary(self, path: Path) -> str:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        self._pending.append((tmp, path))
-        return tmp
-
-    def publish(self) -> None:
-        for tmp, path in self._pending:
-            publish(tmp, path)
-
-    def discard(self) -> None:
-        for tmp, _ in self._pending:
-            Path(tmp).unlink(missing_ok=True)
-
-
-class _CsvFile:
-    def __init__(self, path: str):
-        self._f = open(path, "wb")
-        self.rows = 0
-
-    def write(self, chunk: TableChunk) -> None:
-        for text in chunk.csv(header=self.rows == 0):
-            self._f.write(text)
-        self.rows += len(chunk)
-
-    def close(self) -> None:
-        self._f.close()
-
-
-class _ParquetFile:
-    def __init__(self, path: str):
-        self._path, self._writer, self.rows = path, None, 0
-
-    def write(self, chunk: TableChunk) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        df = chunk.frame()
-        schema = None if self._writer is None else self._writer.schema
-        table = pa.Table.from_pandas(df, preserve_index=False, schema=schema)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._path, table.schema)
-        self._writer.write_table(table)
-        self.rows += len(df)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
-def write_tables(chunks: Iterable[TableChunk], *, csv_dir: str | None = None,
-                 parquet_dir: str | None = None) -> list[tuple[Path, int]]:
-    """Write ``<dir>/<kind>.csv`` and/or ``<dir>/<kind>.parquet``, each kind's chunks (non-empty)
-    appended in turn; return the files written, each with its rows."""
-    if parquet_dir is not None:
-        check_parquet()
-    dirs = [(Path(d), suffix) for d, suffix in ((csv_dir, ".csv"), (parquet_dir, ".parquet")) if d is not None]
-    for out, _ in dirs:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"cannot create {out}: {e.strerror}") from None
-    files: list[dict[str, _CsvFile | _ParquetFile]] = [{} for _ in dirs]
-    outputs = _Outputs()
-
-    def close_all() -> None:
-        for opened in files:
-            for f in opened.values():
-                f.close()
-    try:
-        for chunk in chunks:
-            for (out, suffix), opened in zip(dirs, files):
-                if chunk.kind not in opened:
-                    kind_file = _CsvFile if suffix == ".csv" else _ParquetFile
-                    opened[chunk.kind] = kind_file(outputs.temporary(out / f"{chunk.kind}{suffix}"))
-                opened[chunk.kind].write(chunk)
-        close_all()  # flushing can fail too (a full disk)
-    except BaseException:
-        close_all()
-        outputs.discard()
-        raise
-    outputs.publish()
-    return [(out / f"{kind}{suffix}", f.rows)  # the CSV files first
-            for (out, suffix), opened in zip(dirs, files) for kind, f in opened.items()]

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy_pandas import pd
-from ..scan import TraceColumns
+from ..columns.scan import TraceColumns
+from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
 
 KERNEL_WAIT_NS = 30_000

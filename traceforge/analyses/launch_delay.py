@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..columns import Table
-from ..lazy_pandas import pd, python_strings
-from ..scan import GPU_KIND_NAMES, TraceColumns
+from ..columns.scan import GPU_KIND_NAMES, TraceColumns
+from ..columns.table import Table
+from ..util.lazy_pandas import pd, python_strings
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
 from .stacks import nest_calls
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy_pandas import pd, python_strings
-from ..scan import KERNEL, TraceColumns
+from ..columns.scan import KERNEL, TraceColumns
+from ..util.lazy_pandas import pd, python_strings
 from .launches import launch_of_gpu
 
 COLUMNS = [

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..scan import TraceColumns
-from ..search import searchsorted
+from ..columns.scan import TraceColumns
+from ..util.search import searchsorted
 
 # Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
 STREAM_LAUNCH_APIS = frozenset({

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..inject import CounterTrack
-from ..lazy_pandas import pd
-from ..scan import MEMCPY, MEMSET, TraceColumns
+from ..columns.scan import MEMCPY, MEMSET, TraceColumns
+from ..util.lazy_pandas import pd
 from .series import net_steps
 
 RATE_SCALE = 1_000_000  # integer units of 1e-6 GB/s
@@ -47,7 +46,7 @@ def copy_rows(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
 
 def memcpy_bandwidth(cols: TraceColumns) -> pd.DataFrame:
     """One row per change point: device, kind, ts (ns), gbps (float), rate_units (int, 1e-6 GB/s)."""
-    groups = list(_bandwidth_steps(cols))
+    groups = list(bandwidth_steps(cols))
     sizes = [len(ts) for _, _, ts, _ in groups]
     units = np.concatenate([u for _, _, _, u in groups] or [np.zeros(0, np.int64)])
     return pd.DataFrame({
@@ -59,7 +58,7 @@ def memcpy_bandwidth(cols: TraceColumns) -> pd.DataFrame:
     })
 
 
-def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray, np.ndarray]]:
+def bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray, np.ndarray]]:
     """(device, kind, ts, rate units) per (device, kind), by device then kind in order of appearance.
 
     One group at a time: its working set, not every copy's, is what the sort holds.
@@ -82,11 +81,3 @@ def _bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray,
             del mine, ts, dur, rate  # not held while the caller has the group
             yield d, kind_names[k], at, units
 
-
-def memcpy_bw_tracks(cols: TraceColumns) -> list[CounterTrack]:
-    """One counter track per (device, kind): ``Memcpy HtoD GB/s``, ``Memset GB/s``."""
-    return [
-        CounterTrack(pid=cols.gpu_pid(device), name="Memset" if kind == "Memset" else f"Memcpy {kind}", key="GB/s",
-                     ts=ts, values=units, decimals=6)
-        for device, kind, ts, units in sorted(_bandwidth_steps(cols), key=lambda g: (g[0], g[1]))
-    ]

@@ -25,11 +25,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .._search import non_overlapping
-from ..distinct import factorized
-from ..inject import compact_ints, in_sorted
-from ..scan import TraceColumns
-from .patterns import Patterns, concat_runs, pattern_columns
+from .. import _native
+from ..columns.scan import TraceColumns
+from ..io.jsontext import compact_ints
+from ..util.distinct import factorized
+from ..util.search import in_sorted
+from .pattern_table import Patterns, concat_runs, pattern_columns
 
 DEFAULT_MAX_LEN = 32
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2**64
@@ -124,7 +125,7 @@ def _segments(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
     return np.cumsum(change, dtype=np.int32)
 
 
-def mine_patterns(cols: TraceColumns, *, min_len: int = 3, max_len: int | None = None, top_k: int = 5) -> Patterns:
+def mine_patterns(cols: TraceColumns, *, min_len: int, max_len: int | None, top_k: int) -> Patterns:
     """The ``top_k`` disjoint repeated runs of ``min_len..max_len`` GPU ops, by count x GPU time covered."""
     max_len = max_len or max(DEFAULT_MAX_LEN, min_len)  # a --min-len above the default is not an empty range
     seq = _Sequence(cols)
@@ -262,4 +263,5 @@ def _occurrences(seq: _Sequence, n: int, first: int) -> np.ndarray:
 def _non_overlapping(pos: np.ndarray, n: int) -> np.ndarray:
     """Left-to-right greedy: keep a window if it starts after the last kept one ends."""
     kept = np.empty(len(pos), np.int64)
-    return kept[:non_overlapping(np.ascontiguousarray(pos, np.int64), n, kept)].astype(pos.dtype, copy=False)
+    count = _native.search.non_overlapping(np.ascontiguousarray(pos, np.int64), n, kept)
+    return kept[:count].astype(pos.dtype, copy=False)

@@ -13,50 +13,16 @@ Without an operator, ``pattern_mining`` finds repeated runs of kernels per strea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
 
 import numpy as np
 
+from ..columns.scan import TraceColumns
 from ..errors import UsageError
-from ..lazy_pandas import pd
-from ..scan import TraceColumns
-from .kernel_names import short_kernel_name
-from .stacks import NameMask, Stacks, build_stacks, scan_for_stacks
+from .pattern_table import Patterns, concat_runs, pattern_columns
+from .stacks import NameMask, Stacks, build_stacks
 
-ARROW = " → "
-
-
-@dataclass
-class Patterns:
-    """The top patterns (``table``, best first) and where each of their occurrences is.
-
-    Occurrence j is pattern ``occ_pattern[j]`` (a ``table`` row); its GPU op rows, in time
-    order, are ``members[offsets[j]:offsets[j + 1]]``; ``occ_op[j]`` is the CPU op row of
-    the operator instance (-1 for mined patterns).
-    """
-
-    mode: str  # "operator" or "mined"
-    searched: str  # what was looked for, for messages
-    columns: dict[str, Any]  # the table's, by name (see ``pattern_columns``)
-    total_gpu_ns: int
-    occ_pattern: np.ndarray
-    occ_op: np.ndarray
-    offsets: np.ndarray
-    members: np.ndarray
-    note: str = ""  # why the table is empty, or what was counted
-
-    @cached_property
-    def table(self) -> pd.DataFrame:
-        """One row per pattern, best first (made on first use: drawing them needs no pandas)."""
-        return pd.DataFrame(self.columns)
-
-    @property
-    def coverage(self) -> float:
-        """Share of all GPU time inside the occurrences of the top patterns (nested operator
-        instances overlap, so with ``nested`` their time counts once per instance)."""
-        return float(np.sum(self.columns["gpu_share"])) if len(self.columns["pattern"]) else 0.0
+DEFAULT_MIN_LEN = 3  # fewest GPU ops in a pattern
+DEFAULT_TOP_K = 5  # patterns reported and drawn
 
 
 def find_patterns(
@@ -65,31 +31,25 @@ def find_patterns(
     op: str | None = None,
     op_regex: str | None = None,
     nested: bool = False,
-    min_len: int = 3,
+    min_len: int = DEFAULT_MIN_LEN,
     max_len: int | None = None,
-    top_k: int = 5,
+    top_k: int = DEFAULT_TOP_K,
     started_before_ns: int | None = None,
 ) -> Patterns:
     """Operator patterns when ``op`` or ``op_regex`` is given, else mined kernel n-grams."""
     if op is not None and op_regex is not None:
-        raise UsageError("give either --op or --op-regex, not both")
+        raise UsageError("give either op or op_regex, not both")
     if min_len < 1 or top_k < 1 or (max_len is not None and max_len < min_len):
-        raise UsageError(f"need --min-len >= 1, --top-k >= 1 and --max-len >= --min-len "
+        raise UsageError(f"need min_len >= 1, top_k >= 1 and max_len >= min_len "
                          f"(got {min_len}, {top_k}, {max_len})")
     if op is None and op_regex is None:
         from .pattern_mining import mine_patterns
 
         if nested or started_before_ns is not None:
-            raise UsageError("--nested applies to operator patterns: give --op or --op-regex")
+            raise UsageError("nested applies to operator patterns: give op or op_regex")
         return mine_patterns(cols, min_len=min_len, max_len=max_len, top_k=top_k)
     return operator_patterns(cols, build_stacks(cols), op=op, op_regex=op_regex, nested=nested, min_len=min_len,
                              max_len=max_len, top_k=top_k, started_before_ns=started_before_ns)
-
-
-def scan_for_operator(path: str, op: str | None, op_regex: str | None) -> TraceColumns:
-    """The columns operator patterns read: of the CPU ops, those named like the operator and
-    those that can be on their or a launch call's stack (``stacks.stack_ops``)."""
-    return scan_for_stacks(path, marked=operator_marks(op, op_regex), joined_launches=True)
 
 
 def operator_marks(op: str | None, op_regex: str | None) -> NameMask:
@@ -118,7 +78,7 @@ def _is_operator(names: list[str], op: str | None, op_regex: str | None) -> np.n
         try:
             rx = re.compile(op_regex)
         except re.error as e:
-            raise UsageError(f"--op-regex {op_regex!r} is not a regular expression: {e}") from None
+            raise UsageError(f"op_regex {op_regex!r} is not a regular expression: {e}") from None
         return np.array([rx.search(n) is not None for n in names], dtype=bool)
     return np.array([n == op for n in names], dtype=bool)
 
@@ -136,9 +96,9 @@ def operator_patterns(
     op: str | None = None,
     op_regex: str | None = None,
     nested: bool = False,
-    min_len: int = 3,
+    min_len: int = DEFAULT_MIN_LEN,
     max_len: int | None = None,
-    top_k: int = 5,
+    top_k: int = DEFAULT_TOP_K,
     started_before_ns: int | None = None,
 ) -> Patterns:
     """Patterns of the GPU ops launched under each instance of the operator.
@@ -195,47 +155,6 @@ def operator_patterns(
                     inst_row[occ], offsets, members, note + f" -> {n_patterns:,} patterns")
 
 
-def pattern_columns(
-    cols: TraceColumns,
-    kernels: list[np.ndarray],
-    count: np.ndarray,
-    gpu_ns: np.ndarray,
-    total_gpu_ns: int,
-    *,
-    cpu_ns: np.ndarray | None = None,
-    operators: list[str] | None = None,
-) -> dict[str, Any]:
-    """The patterns table's columns, a row per pattern, best first: ``P1``, ``P2``, ... with
-    short and full kernel names."""
-    full = [tuple(cols.names[i] for i in k.tolist()) for k in kernels]
-    short = _short_names([n for names in full for n in names])
-    data = {
-        "rank": np.arange(1, len(kernels) + 1),
-        "pattern": [f"P{i}" for i in range(1, len(kernels) + 1)],
-        "count": np.asarray(count, np.int64),
-        "length": np.array([len(k) for k in kernels], np.int64),
-        "kernels": [ARROW.join(short[n] for n in names) for names in full],
-        "gpu_ns": np.asarray(gpu_ns, np.int64),
-        "mean_gpu_ns": np.asarray(gpu_ns, np.float64) / np.maximum(np.asarray(count), 1),
-    }
-    if cpu_ns is not None:
-        data["cpu_ns"] = np.asarray(cpu_ns, np.int64)
-    data["gpu_share"] = np.asarray(gpu_ns, np.float64) / total_gpu_ns if total_gpu_ns > 0 else 0.0
-    if operators is not None:
-        data["operator"] = operators
-    data["kernel_names"] = full
-    return data
-
-
-def _short_names(full_names: list[str]) -> dict[str, str]:
-    """Short name per full name; names that shorten alike get ``#1``, ``#2``, ... (in order seen)."""
-    variants: dict[str, list[str]] = {}
-    for name in dict.fromkeys(full_names):
-        variants.setdefault(short_kernel_name(name), []).append(name)
-    return {name: short if len(names) == 1 else f"{short}#{i}"
-            for short, names in variants.items() for i, name in enumerate(names, 1)}
-
-
 def _outermost(parent: np.ndarray, is_op: np.ndarray) -> np.ndarray:
     """Per CPU op: is it a matching op that no matching op encloses? Walks up from the
     matching ops only, one vector step per nesting level (from every op, the walk held
@@ -274,14 +193,6 @@ def _sum_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, np.int64)
     np.add.at(out, group, values)
     return out
-
-
-def concat_runs(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, members) of the slices ``rows[starts[j]:ends[j]]``."""
-    lengths = ends - starts
-    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    index = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-    return offsets, rows[index]
 
 
 def _operator_label(cols: TraceColumns, name_ids: np.ndarray) -> str:

@@ -12,9 +12,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..inject import CounterTrack
-from ..lazy_pandas import pd
-from ..scan import TraceColumns
+from ..columns.scan import TraceColumns
+from ..util.lazy_pandas import pd
 from .launches import STREAM_LAUNCH_APIS, launch_of_gpu, stream_launch_rows
 from .series import running_count, stream_groups
 
@@ -31,7 +30,7 @@ def queue_length(
     profiler step this way; see ``launches.last_step_start``); ``apis=HTA_QUEUE_APIS``
     leaves graph launches out as HTA does.
     """
-    groups = list(_queue_steps(cols, launched_before_ns, apis))
+    groups = list(queue_steps(cols, launched_before_ns, apis))
     sizes = [len(ts) for _, _, ts, _ in groups]
     values = np.concatenate([v for _, _, _, v in groups]).astype(np.int64) if groups else np.zeros(0, np.int32)
     return pd.DataFrame({
@@ -42,7 +41,7 @@ def queue_length(
     })
 
 
-def _queue_steps(
+def queue_steps(
     cols: TraceColumns, launched_before_ns: int | None = None, apis: frozenset[str] = STREAM_LAUNCH_APIS,
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """(device, stream, ts, queue length) per stream, sorted by device then stream.
@@ -66,10 +65,3 @@ def _queue_steps(
         del times  # not held while the caller has the group
         yield device, stream, ts, value
 
-
-def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
-    """One counter track per (device, stream): ``Queue length stream 7`` in the GPU's process."""
-    return [
-        CounterTrack(pid=cols.gpu_pid(device), name="Queue length", key=f"stream {stream}", ts=ts, values=value)
-        for device, stream, ts, value in _queue_steps(cols)
-    ]

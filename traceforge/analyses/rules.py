@@ -26,6 +26,7 @@ from ..errors import UsageError
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "data" / "rules"
 PRESETS = ("default", "hta", "vllm-llama", "vllm-ds", "vllm-gpt-oss")
+DEFAULT_RULES = "default"
 _RULE_KEYS = {"match", "category", "stage"}
 _TOP_KEYS = {"name", "description", "fallback", "rules"}
 
@@ -84,7 +85,7 @@ def load_rules(spec: str | RuleSet = "default") -> RuleSet:
         return _parse(json.loads((RULES_DIR / f"{spec}.json").read_text("utf-8")), f"preset {spec}", spec)
     path = Path(spec)
     if not path.is_file():
-        raise UsageError(f"--rules {spec}: neither a preset ({', '.join(PRESETS)}) nor a readable file")
+        raise UsageError(f"rules {spec}: neither a preset ({', '.join(PRESETS)}) nor a readable file")
     return _parse(_read_file(path), f"rules file {path}", path.stem)
 
 

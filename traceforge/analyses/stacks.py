@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._stacks import nest_thread
-from ..columns import Table
-from ..inject import in_sorted
-from ..scan import TraceColumns, scan
+from .. import _native
+from ..columns.scan import TraceColumns
+from ..columns.table import Table
+from ..util.search import in_sorted
 from .launches import launch_of_gpu
 
 
@@ -53,22 +53,12 @@ def nest_calls(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
     parent = np.full(len(cpu) + len(launches), -1, np.int32)  # rows: 4 bytes each
     for track in np.union1d(cpu.track, launches.track).tolist():
         ops, calls = (np.flatnonzero(t.track == track).astype(np.int32) for t in (cpu, launches))
-        nest_thread(ops, calls, cpu.ts, cpu.dur, cpu.dur.itemsize, launches.ts, launches.dur, launches.dur.itemsize,
-                    parent)
+        _native.stacks.nest_thread(ops, calls, cpu.ts, cpu.dur, cpu.dur.itemsize, launches.ts, launches.dur,
+                                   launches.dur.itemsize, parent)
     return parent[:len(cpu)], parent[len(cpu):]
 
 
 NameMask = Callable[[list[str]], np.ndarray]  # per name id of a trace's names
-
-
-def scan_for_stacks(path: str, *, marked: NameMask | None = None, joined_launches: bool = False,
-                    also_calls: NameMask | None = None, **kwargs) -> TraceColumns:
-    """``scan(path, **kwargs)`` keeping only the CPU ops (and, with ``joined_launches``, the
-    launch calls) that ``stack_ops`` keeps; they wait on disk during the scan."""
-    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=(lambda name: True) if joined_launches else None,
-                **kwargs)
-    return stack_ops(cols, None if marked is None else marked(cols.names),
-                     also_calls=None if also_calls is None else also_calls(cols.names))
 
 
 def stack_ops(cols: TraceColumns, marked: np.ndarray | None = None, also_calls: np.ndarray | None = None) -> TraceColumns:

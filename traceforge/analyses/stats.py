@@ -22,19 +22,16 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ..columns import Table, merged_by_ordinal
-from ..distinct import factorized
-from ..errors import UsageError
+from ..columns.scan import KERNEL, TraceColumns
+from ..columns.table import Table, merged_by_ordinal
 from ..io.heap import trim_heap
-from ..lazy_pandas import pd
-from ..rank_files import metadata_rank, name_rank, trace_paths
-from ..scan import KERNEL, TraceColumns, scan
+from ..io.rank_files import metadata_rank
+from ..util.distinct import factorized
+from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
@@ -247,31 +244,3 @@ def _joined_launches(cols: TraceColumns) -> TraceColumns:
         return cols
     joined = cols.spilled_launches.select(joined_calls(cols))
     return replace(cols, launches=merged_by_ordinal(cols.launches, joined), spilled_launches=None)
-
-
-def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
-    """Statistics of one trace or of several ranks' traces (files or directories).
-
-    Each trace's rank is its ``distributedInfo.rank``, else the number in its file name
-    (``rank3``), else its position among the inputs.
-    """
-    paths = trace_paths([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
-    parts: list[TraceStats] = []
-    seen: dict[int, str] = {}
-    for i, path in enumerate(paths):
-        # only the CPU ops' durations and the launch calls' totals are needed: they wait on disk
-        cols = scan(path, spill_cpu_ops=True, spill_launch=lambda name: True)
-        rank = rank_of(cols)
-        if rank is None:
-            rank = name_rank(path)
-        if rank is None:
-            rank = i
-        if rank in seen:
-            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
-        seen[rank] = path
-        parts.append(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns))
-    if len(parts) == 1:
-        return parts[0]
-    return TraceStats(**{
-        name: pd.concat([p.tables()[name] for p in parts], ignore_index=True) for name in parts[0].tables()
-    })

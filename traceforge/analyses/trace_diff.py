@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lazy_pandas import pd
-from ..scan import TraceColumns, scan
+from ..columns.scan import TraceColumns
+from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY
 from .classify import label_ops
-from .rules import RuleSet, load_rules
+from .rules import DEFAULT_RULES, RuleSet, load_rules
 
 
 @dataclass
@@ -43,13 +43,13 @@ def gpu_op_totals(cols: TraceColumns, rules: RuleSet) -> pd.DataFrame:
     return out
 
 
-def compare(a: TraceColumns, b: TraceColumns, rules: str | RuleSet = "default") -> TraceDiff:
+def compare(a: TraceColumns, b: TraceColumns, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
     """The diff of two scanned traces (B - A); ``rules``: a classifier preset, file or RuleSet."""
     rules = load_rules(rules)
-    return _compared(gpu_op_totals(a, rules), gpu_op_totals(b, rules))
+    return compared(gpu_op_totals(a, rules), gpu_op_totals(b, rules))
 
 
-def _compared(ta: pd.DataFrame, tb: pd.DataFrame) -> TraceDiff:
+def compared(ta: pd.DataFrame, tb: pd.DataFrame) -> TraceDiff:
     return TraceDiff(_diff(ta, tb, ["kind", "name", "category"]), _diff(ta, tb, ["category"]))
 
 
@@ -66,11 +66,3 @@ def _diff(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out["_abs_total"], out["_abs_count"] = out["total_diff_ns"].abs(), out["count_diff"].abs()
     out = out.sort_values(["_abs_total", "_abs_count", *keys], ascending=[False, False] + [True] * len(keys), kind="stable")
     return out.drop(columns=["_abs_total", "_abs_count"]).reset_index(drop=True)
-
-
-def diff(a: str, b: str, *, rules: str | RuleSet = "default") -> TraceDiff:
-    """Compare trace files ``a`` (before) and ``b`` (after). Only GPU ops are kept, one
-    trace's at a time: its totals are all that is left of it when the other is read."""
-    rules = load_rules(rules)
-    ta = gpu_op_totals(scan(a, cpu_ops=False, keep_launch=lambda name: False), rules)
-    return _compared(ta, gpu_op_totals(scan(b, cpu_ops=False, keep_launch=lambda name: False), rules))

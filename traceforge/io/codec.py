@@ -16,19 +16,21 @@ from typing import BinaryIO
 
 import zstandard
 
-try:  # isal: the same gzip format, 7-8x faster than zlib both ways (measured: README, Benchmarks)
+try:  # isal: the same gzip format, several times faster than zlib both ways (docs/benchmarks.md)
     from isal import isal_zlib as gzip_zlib
-    from isal.igzip import BadGzipFile, IGzipFile as GzipReader
+    from isal.igzip import BadGzipFile
+    from isal.igzip import IGzipFile as GzipReader
 except ImportError:  # pragma: no cover (a platform without isal wheels)
     import zlib as gzip_zlib
-    from gzip import BadGzipFile, GzipFile as GzipReader
+    from gzip import BadGzipFile
+    from gzip import GzipFile as GzipReader
 # The C reader under IGzipFile (every member, as IGzipFile reads): its readinto decompresses into
-# the caller's block, where IGzipFile's (io's generic one) reads into new bytes and copies them,
-# copying every byte (2 GB, four runs: 0.77-0.82 -> 0.69-0.73 CPU s). Private, so looked up.
+# the caller's block, where IGzipFile's (io's generic one) reads into new bytes and copies them:
+# one copy of every byte less. Private, so looked up.
 _RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)
 
-from .._splice import uninitialized
-from ..errors import TraceFormatError, UsageError
+from .. import _native
+from ..errors import TraceFormatError, TraceNotFoundError, UsageError
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
 
@@ -71,6 +73,8 @@ def _open_raw(path: str) -> BinaryIO:
         return open(sys.stdin.fileno(), "rb", closefd=False)
     try:
         return open(path, "rb")
+    except FileNotFoundError as e:
+        raise TraceNotFoundError(path, f"cannot read: {e.strerror or e}") from None
     except OSError as e:
         raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
 
@@ -161,7 +165,7 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
     reader = _decompressing_reader(source, codec)
     trimmer = HeapTrimmer()  # resident memory stays flat however much is read (see io.heap)
     while True:
-        block = uninitialized(headroom + BLOCK)  # filled by readinto; headroom by the reader
+        block = _native.splice.uninitialized(headroom + BLOCK)  # filled by readinto; headroom by the reader
         view = memoryview(block)[headroom:]
         try:
             n = reader.readinto(view)

@@ -1,14 +1,12 @@
 """Handing freed heap memory back to the system while a trace is read.
 
 While one thread decompresses, one scans and one compresses (ISA-L) the copy, the C heap
-is left with free holes that later buffers do not fit: resident memory grew by ~23 MB per
-GB read, though the memory in use stayed flat (decompressing and re-compressing a 5 GB
-trace alone: 81 -> 153 MB; the core tracks on a trace of 200 k GPU ops padded with CPU ops
-from 0.5 to 5 GB: 126 -> 217 MB peak). glibc's ``malloc_trim`` gives those free pages
-back; called every ``TRIM_EVERY`` bytes read (in every arena, whichever thread calls it),
-the same runs stay flat (81 MB; 123 -> 137 MB). The cost: pages that buffers reuse fault
-in again (`--all` at 2 GB: ~250 k -> ~330 k faults, within the noise of its time); every
-1 GB, no more faults but 16 MB more at 5 GB. Without ``malloc_trim`` (macOS, musl), nothing.
+is left with free holes that later buffers do not fit: without a trim, resident memory grows
+with the bytes read (tens of MB per GB) while the memory in use stays flat. glibc's
+``malloc_trim`` gives those free pages back; called every ``TRIM_EVERY`` bytes read (in every
+arena, whichever thread calls it), resident memory stays flat at the cost of pages that
+buffers reuse faulting in again (within the noise of a run's time). Without ``malloc_trim``
+(macOS, musl), nothing.
 """
 
 from __future__ import annotations

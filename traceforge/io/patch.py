@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from functools import cached_property, partial
 import re
 from collections.abc import Callable, Sequence
+from functools import cached_property, partial
 
 import numpy as np
 import orjson
 
-from .._splice import insert_members, spans_containing
-from ..inject import ArgColumns, Texts, in_sorted, join_rows, json_bytes
-from .fields import splice_rows
+from .. import _native
+from ..util.search import in_sorted
 from . import rows as R
+from .fields import splice_rows
+from .jsontext import ArgColumns, Texts, join_rows, json_bytes
 from .reader import EventBatch
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
@@ -164,14 +165,14 @@ def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], 
     the args already): then the parsed event (``parsed(i)``) decides.
     """
     ints = partial(np.ascontiguousarray, dtype=np.int64)
-    common = insert_members(raw, ints(starts), ints(at), np.ascontiguousarray(empty, bool), bodies.blob,
-                            ints(bodies.starts), ints(bodies.lengths), keys)
+    common = _native.splice.insert_members(raw, ints(starts), ints(at), np.ascontiguousarray(empty, bool),
+                                           bodies.blob, ints(bodies.starts), ints(bodies.lengths), keys)
     if common is not None:  # every event's args place known, no key met: one pass in C
         return common
     edited = bodies.lengths > 0
     placed = at >= 0
-    placed[placed] = ~np.frombuffer(spans_containing(raw, np.ascontiguousarray(starts[placed], np.int64),
-                                                     np.ascontiguousarray(at[placed], np.int64), keys), bool)
+    placed[placed] = ~np.frombuffer(_native.splice.spans_containing(
+        raw, np.ascontiguousarray(starts[placed], np.int64), np.ascontiguousarray(at[placed], np.int64), keys), bool)
     reparsed = edited & ~placed
     merged = Texts.of([add_args(bytes(raw[starts[i]:ends[i]]), parsed(i), orjson.loads(b"{" + bodies[i] + b"}"))
                        for i in np.flatnonzero(reparsed).tolist()])

@@ -15,10 +15,10 @@ from functools import partial
 
 import numpy as np
 
-from .. import progress
-from ..inject import Block
-from ..search import searchsorted
+from ..util import progress
+from ..util.search import searchsorted
 from .codec import AtomicOutput, iter_decompressed
+from .jsontext import Block
 from .patch import BodyRuns, ExtraArgs, with_members
 from .reader import TraceReader, parse_event
 from .writer import EventSink

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from .. import progress
 from ..errors import TraceFormatError
+from ..util import progress
 from . import rows as R
 from .codec import iter_decompressed
 

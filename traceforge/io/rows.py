@@ -10,28 +10,64 @@ represent exactly: read that event with a JSON parser (``resolve_odd`` in the sc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import orjson
 
-from ..inject import json_bytes
+from .. import _native
+from .jsontext import json_bytes
 
-try:
-    from .. import _scanner
-except ImportError as e:  # a source tree used without building it
-    raise ImportError(f"traceforge's C event scanner is not built ({e}): run `pip install -e .` in the "
-                      "source tree, or `pip install .` and run outside it") from None
-from .._scanner import (  # noqa: F401  (re-exported column and flag names)
-    ARGS_AT, BLOCK, BYTES, CAT, CORRELATION, DEVICE, DUR, END, EXTERNAL_ID, F_ARGS, F_ARGS_EMPTY,
-    F_ARGS_ONE_NUMBER, F_BP_E, F_BYTES, F_CORRELATION, F_DEVICE, F_DIMS, F_DUR, F_DUR_FRAC, F_DUR_KEY,
-    F_EXTERNAL_ID, F_EXTRA, F_ID, F_ID_KEY, F_ODD, F_SCOPE_T, F_SHARED_MEMORY, F_STREAM, F_TS, F_TS_FRAC,
-    FLAGS, GRID, ID, KERNEL, NAME, NFIELDS, PH, SHARED_MEMORY, START, STREAM, TRACK, TS, TS_AT, TS_END,
-)
+# the scanner's column and flag names, re-exported: constants, the same in every backend
+ARGS_AT = _native.scanner.ARGS_AT
+BLOCK = _native.scanner.BLOCK
+BYTES = _native.scanner.BYTES
+CAT = _native.scanner.CAT
+CORRELATION = _native.scanner.CORRELATION
+DEVICE = _native.scanner.DEVICE
+DUR = _native.scanner.DUR
+END = _native.scanner.END
+EXTERNAL_ID = _native.scanner.EXTERNAL_ID
+F_ARGS = _native.scanner.F_ARGS
+F_ARGS_EMPTY = _native.scanner.F_ARGS_EMPTY
+F_ARGS_ONE_NUMBER = _native.scanner.F_ARGS_ONE_NUMBER
+F_BP_E = _native.scanner.F_BP_E
+F_BYTES = _native.scanner.F_BYTES
+F_CORRELATION = _native.scanner.F_CORRELATION
+F_DEVICE = _native.scanner.F_DEVICE
+F_DIMS = _native.scanner.F_DIMS
+F_DUR = _native.scanner.F_DUR
+F_DUR_FRAC = _native.scanner.F_DUR_FRAC
+F_DUR_KEY = _native.scanner.F_DUR_KEY
+F_EXTERNAL_ID = _native.scanner.F_EXTERNAL_ID
+F_EXTRA = _native.scanner.F_EXTRA
+F_ID = _native.scanner.F_ID
+F_ID_KEY = _native.scanner.F_ID_KEY
+F_ODD = _native.scanner.F_ODD
+F_SCOPE_T = _native.scanner.F_SCOPE_T
+F_SHARED_MEMORY = _native.scanner.F_SHARED_MEMORY
+F_STREAM = _native.scanner.F_STREAM
+F_TS = _native.scanner.F_TS
+F_TS_FRAC = _native.scanner.F_TS_FRAC
+FLAGS = _native.scanner.FLAGS
+GRID = _native.scanner.GRID
+ID = _native.scanner.ID
+KERNEL = _native.scanner.KERNEL
+NAME = _native.scanner.NAME
+NFIELDS = _native.scanner.NFIELDS
+PH = _native.scanner.PH
+SHARED_MEMORY = _native.scanner.SHARED_MEMORY
+START = _native.scanner.START
+STREAM = _native.scanner.STREAM
+TRACK = _native.scanner.TRACK
+TS = _native.scanner.TS
+TS_AT = _native.scanner.TS_AT
+TS_END = _native.scanner.TS_END
 
-OK, END_OF_ARRAY, INCOMPLETE, STOPPED = _scanner.OK, _scanner.END_OF_ARRAY, _scanner.INCOMPLETE, _scanner.STOPPED
+OK, END_OF_ARRAY, INCOMPLETE, STOPPED = (_native.scanner.OK, _native.scanner.END_OF_ARRAY, _native.scanner.INCOMPLETE,
+                                         _native.scanner.STOPPED)
 
 
 class ScanResult(NamedTuple):
@@ -53,15 +89,16 @@ class RowScanner:
     def __init__(self) -> None:
         self.strings: list[bytes] = []
         self.tracks: list[bytes] = []
-        self._strings = _scanner.Interner(self.strings)
-        self._tracks = _scanner.Interner(self.tracks)
+        self._kernel = _native.scanner  # the interners belong to the backend that made them
+        self._strings = self._kernel.Interner(self.strings)
+        self._tracks = self._kernel.Interner(self.tracks)
         self._lock = threading.Lock()
 
     def scan(self, data: bytes, limit: int, start: int = 0) -> ScanResult:
         """Scan events from ``data[start]`` on (offsets relative to ``start``), up to about ``limit`` bytes."""
         with self._lock:
-            status, count, stop, error_at, message, rows = _scanner.scan(data, start, limit, self._strings,
-                                                                         self._tracks)
+            status, count, stop, error_at, message, rows = self._kernel.scan(data, start, limit, self._strings,
+                                                                             self._tracks)
         return ScanResult(status, np.frombuffer(rows, np.int64).reshape(count, NFIELDS), stop, error_at, message)
 
     def rows_of(self, events: list) -> np.ndarray:
@@ -77,12 +114,12 @@ class RowScanner:
         if type(value) is not str:
             return -2
         with self._lock:
-            return _scanner.intern(self._strings, json_bytes(value)[1:-1])
+            return self._kernel.intern(self._strings, json_bytes(value)[1:-1])
 
     def intern_track(self, pid: object, tid: object, has_pid: bool, has_tid: bool) -> int:
         key = (json_bytes(pid) if has_pid else b"") + b"\0" + (json_bytes(tid) if has_tid else b"")
         with self._lock:
-            return _scanner.intern(self._tracks, key)
+            return self._kernel.intern(self._tracks, key)
 
 
 def columns(rows: np.ndarray, at: np.ndarray | None, fields: tuple[int, ...]) -> dict[int, np.ndarray]:
@@ -92,7 +129,7 @@ def columns(rows: np.ndarray, at: np.ndarray | None, fields: tuple[int, ...]) ->
     cache lines again for each field."""
     at = None if at is None else np.ascontiguousarray(at, np.int64)
     count = len(rows) if at is None else len(at)
-    gathered = np.frombuffer(_scanner.columns(rows, at, bytes(fields)), np.int64).reshape(len(fields), count)
+    gathered = np.frombuffer(_native.scanner.columns(rows, at, bytes(fields)), np.int64).reshape(len(fields), count)
     return dict(zip(fields, gathered))
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..inject import Block
 from .codec import AtomicOutput, Compressor
+from .jsontext import Block
 from .reader import EventBatch, TraceReader, ends_with_comma
 
 

@@ -2,9 +2,9 @@
 
 ``counter_tables(cols, ncu=...)`` pairs each measurement with its kernel (or launch call),
 adds the operator stack and derived metrics, and reports every mismatch;
-``annotation.build_counters`` turns that into args and tracks for ``annotate --counters``.
+``annotator/plugins/counters.py`` turns that into args and tracks for ``annotate --counters``.
 """
 
-from .tables import CounterTables, counter_tables, operator_summary
+from .tables import CounterTables, checked_counter_options, counter_tables, operator_summary
 
-__all__ = ["CounterTables", "counter_tables", "operator_summary"]
+__all__ = ["CounterTables", "checked_counter_options", "counter_tables", "operator_summary"]

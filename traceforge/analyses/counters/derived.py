@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...lazy_pandas import pd
+from ...util.lazy_pandas import pd
 
 SECTOR_BYTES = 32
 FLOP_COUNTERS: dict[str, int] = {

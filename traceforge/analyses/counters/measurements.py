@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...lazy_pandas import pd
-from ...scan import KERNEL, TraceColumns
+from ...columns.scan import KERNEL, TraceColumns
+from ...util.lazy_pandas import pd
 from ..stacks import Stacks
 
 # Columns every source fills, before its counter columns.

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import TraceFormatError, UsageError
 from ...io.codec import iter_decompressed
-from ...lazy_pandas import pd
+from ...util.lazy_pandas import pd
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC")
@@ -93,7 +93,7 @@ def read_ncu_csv(path: str) -> NcuCsv:
     try:
         data = b"".join(iter_decompressed(path))
     except TraceFormatError as e:
-        raise UsageError(f"--ncu {path}: {e.what}") from None
+        raise UsageError(f"ncu CSV {path}: {e.what}") from None
     lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip() and not _TOOL_LINE.match(ln)]
     table = list(csv.reader(lines))
     head = next((i for i, row in enumerate(table) if "ID" in row and "Kernel Name" in row), None)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...columns.scan import TraceColumns
 from ...errors import UsageError
-from ...lazy_pandas import pd
-from ...scan import TraceColumns
+from ...util.lazy_pandas import pd
 from ..stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, examples, kernel_launch_order, problems_frame
 from .names import kernel_key
@@ -97,7 +97,7 @@ def _dims_text(cols: TraceColumns, dims_id: int) -> str:
 def join_ncu(cols: TraceColumns, stacks: Stacks, ncu: NcuCsv, skip: int = 0) -> Measurements:
     """Join each ncu row to the trace kernel it profiled (see the module docstring)."""
     if skip < 0:
-        raise UsageError(f"--ncu-skip must be >= 0, not {skip}")
+        raise UsageError(f"ncu_skip must be >= 0, not {skip}")
     index = _index(cols, stacks, skip)
     dims_ids = {dims: i for i, dims in enumerate(cols.kernel_dims)}
     rows = ncu.rows

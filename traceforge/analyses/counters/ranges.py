@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...lazy_pandas import pd
-from ...scan import TraceColumns
+from ...columns.scan import TraceColumns
+from ...util.lazy_pandas import pd
 from ..launches import STREAM_LAUNCH_APIS
 from ..stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, kernel_launch_order, problems_frame

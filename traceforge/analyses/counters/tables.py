@@ -13,13 +13,16 @@ the raw counters, then ``derived.DERIVED``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from ...lazy_pandas import pd
-from ...scan import TraceColumns, scan
-from ..stacks import Stacks, build_stacks, stack_ops
+from ...columns.scan import TraceColumns
+from ...errors import UsageError
+from ...util.lazy_pandas import pd
+from ..stacks import Stacks, build_stacks
 from .derived import Peaks, add_derived, add_efficiency, choose_peaks
 from .measurements import ID_COLUMNS, PROBLEM_COLUMNS, Measurements
 from .ncu_csv import read_ncu_csv
@@ -117,12 +120,19 @@ def has_counters(cols: TraceColumns, ncu: str | None) -> bool:
     return bool(len(cols.ranges)) or ncu is not None
 
 
-def counter_columns(path: str, ncu: str | None = None, **scan_options) -> TraceColumns:
-    """What ``counter_tables`` reads of the trace at ``path``. The CPU ops wait on disk during
-    the scan; only if there are counters to place do those that can be on a launch call's
-    stack come back (most traces have none: their CPU ops are never held)."""
-    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, **scan_options)
-    return stack_ops(cols) if has_counters(cols, ncu) else cols
+def checked_counter_options(*, ncu: str | None = None, ncu_skip: int | None = 0, peak_dram_gbps: float | None = None,
+                            peak_tensor_pct: float | None = None) -> dict:
+    """``counter_tables``' keyword arguments, checked: the ncu file exists, the skip is not
+    negative, the peaks are positive numbers."""
+    if ncu is not None and not Path(ncu).is_file():
+        raise UsageError(f"ncu CSV {ncu}: no such file")
+    skip = ncu_skip or 0
+    if skip < 0:
+        raise UsageError(f"ncu_skip must be >= 0, not {skip}")
+    for name, value in (("peak_dram_gbps", peak_dram_gbps), ("peak_tensor_pct", peak_tensor_pct)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name} must be a positive number, not {value}")
+    return {"ncu": ncu, "ncu_skip": skip, "peak_dram_gbps": peak_dram_gbps, "peak_tensor_pct": peak_tensor_pct}
 
 
 def counter_tables(
@@ -161,4 +171,3 @@ def counter_tables(
                        "TFLOP/s, GB/s and efficiency are left empty")
     problems = pd.concat([p.problems for p in parts], ignore_index=True)
     return CounterTables(kernels, operator_summary(kernels), problems, summary, peaks, counters)
-

@@ -1,0 +1,88 @@
+"""What the chosen analyses read of the trace: the scan's settings, and which CPU ops and
+launch calls the columns keep after it (``ScanPlan``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, stream_launch_rows
+from ..analyses.stacks import NameMask, stack_keeper, stack_ops
+from ..columns.scan import TraceColumns, scan
+from ..columns.table import Table, merged_by_ordinal
+from ..emit.flow_anchors import LaunchWindows
+from ..io.reader import TraceReader
+from .plugin import Analysis
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What the chosen analyses read of the trace: the scan's settings and the columns' trim."""
+
+    launch_apis: frozenset[str] | None  # None: every launch call
+    near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
+    stack_marks: tuple[NameMask, ...]  # the CPU ops call stacks pass through
+
+    @property
+    def cpu_side(self) -> bool:
+        """Reads launch calls or CPU ops."""
+        return self.launch_apis != frozenset() or self.near_launches or bool(self.stack_marks)
+
+    @classmethod
+    def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> ScanPlan:
+        apis = [a.setting("launch_apis", options) for a in chosen]
+        marks = (a.setting("stack_marks", options) for a in chosen)
+        return cls(None if None in apis else frozenset().union(*apis),
+                   any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None))
+
+    def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
+        if self.stack_marks and not self.near_launches and self.launch_apis is not None:
+            # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
+            cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True, reader=reader,
+                        **kwargs)
+            return stack_ops(cols, self._marked(cols.names), also_calls=self._calls_read(cols.names))
+        some_ops = self.near_launches or bool(self.stack_marks)
+        if self.launch_apis is None or self.stack_marks:  # every launch call
+            keep = spill = None
+        elif self.near_launches:  # arrows: calls of other APIs count only near a stream launch (seen later)
+            read = calls_of(self.launch_apis | STREAM_LAUNCH_APIS)
+            keep, spill = None, lambda name: not read(name)
+        else:
+            keep, spill = calls_of(self.launch_apis), None
+        return scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
+                    spill_launch=spill, **kwargs)
+
+    def _marked(self, names: list[str]) -> np.ndarray:
+        return np.logical_or.reduce([m(names) for m in self.stack_marks])
+
+    def _calls_read(self, names: list[str]) -> np.ndarray:
+        """Per name id: is it a launch call of an API analyses read?"""
+        read = calls_of(self.launch_apis)
+        return np.array([read(n) for n in names] or [False], bool)
+
+    def some_ops_only(self, cols: TraceColumns) -> TraceColumns:
+        """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
+        passes through, and the launch calls arrows can start at or analyses read. Consumes ``cols``."""
+        keeps: list[Callable[[Table], np.ndarray]] = []
+        launches = np.zeros(len(cols.launches), bool)
+        if self.near_launches:
+            windows = LaunchWindows(cols, stream_launch_rows(cols))
+            keeps.append(windows.near)
+            launches |= windows.near(cols.launches)
+        if self.stack_marks:
+            keeps.append(stack_keeper(cols, self._marked(cols.names)))
+            launches[:] = True  # every call can pop an op off a stack
+        if self.launch_apis is None:
+            launches[:] = True
+        else:
+            launches |= self._calls_read(cols.names)[cols.launches.name]
+        cols.launches = cols.launches.take(np.flatnonzero(launches))  # in place: the full table goes now
+        cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
+        if cols.spilled_launches is None:
+            return cols
+        # Calls of other APIs (waiting on disk): those near a stream launch come back.
+        return replace(cols, launches=merged_by_ordinal(cols.launches, cols.spilled_launches.select(windows.near)),
+                       spilled_launches=None)

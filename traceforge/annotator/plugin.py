@@ -1,0 +1,114 @@
+"""What an annotate analysis declares about itself: the contract between one analysis
+module (``annotator/plugins/*.py``) and the rest of traceforge.
+
+A module declares one ``Analysis`` named ``ANALYSIS``. From it alone come the analysis's
+CLI flag and options (``annotate --help``), its place in ``--all``, its keyword in the
+Python API (``traceforge.annotate(..., name=True)``, ``Trace.annotate``), its table on a
+loaded trace (``Trace.table(name)``), its figures in the per-rank summary, and what the
+scan keeps of the trace for it. docs/architecture.md walks through adding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..analyses.stacks import NameMask
+from ..emit.tracks import CounterTrack, Injections, TidAllocator
+
+if TYPE_CHECKING:
+    from ..columns.scan import TraceColumns
+    from ..util.lazy_pandas import pd
+
+@dataclass(frozen=True)
+class Option:
+    """A parameter of an analysis: ``name`` in Python (``--name-with-dashes`` on the CLI).
+
+    ``parse`` turns the CLI's text into the value (``int``, a duration parser, ...); a
+    ``flag`` is a switch with no value. ``default`` is the one definition of the default.
+    """
+
+    name: str
+    help: str
+    default: Any = None
+    parse: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    flag: bool = False
+
+    @property
+    def cli(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass
+class AnnotateContext:
+    """What the analyses of one run share: their options (every declared option of the
+    chosen analyses, defaults filled in) and fresh thread ids for new tracks."""
+
+    options: dict[str, Any]
+    allocator: TidAllocator
+
+
+Setting = Callable[[Mapping[str, Any]], Any]  # a setting that depends on the run's options
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure an analysis reports per trace (``Injections.figures[key]``): a column of the
+    per-rank summary of a many-file run, headed ``header``."""
+
+    key: str
+    header: str
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """An annotate analysis: its flag, options, what it reads of the trace, and ``build``.
+
+    ``build(columns, context) -> Injections`` is pure: it reads the columns and returns what
+    to add (tracks, slices, arrows, args); it never opens a file. The settings that say what
+    the scan must keep (``launch_apis``, ``stack_marks``, ``patches_args``) are values or
+    functions of the options; the scan keeps only what the chosen analyses read.
+    """
+
+    name: str
+    help: str
+    build: Callable[[TraceColumns, AnnotateContext], Injections]
+    options: tuple[Option, ...] = ()
+    order: int = 100  # place in --help, in --all and in the output (built-ins 10..60, then by name)
+    in_all: bool = True  # --all runs it (False for one that cannot run without an option of its own)
+    # Adds args to existing events: the trace is read twice.
+    patches_args: bool | Setting = False
+    # The launch APIs it reads (None: all launch calls; an empty set: none).
+    launch_apis: frozenset[str] | None | Setting = None
+    # Draws arrows from stream launch calls: it needs the CPU-side slices near them, not all CPU ops.
+    arrows_from_launches: bool = False
+    # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
+    # calls it reads and of the ops this function of the names marks (None: reads no stack).
+    stack_marks: NameMask | None | Setting = None
+    # Makes its args (if any) from GPU ops and the launch calls of its APIs alone, for these
+    # columns and options: then the CPU ops it may read later are picked while the trace is copied.
+    args_without_cpu_ops: Callable[[TraceColumns, Mapping[str, Any]], bool] = lambda cols, options: False
+    # Its result as a table, for ``Trace.table(name)`` (None: it has no table of its own).
+    table: Callable[[TraceColumns, Mapping[str, Any]], pd.DataFrame] | None = None
+    # The figures it reports in ``Injections.figures``: columns of the per-rank summary.
+    figures: tuple[Figure, ...] = ()
+
+    def setting(self, name: str, options: Mapping[str, Any]) -> Any:
+        value = getattr(self, name)
+        return value(options) if callable(value) else value
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def counter_tracks_build(label: str, make_tracks: Callable[[TraceColumns], list[CounterTrack]]
+                         ) -> Callable[[TraceColumns, AnnotateContext], Injections]:
+    """``build`` for an analysis that only draws counter tracks: the tracks and a summary line."""
+    def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+        tracks = make_tracks(cols)
+        points = sum(len(t.ts) for t in tracks)
+        return Injections(list(tracks), [f"{label}: {len(tracks)} counter tracks, {points:,} points"])
+    return build

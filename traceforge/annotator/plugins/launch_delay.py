@@ -1,0 +1,117 @@
+"""What ``annotate --launch-delay`` writes into the trace, so the delay is seen in Perfetto.
+
+Each launched GPU op gets args ``launch_delay_us`` and ``launch_cpu_us``; each outlier
+(delay above the cutoff) gets a flow arrow from its launch call to it, category
+``launch_delay``, named with the delay so it can be searched and toggled; each stream gets
+a counter track holding the delay of the op that started last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...analyses.launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
+from ...analyses.launches import STREAM_LAUNCH_APIS
+from ...analyses.series import stream_groups
+from ...columns.scan import TraceColumns
+from ...emit.flow_anchors import flow_anchors
+from ...emit.tracks import CounterTrack, FlowArrows, Injections
+from ...io.jsontext import ArgColumns, FixedPoint, compact_ints
+from ...util.durations import duration_arg, duration_ns
+from ...util.exacttime import ns_to_us_text
+from ...util.search import searchsorted
+from ..plugin import Analysis, AnnotateContext, Option
+
+FLOW_CATEGORY = "launch_delay"
+COUNTER_NAME = "Launch delay (us)"
+
+
+def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    """Args on every launched GPU op, outlier arrows and per-stream counters."""
+    cutoff = duration_ns(ctx.options["delay_cutoff"], DEFAULT_DELAY_CUTOFF_NS)
+    gpu_rows, launch_rows, delay = launch_pairs(cols)
+    if not len(gpu_rows):
+        return Injections(summary=[f"launch delay: nothing added: {no_launches_reason(cols)}"])
+    patches = ArgColumns(compact_ints(cols.gpu.ordinal[gpu_rows]), {
+        "launch_delay_us": compact_ints(delay), "launch_cpu_us": compact_ints(cols.launches.dur[launch_rows]),
+    }, {"launch_delay_us": FixedPoint(3), "launch_cpu_us": FixedPoint(3)})
+    outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
+    # Launch calls by ordinal: the columns ``tracks`` is given may hold more of them (those near
+    # launches, picked meanwhile), so rows would move; GPU op rows do not.
+    arrows = [gpu_rows[outlier], cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
+    del launch_rows, outlier
+    pairs = [gpu_rows, delay]
+    del gpu_rows, delay
+
+    def tracks(cols: TraceColumns) -> Injections:
+        """The per-stream counters and the outliers' arrows (their rows let go as they are used)."""
+        counters = delay_counters(cols, *pairs)
+        pairs.clear()
+        gpu_rows, launch_ordinals, outlier_delay = arrows
+        arrows.clear()
+        flows, unplaced = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
+                                        outlier_delay)
+        summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
+                   f"> {ns_to_us_text(cutoff)} us")
+        if unplaced:
+            summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
+        summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
+        return Injections([*counters, flows], [summary])
+
+    return Injections(arg_columns=[patches], later=tracks)
+
+
+def delay_label(ns: int) -> str:
+    """``launch delay 1.84 ms`` (ms to 2 decimals from 1 ms up, else µs to 1 decimal)."""
+    if ns >= 1_000_000:
+        hundredths = (ns + 5_000) // 10_000
+        return f"launch delay {hundredths // 100}.{hundredths % 100:02d} ms"
+    tenths = (ns + 50) // 100
+    return f"launch delay {tenths // 10}.{tenths % 10} us"
+
+
+def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray,
+                  delay: np.ndarray) -> tuple[FlowArrows, int]:
+    """An arrow from each launch call to its GPU op, ids above the trace's; and how many
+    could not be placed (no ts binds to both slices, e.g. a zero-duration op)."""
+    start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
+    ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+    flows = FlowArrows(
+        cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
+        start_track=cols.launches.track[launch_rows[ok]], start_ts=start_ts[ok],
+        end_track=cols.gpu.track[gpu_rows[ok]], end_ts=end_ts[ok], values=delay[ok], label=delay_label,
+    )
+    return flows, len(gpu_rows) - len(ok)
+
+
+def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
+    """Per (device, stream): the delay at each GPU op start (the largest where ops start together)."""
+    gpu = cols.gpu
+    launched = np.zeros(len(gpu), bool)
+    launched[gpu_rows] = True
+    tracks = []
+    for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
+        pick = mine[gpu_rows]
+        ts, value = gpu.ts[gpu_rows[pick]], compact_ints(delay[pick])
+        order = np.argsort(ts, kind="stable")  # a stream's ops in file order: nearly sorted, fast
+        ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
+        value = value[order]
+        del order
+        first = np.ones(len(ts), bool)
+        first[1:] = ts[1:] != ts[:-1]
+        largest = np.maximum.reduceat(value, np.flatnonzero(first)) if len(ts) else value
+        tracks.append(CounterTrack(pid=cols.gpu_pid(device), name=COUNTER_NAME, key=f"stream {stream}",
+                                   ts=ts[first], values=largest, decimals=3))  # compact as the delays were
+        del mine, pick, ts, value, first, largest  # not held while the next stream is done
+    return tracks
+
+
+ANALYSIS = Analysis(
+    "launch_delay", "launch delay: args launch_delay_us/launch_cpu_us on each GPU op, an arrow "
+    "from the launch call for each delay above --delay-cutoff, one counter track per stream",
+    launch_delay_marks, order=30,
+    options=(Option("delay_cutoff", "--launch-delay draws an arrow for delays above this (e.g. 100us, 1.5ms; "
+                    "default 100us)", default=DEFAULT_DELAY_CUTOFF_NS, parse=duration_arg, metavar="DURATION"),),
+    patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True,
+    args_without_cpu_ops=lambda cols, options: True,
+)

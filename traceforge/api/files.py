@@ -1,0 +1,163 @@
+"""The path-level functions: one read of a file for one analysis, with the scan that keeps
+just what it reads (``reads``). ``traceforge.load`` reads once for many instead."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..analyses.classify import Classified, classify_columns, seconds_to_ns
+from ..analyses.gpu_busy import KERNEL_WAIT_NS
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
+from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..columns.scan import scan
+from ..errors import UsageError
+from ..io.rank_files import name_rank, trace_paths
+from ..util.lazy_pandas import pd
+from . import reads
+
+if TYPE_CHECKING:
+    from ..analyses.counters import CounterTables
+    from ..analyses.stats import TraceStats
+    from ..analyses.trace_diff import TraceDiff
+
+
+def queue_length(path: str, *, launched_before_ns: int | None = None) -> pd.DataFrame:
+    """Queue length change points of every (device, stream): device, stream, ts (ns), queue_length."""
+    from ..analyses.queue_length import queue_length as compute
+
+    return compute(scan(path, cpu_ops=False), launched_before_ns=launched_before_ns)
+
+
+def memcpy_bandwidth(path: str) -> pd.DataFrame:
+    """Bandwidth change points of every (device, copy kind): device, kind, ts (ns), gbps."""
+    from ..analyses.memcpy_bw import memcpy_bandwidth as compute
+
+    return compute(scan(path, cpu_ops=False))
+
+
+def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None
+                 ) -> pd.DataFrame:
+    """One row per GPU op with its launch call: cpu_duration, gpu_duration, launch_delay (ns;
+    negative kept, flagged in negative_delay), the launching CPU op, ... (see
+    ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
+    ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
+    from ..analyses.launch_delay import launch_table_consuming
+
+    apis = apis or STREAM_LAUNCH_APIS
+    return launch_table_consuming(reads.launch_columns(path, calls_of(apis)), apis=apis,
+                                  launched_before_ns=launched_before_ns)
+
+
+def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS
+          ) -> TraceStats:
+    """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
+    (see ``analyses.stats``). Each trace's rank is its ``distributedInfo.rank``, else the number
+    in its file name (``rank3``), else its position among the inputs."""
+    from ..analyses.stats import TraceStats, rank_of, trace_stats
+
+    paths = trace_paths([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+    parts: list[TraceStats] = []
+    seen: dict[int, str] = {}
+    for i, path in enumerate(paths):
+        cols = reads.stats_columns(path)
+        rank = rank_of(cols)
+        if rank is None:
+            rank = name_rank(path)
+        if rank is None:
+            rank = i
+        if rank in seen:
+            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
+        seen[rank] = path
+        parts.append(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns))
+    if len(parts) == 1:
+        return parts[0]
+    return TraceStats(**{
+        name: pd.concat([p.tables()[name] for p in parts], ignore_index=True) for name in parts[0].tables()
+    })
+
+
+def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None) -> dict[str, pd.DataFrame]:
+    """One DataFrame per activity kind (exact ns); also written as CSV / Parquet if a directory is given."""
+    from ..analyses.export_tables import tables_by_kind
+    from ..io.table_files import check_parquet, write_tables
+
+    if parquet_dir is not None:
+        check_parquet()
+    chunks = list(tables_by_kind(reads.export_columns(path)))
+    write_tables(chunks, csv_dir=csv_dir, parquet_dir=parquet_dir)
+    frames: dict[str, list[pd.DataFrame]] = {}
+    for chunk in chunks:
+        frames.setdefault(chunk.kind, []).append(chunk.frame())
+    return {kind: pd.concat(parts, ignore_index=True) for kind, parts in frames.items()}
+
+
+def classified(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None
+               ) -> Classified:
+    """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``."""
+    elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
+    return classify_columns(reads.gpu_columns(path), load_rules(rules), elapsed_ns=elapsed_ns)
+
+
+def classify(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> pd.DataFrame:
+    """GPU time per (device, category) of a trace or nsys ``cuda_gpu_trace`` CSV: instances,
+    duration_ns (summed), nonoverlapped_ns (each instant once, to the op that started first),
+    union_ns (the category's own busy time), share of the window; a ``non-GPU`` row per device
+    fills the window (GPU span, or ``elapsed_s``). ``rules``: a preset name or a JSON/TOML file."""
+    return classified(path, rules, elapsed_s=elapsed_s).table
+
+
+def classify_kernels(path: str, rules: str | RuleSet = DEFAULT_RULES) -> pd.DataFrame:
+    """Per (device, GPU op name): its category (and stage), instances, duration_ns, nonoverlapped_ns."""
+    return classified(path, rules).kernels
+
+
+def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_gbps: float | None = None,
+             peak_tensor_pct: float | None = None) -> CounterTables:
+    """Hardware counters per kernel from the trace's CUPTI range-profiler events and/or an
+    ``ncu --csv --page raw`` file: ``.kernels`` (counters, operator stack, FLOPs, TFLOP/s,
+    DRAM/L2 bytes, GB/s, tensor %, arithmetic intensity, efficiency), ``.operators`` (per
+    top-level operator), ``.problems`` (every mismatch and unmatched row or kernel)."""
+    from ..analyses.counters import checked_counter_options, counter_tables
+
+    options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
+                                      peak_tensor_pct=peak_tensor_pct)
+    return counter_tables(reads.counter_columns(path, options["ncu"]), **options)
+
+
+def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
+    """GPU ops of trace ``b`` against ``a``: ``.ops`` per name, ``.categories`` (classifier
+    ``rules``); B - A, in ns. One trace's columns are held at a time: its totals are all that is
+    left of it when the other is read."""
+    from ..analyses.trace_diff import compared, gpu_op_totals
+
+    rules = load_rules(rules)
+    before = gpu_op_totals(reads.gpu_columns(a), rules)
+    return compared(before, gpu_op_totals(reads.gpu_columns(b), rules))
+
+
+def patterns(
+    path: str,
+    op: str | None = None,
+    *,
+    op_regex: str | None = None,
+    nested: bool = False,
+    min_len: int = DEFAULT_MIN_LEN,
+    max_len: int | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    started_before_ns: int | None = None,
+) -> pd.DataFrame:
+    """Top GPU op sequences: what each instance of ``op`` (exact name) or ``op_regex`` launched,
+    or, with neither, repeated runs mined per stream. One row per pattern, best first: rank,
+    pattern, count, length, kernels (short), gpu_ns, mean_gpu_ns, cpu_ns (operator mode),
+    gpu_share, operator, kernel_names (full); ``df.attrs`` has total_gpu_ns, coverage, note.
+    ``started_before_ns`` keeps instances starting before it (HTA drops the last step)."""
+    mined = op is None and op_regex is None
+    cols = scan(path, cpu_ops=False) if mined else reads.operator_columns(path, op, op_regex)
+    result = find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
+                           top_k=top_k, started_before_ns=started_before_ns)
+    df = result.table
+    df.attrs.update(total_gpu_ns=result.total_gpu_ns, coverage=result.coverage, note=result.note)
+    return df

@@ -1,0 +1,236 @@
+"""A trace read once, every analysis a method: ``trace = traceforge.load("rank0.json.gz")``.
+
+The one scan keeps compact columns: GPU ops and launch calls in memory, CPU ops waiting on
+disk (most of a trace), read back only by the analyses that walk call stacks, and only the
+ops those stacks pass through. Each method returns what the path-level function of the same
+name returns for the file (``traceforge.queue_length(path)`` and
+``traceforge.load(path).queue_length()`` are equal); times are integer ns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..analyses.classify import Classified, classify_columns, seconds_to_ns
+from ..analyses.counters.tables import has_counters
+from ..analyses.gpu_busy import KERNEL_WAIT_NS
+from ..analyses.launch_delay import launch_ops, launch_table
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
+from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..analyses.stacks import stack_ops
+from ..analyses.stats import rank_of, trace_stats
+from ..annotator.registry import ANALYSES, with_defaults
+from ..annotator.run import AnnotateResult, annotate
+from ..columns.info import summarize
+from ..columns.scan import TraceColumns, scan
+from ..errors import UsageError
+from ..io.codec import input_codec
+from ..io.rank_files import name_rank, trace_paths
+from ..util.lazy_pandas import pd
+
+if TYPE_CHECKING:
+    from ..analyses.counters import CounterTables
+    from ..analyses.stats import TraceStats
+    from ..analyses.trace_diff import TraceDiff
+
+
+class Trace:
+    """One trace's columns, read once (``load``), and the analyses on them."""
+
+    def __init__(self, path: str, columns: TraceColumns):
+        self.path = path
+        self._cols = columns
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> Trace:
+        """Scan ``path`` once (``-``: standard input, which is then read in full)."""
+        path = os.fspath(path)
+        cols = scan(path, cpu_ops=True, spill_cpu_ops=True)
+        if cols.spilled_cpu_ops is not None:
+            cols.spilled_cpu_ops.keep_open()  # every stack analysis reads it again
+        return cls(path, cols)
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r}: {len(self._cols.gpu):,} GPU ops, {len(self._cols.launches):,} launch calls)"
+
+    @property
+    def columns(self) -> TraceColumns:
+        """The columns, for analyses of your own (``analyses.*`` take them); do not change them."""
+        return self._view()
+
+    def _view(self) -> TraceColumns:
+        """A copy of the columns' record (their arrays shared) for an analysis to rebind freely."""
+        return replace(self._cols)
+
+    def _stacks(self, marked: np.ndarray | None = None, launch_apis: frozenset[str] | None = None) -> TraceColumns:
+        """The columns with the CPU ops on call stacks read back (of launch calls of ``launch_apis``
+        only, when given, as a scan keeping only those would have them)."""
+        cols = self._view()
+        if launch_apis is not None:
+            read = calls_of(launch_apis)
+            keep = np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
+            cols.launches = cols.launches.take(np.flatnonzero(keep))
+        return stack_ops(cols, marked)
+
+    def info(self) -> dict[str, Any]:
+        """What is in the trace: events by phase and category, devices, streams, time span."""
+        return summarize(self._view(), input_codec(self.path) if self.path != "-" else "")
+
+    def queue_length(self, *, launched_before_ns: int | None = None) -> pd.DataFrame:
+        """Queue length change points per (device, stream): device, stream, ts (ns), queue_length."""
+        from ..analyses.queue_length import queue_length
+
+        return queue_length(self._view(), launched_before_ns=launched_before_ns)
+
+    def memcpy_bandwidth(self) -> pd.DataFrame:
+        """Bandwidth change points per (device, copy kind): device, kind, ts (ns), gbps."""
+        from ..analyses.memcpy_bw import memcpy_bandwidth
+
+        return memcpy_bandwidth(self._view())
+
+    def launch_stats(self, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None
+                     ) -> pd.DataFrame:
+        """One row per GPU op with its launch call (see ``traceforge.launch_stats``)."""
+        apis = apis or STREAM_LAUNCH_APIS
+        cols = self._stacks(launch_apis=apis)
+        return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns, op_names=launch_ops(cols))
+
+    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None) -> TraceStats:
+        """Streams, activity, top kernels, idle time, ... (see ``analyses.stats``)."""
+        cols = self._view()
+        rank = rank if rank is not None else rank_of(cols)
+        return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
+                           kernel_wait_ns=kernel_wait_ns)
+
+    def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> Classified:
+        """GPU time per category and per kernel (``.table``, ``.kernels``) by ``rules``."""
+        elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
+        return classify_columns(self._view(), load_rules(rules), elapsed_ns=elapsed_ns)
+
+    def classify(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> pd.DataFrame:
+        """GPU time per (device, category) (see ``traceforge.classify``)."""
+        return self.classified(rules, elapsed_s=elapsed_s).table
+
+    def classify_kernels(self, rules: str | RuleSet = DEFAULT_RULES) -> pd.DataFrame:
+        """Per (device, GPU op name): its category, instances, duration_ns, nonoverlapped_ns."""
+        return self.classified(rules).kernels
+
+    def patterns(self, op: str | None = None, *, op_regex: str | None = None, nested: bool = False,
+                 min_len: int = DEFAULT_MIN_LEN, max_len: int | None = None, top_k: int = DEFAULT_TOP_K,
+                 started_before_ns: int | None = None) -> pd.DataFrame:
+        """Top GPU op sequences (see ``traceforge.patterns``)."""
+        if op is None and op_regex is None:
+            cols = self._view()
+        else:
+            cols = self._stacks(operator_marks(op, op_regex)(self._cols.names))
+        result = find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
+                               top_k=top_k, started_before_ns=started_before_ns)
+        df = result.table
+        df.attrs.update(total_gpu_ns=result.total_gpu_ns, coverage=result.coverage, note=result.note)
+        return df
+
+    def counters(self, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_gbps: float | None = None,
+                 peak_tensor_pct: float | None = None) -> CounterTables:
+        """Hardware counters per kernel (see ``traceforge.counters``)."""
+        from ..analyses.counters import checked_counter_options, counter_tables
+
+        options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
+                                          peak_tensor_pct=peak_tensor_pct)
+        cols = self._stacks() if has_counters(self._cols, options["ncu"]) else self._view()
+        return counter_tables(cols, **options)
+
+    def diff(self, other: Trace, *, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
+        """GPU ops of ``other`` against this trace: per name and per category, other minus this."""
+        from ..analyses.trace_diff import compare
+
+        return compare(self._view(), other._view(), rules)
+
+    def table(self, analysis: str, **options: Any) -> pd.DataFrame:
+        """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),
+        with its options (those not given take their declared defaults)."""
+        declared = ANALYSES.get(analysis)
+        if declared is None or declared.table is None:
+            having = [name for name, a in ANALYSES.items() if a.table is not None]
+            raise UsageError(f"no analysis named {analysis!r} has a table (these do: {', '.join(having)})")
+        return declared.table(self._view(), with_defaults([declared], options))
+
+    def annotate(self, out: str | None = None, *, analyses: Iterable[str] = (), options: dict[str, Any] | None = None,
+                 **flags: bool) -> AnnotateResult:
+        """Write the trace with the chosen analyses' tracks to ``out`` (see ``traceforge.annotate``).
+        The copy needs the trace's bytes, so the file is read again."""
+        return annotate(self.path, out, analyses=tuple(analyses), options=options, **flags)
+
+
+class Traces:
+    """Several ranks' traces, each read once: ``traces[rank]`` is a ``Trace``; the methods
+    that make one table per trace concatenate them with a ``rank`` column first."""
+
+    def __init__(self, by_rank: dict[int, Trace]):
+        self.by_rank = dict(sorted(by_rank.items()))
+
+    @classmethod
+    def read(cls, inputs: Iterable[str | os.PathLike]) -> Traces:
+        by_rank: dict[int, Trace] = {}
+        for i, path in enumerate(trace_paths([os.fspath(p) for p in inputs])):
+            trace = Trace.read(path)
+            rank = rank_of(trace._cols)
+            rank = rank if rank is not None else name_rank(path)
+            rank = rank if rank is not None else i
+            if rank in by_rank:
+                raise UsageError(f"{path}: rank {rank} again (already {by_rank[rank].path}); give one trace per rank")
+            by_rank[rank] = trace
+        return cls(by_rank)
+
+    def __getitem__(self, rank: int) -> Trace:
+        return self.by_rank[rank]
+
+    def __iter__(self) -> Iterator[Trace]:
+        return iter(self.by_rank.values())
+
+    def __len__(self) -> int:
+        return len(self.by_rank)
+
+    def _each(self, method: str, **kwargs: Any) -> pd.DataFrame:
+        frames = []
+        for rank, trace in self.by_rank.items():
+            df = getattr(trace, method)(**kwargs)
+            frames.append(df.assign(rank=rank)[["rank", *df.columns]])
+        return pd.concat(frames, ignore_index=True)
+
+    def queue_length(self, **kwargs: Any) -> pd.DataFrame:
+        return self._each("queue_length", **kwargs)
+
+    def memcpy_bandwidth(self) -> pd.DataFrame:
+        return self._each("memcpy_bandwidth")
+
+    def launch_stats(self, **kwargs: Any) -> pd.DataFrame:
+        return self._each("launch_stats", **kwargs)
+
+    def classify(self, rules: str | RuleSet = DEFAULT_RULES, **kwargs: Any) -> pd.DataFrame:
+        return self._each("classify", rules=rules, **kwargs)
+
+    def patterns(self, op: str | None = None, **kwargs: Any) -> pd.DataFrame:
+        return self._each("patterns", op=op, **kwargs)
+
+    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
+        """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
+        from ..analyses.stats import TraceStats
+
+        parts = [trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank) for rank, trace in self.by_rank.items()]
+        if len(parts) == 1:
+            return parts[0]
+        return TraceStats(**{name: pd.concat([p.tables()[name] for p in parts], ignore_index=True)
+                             for name in parts[0].tables()})
+
+
+def load(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> Trace | Traces:
+    """Read a trace once (a path), or several ranks' traces (a list of paths, or a directory)."""
+    if isinstance(inputs, (str, os.PathLike)) and not os.path.isdir(inputs):
+        return Trace.read(inputs)
+    return Traces.read([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)

@@ -1,0 +1,58 @@
+"""``traceforge annotate``: write analyses back into the trace as tracks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ...annotator.registry import ANALYSES
+from ...annotator.run import annotate
+from ...io.codec import output_compression
+from .. import ranks
+from ..options import add_options
+from ..rank_summary import Figures, gpu_figures
+from . import add_compression_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "annotate",
+        help="add analysis tracks to a trace (queue length, memcpy bandwidth, ...)",
+        description="Copy a trace, adding the chosen analyses as tracks you see in Perfetto next to "
+        "the kernels they explain (some also add args to existing events). Events they do not change are "
+        "copied byte for byte.",
+    )
+    ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
+    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input. With several "
+                   "inputs (or a directory): a directory (made if missing) that gets <name>.annotated.json.gz "
+                   "for each input")
+    for a in ANALYSES.values():
+        p.add_argument(a.flag, dest=a.name, action="store_true", help=a.help)
+    p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
+    add_compression_argument(p)
+    options = p.add_argument_group("analysis options")
+    add_options(options, [o for a in ANALYSES.values() for o in a.options])
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return ranks.run_command(args, annotate_one)
+
+
+def annotate_one(args: argparse.Namespace) -> Figures:
+    chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
+    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures",
+                             "compression"}
+    figures: Figures = {}
+    options = {k: v for k, v in vars(args).items() if k not in flags}
+    if getattr(args, "rank_figures", True):  # one of several ranks
+        options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
+        # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.
+        options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
+    with output_compression(args.compression):
+        result = annotate(args.input, args.output, analyses=chosen, options=options)
+    figures.update(result.figures)
+    added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
+    print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
+    return figures

@@ -1,0 +1,123 @@
+"""``traceforge patterns``: frequent GPU op sequences as a table, and optionally drawn on the trace."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+
+import orjson
+
+from ...analyses.pattern_table import ARROW, Patterns
+from ...annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
+from ...annotator.run import annotate
+from ...api.reads import operator_columns
+from ...columns.scan import scan
+from ...errors import UsageError
+from ...io.codec import output_compression
+from .. import ranks
+from ..options import add_options
+from ..rank_summary import Figures, gpu_figures, pattern_figures
+from . import add_compression_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "patterns",
+        help="frequent GPU op sequences: what an operator launches each time, or repeated runs per stream",
+        description="With --op, the GPU ops each instance of the operator launched (through any op nested in "
+        "it) form its sequence; identical sequences are one pattern, ranked by count. Without --op, "
+        "repeated runs of consecutive GPU ops on a stream are mined, ranked by count x GPU time covered. "
+        "With -o, each occurrence of the top patterns is also drawn as a slice beside its stream.",
+        epilog="Example: traceforge patterns trace.json.gz --op aten::addmm -o patterns.json.gz",
+    )
+    ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
+    add_options(p, PATTERN_OPTIONS)
+    p.add_argument("--format", choices=("text", "csv", "json"), default="text",
+                   help="table format on stdout (stderr with -o -); csv and json carry the full kernel names")
+    p.add_argument("-o", "--output", help="also write the trace with the patterns drawn on it "
+                   "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
+                   "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each")
+    add_compression_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output is None and args.tag_kernels:
+        raise UsageError("--tag-kernels writes into the trace: give -o OUT")
+    return ranks.run_command(args, patterns_one)
+
+
+def patterns_one(args: argparse.Namespace) -> Figures:
+    options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels")}
+    figures: Figures = {}
+    if args.output is None:
+        if args.op is not None or args.op_regex is not None:
+            cols = operator_columns(args.input, args.op, args.op_regex)
+        else:
+            cols = scan(args.input, cpu_ops=False, keep_launch=lambda name: False)
+        figures.update(gpu_figures(cols))
+        result = patterns_from_options(cols, options)
+    else:
+        found: list[Patterns] = []
+        with output_compression(args.compression):
+            written = annotate(args.input, args.output, analyses=["patterns"],
+                               options={**options, "on_patterns": found.append,
+                                        "on_columns": lambda cols: figures.update(gpu_figures(cols))})
+        result = found[0]
+        print(f"{written.out}: {'; '.join(written.summary)} ({written.appended:,} events appended, "
+              f"{written.seconds:.1f} s)", file=sys.stderr)
+    table = {"text": format_text, "csv": format_csv, "json": format_json}[args.format](result, args.input)
+    (sys.stderr if args.output == "-" else sys.stdout).write(table)
+    return {**figures, **pattern_figures(result)}
+
+
+def format_text(result: Patterns, path: str) -> str:
+    t = result.table
+    lines = [f"{path}: {result.note}"]
+    if not len(t):
+        return "\n".join(lines + ["no pattern found"]) + "\n"
+    has_cpu = "cpu_ns" in t
+    head = f"{'rank':>4}  {'pattern':<7} {'count':>7} {'len':>4} {'GPU total':>13} {'GPU mean':>12}"
+    head += f" {'CPU total':>13}" if has_cpu else ""
+    lines.append(head + f" {'GPU share':>9}  kernels")
+    for r in t.itertuples():
+        line = f"{r.rank:>4}  {r.pattern:<7} {r.count:>7,} {r.length:>4} {_ms(r.gpu_ns):>13} {r.mean_gpu_ns / 1e3:>9,.1f} us"
+        line += f" {_ms(r.cpu_ns):>13}" if has_cpu else ""
+        lines.append(line + f" {r.gpu_share:>9.1%}  {r.kernels}")
+    lines.append(f"top {len(t)} patterns: {result.coverage:.1%} of all GPU time ({_ms(result.total_gpu_ns)})")
+    return "\n".join(lines) + "\n"
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def _records(result: Patterns) -> list[dict]:
+    rows = []
+    for r in result.table.to_dict("records"):
+        r["short_kernels"] = r.pop("kernels").split(ARROW)
+        r["kernels"] = list(r.pop("kernel_names"))
+        rows.append(r)
+    return rows
+
+
+def format_json(result: Patterns, path: str) -> str:
+    doc = {"trace": path, "mode": result.mode, "searched": result.searched, "note": result.note,
+           "total_gpu_ns": result.total_gpu_ns, "coverage": result.coverage, "patterns": _records(result)}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+
+
+def format_csv(result: Patterns, path: str) -> str:
+    """One row per pattern; ``kernels`` holds the full names joined by ``|`` (as HTA writes them)."""
+    rows = _records(result)
+    for r in rows:
+        r["kernels"] = "|".join(r["kernels"])
+        r["short_kernels"] = ARROW.join(r["short_kernels"])
+    out = io.StringIO()
+    columns = [c for c in result.table.columns if c != "kernel_names"] + ["short_kernels"]
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

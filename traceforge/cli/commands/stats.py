@@ -1,0 +1,150 @@
+"""``traceforge stats``: per-rank summary statistics (see ``analyses.stats``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ...analyses.gpu_busy import KERNEL_WAIT_NS
+from ...analyses.stats import TraceStats
+from ...api.files import stats
+from ...util.exacttime import ns_to_us_text, to_ns
+from ...util.lazy_pandas import pd
+from ..output import FORMATS, Col, count, emit, ms, pct, render, short, us
+
+TABLES = tuple(TraceStats.__dataclass_fields__)
+TEXT_TOP = 10
+
+
+def _us(text: str) -> int:
+    try:
+        ns = to_ns(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of µs: {text!r}") from None
+    if ns < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return ns
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="summary statistics per rank: GPU busy/idle, time per activity kind, tails, top kernels, launch APIs",
+        description="Per rank (distributedInfo.rank): wall span; GPU busy and idle time per device and per "
+        "stream with HTA's idle breakdown (host wait, kernel wait, other); time share per activity kind; "
+        "tail concentration per kind (top 1/5/10 %% of events); top kernels; launch APIs and the GPU ops "
+        "they launched; launches issued while the previous kernel still ran. Times are exact ns.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--table", choices=TABLES, help="print only this table")
+    p.add_argument("--top", type=int, metavar="N",
+                   help="rows of top_kernels, of launch_kernels per API and of launch_overlaps (largest first) "
+                   f"(default {TEXT_TOP} in text, all in csv/json; 0: all)")
+    p.add_argument("--kernel-wait-us", type=_us, default=KERNEL_WAIT_NS, metavar="US",
+                   help="idle gaps shorter than this between ops already queued are kernel wait "
+                   f"(default {ns_to_us_text(KERNEL_WAIT_NS)}, HTA's consecutive_kernel_delay)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us)
+    top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
+    tables = _limit(result.tables(), top)
+    if args.table:
+        tables = {args.table: tables[args.table]}
+    emit(tables, args.format, lambda: _text(tables))
+    return 0
+
+
+def _limit(tables: dict[str, pd.DataFrame], top: int) -> dict[str, pd.DataFrame]:
+    if top <= 0:
+        return tables
+    out = dict(tables)
+    out["top_kernels"] = tables["top_kernels"].groupby("rank", sort=False).head(top)
+    out["launch_kernels"] = tables["launch_kernels"].groupby(["rank", "api"], sort=False).head(top)
+    out["launch_overlaps"] = _largest(tables["launch_overlaps"], "overlap_ns", top)
+    return out
+
+
+def _largest(df: pd.DataFrame, column: str, top: int) -> pd.DataFrame:
+    """Per rank, the ``top`` rows largest in ``column`` (ties in table order), ranks in order.
+    Only those rows are copied: the table can hold a row per launch of a big trace."""
+    rank = df["rank"].to_numpy()
+    order = np.lexsort((-df[column].to_numpy(), rank))  # stable
+    ranked = rank[order]
+    first = np.searchsorted(ranked, ranked, side="left")  # where each row's rank begins
+    return df.take(order[np.arange(len(order)) - first < top])
+
+
+def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
+    lines: list[str] = []
+    ranks = pd.unique(pd.concat([df["rank"] for df in tables.values()]))
+    for rank in ranks:
+        of_rank = {name: df[df["rank"] == rank] for name, df in tables.items()}
+        lines += _rank_text(int(rank), of_rank)
+    return lines
+
+
+def _section(lines: list[str], title: str, df: pd.DataFrame | None, cols: list[Col]) -> None:
+    if df is not None and len(df):
+        lines += ["", title, *render(df, cols)]
+
+
+def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
+    lines = [f"rank {rank}"]
+    s = t.get("summary")
+    if s is not None and len(s):
+        r = s.iloc[0]
+        lines = [
+            f"rank {rank}: {r['trace']}",
+            f"  wall span {ms(r['span_ns'])} ms ({ns_to_us_text(r['span_start'])} .. {ns_to_us_text(r['span_end'])} us); "
+            f"{r['gpu_ops']:,} GPU ops ({r['kernels']:,} kernels), {r['launches']:,} launch calls, {r['cpu_ops']:,} CPU ops",
+        ]
+    _section(lines, "GPU busy per device (union of op intervals)", t.get("devices"), [
+        Col("device", "device"), Col("streams", "streams"), Col("ops", "ops", count),
+        Col("busy ms", "busy_ns", ms), Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct),
+    ])
+    _section(lines, "GPU busy and idle per stream (idle = host wait + kernel wait + other + before first + after last op)",
+             t.get("streams"), [
+        Col("device", "device"), Col("stream", "stream"), Col("ops", "ops", count), Col("busy ms", "busy_ns", ms),
+        Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct), Col("host wait ms", "host_wait_ns", ms),
+        Col("kernel wait ms", "kernel_wait_ns", ms), Col("other ms", "other_ns", ms),
+        Col("before ms", "before_first_ns", ms), Col("after ms", "after_last_ns", ms),
+    ])
+    _section(lines, "Time per activity kind (summed durations; nested events count at every level)", t.get("activity"), [
+        Col("kind", "kind", left=True), Col("events", "events", count), Col("total ms", "total_ns", ms),
+        Col("share %", "share_pct", pct),
+    ])
+    _section(lines, "Tail concentration: share of a kind's time in its longest 1 / 5 / 10 % events, and their mean",
+             t.get("tails"), [
+        Col("kind", "kind", left=True), Col("count", "count", count), Col("max us", "max_ns", us),
+        Col("min us", "min_ns", us), Col("mean us", "mean_ns", us),
+        *[c for p in (1, 5, 10) for c in (Col(f"top{p}% share", f"top{p}_pct", pct), Col(f"top{p}% mean us", f"top{p}_mean_ns", us))],
+    ])
+    _section(lines, "Top kernels by total time", t.get("top_kernels"), [
+        Col("total ms", "total_ns", ms), Col("share %", "pct", pct), Col("count", "count", count),
+        Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
+        Col("std us", "std_ns", us), Col("name", "name", short, left=True),
+    ])
+    _section(lines, "Launch APIs", t.get("launch_apis"), [
+        Col("calls", "calls", count), Col("total ms", "total_ns", ms), Col("max us", "max_ns", us),
+        Col("GPU ops", "gpu_ops", count), Col("kernels", "kernels", count), Col("kind", "kind", left=True),
+        Col("api", "api", left=True),
+    ])
+    _section(lines, "GPU ops per launch API", t.get("launch_kernels"), [
+        Col("api", "api", left=True), Col("count", "count", count), Col("GPU ms", "total_ns", ms),
+        Col("kind", "kind", left=True), Col("name", "kernel", short, left=True),
+    ])
+    _section(lines, "Launches issued while the previous launch's kernels still ran (largest overlaps)", t.get("launch_overlaps"), [
+        Col("overlap us", "overlap_ns", us), Col("correlation", "correlation"), Col("next", "next_correlation"),
+        Col("api", "api", left=True), Col("kernel", "kernel", short, left=True),
+    ])
+    if s is not None and len(s):
+        r = s.iloc[0]
+        lines += ["", f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive kernel launches "
+                  f"on a thread ({r['overlapping_launch_pct']:.1f} %) started while the previous launch's kernels still ran "
+                  "(all of them: --table launch_overlaps --top 0)"]
+    lines.append("")
+    return lines

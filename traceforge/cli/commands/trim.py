@@ -1,0 +1,38 @@
+"""``traceforge trim``: cut a trace to a time window or to profiler steps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ...io.codec import output_compression
+from ...rewrite.trim import trim
+from . import add_compression_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trim",
+        help="cut a trace to a time window or to ProfilerStep#N ranges (to fit the Perfetto UI)",
+        description="Copy the part of a trace inside a window [START, END): metadata and top-level keys, "
+        "X slices that overlap the window, other events whose ts is inside it, and flows whose ends are all "
+        "inside it. Kept events are copied byte for byte.",
+    )
+    p.add_argument("input", help="trace file (.json, .json.gz, .json.zst); read twice")
+    p.add_argument("-o", "--output", required=True, help="output file; its suffix picks the compression")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--window", metavar="START:END",
+                      help="µs as in the trace's ts (or with a unit: 1.5ms); a leading + makes a value relative "
+                      "to the trace start (+100ms:+300ms); an empty side is the trace's start or end")
+    what.add_argument("--steps", metavar="N[-M]",
+                      help="from the start of ProfilerStep#N to the end of ProfilerStep#M, extended to the end of "
+                      "the GPU work those steps launched")
+    add_compression_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with output_compression(args.compression):
+        result = trim(args.input, args.output, window=args.window, steps=args.steps)
+    print(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)", file=sys.stderr)
+    return 0

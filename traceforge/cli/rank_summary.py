@@ -1,0 +1,184 @@
+"""Across ranks: each rank's figures side by side, the longest launch delays, and stragglers.
+
+In a synchronous job every rank waits for the slowest, so one rank that computes more, or
+steps slower, holds all of them back. A straggler here is a rank whose GPU busy time (the
+union of its GPU ops, per device, summed) or step time (its median ``ProfilerStep#`` CPU
+range) is more than 10 % from the median rank's; with fewer than 3 ranks no rank is
+singled out (with 2, each is as far from the median as the other). Figures are integer ns;
+those a command does not compute are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyses.classify import NON_GPU, Classified
+from ..analyses.intervals import union_ns
+from ..analyses.pattern_table import Patterns
+from ..annotator.registry import ANALYSES
+from ..columns.scan import TraceColumns
+from ..util.lazy_pandas import pd
+from .output import Col, count, ms, pct, render, short, us
+
+Figures = dict[str, int | float | str]
+
+STRAGGLER_SHARE = 0.10
+MIN_RANKS_FOR_STRAGGLERS = 3
+STRAGGLER_FIGURES = {"gpu_busy_ns": "GPU busy", "step_ns": "step time"}
+
+
+def gpu_figures(cols: TraceColumns) -> Figures:
+    """GPU ops, GPU busy time, GPU span and, where the trace has profiler steps, the median step time."""
+    gpu = cols.gpu
+    figures: Figures = {"gpu_ops": len(gpu)}
+    if len(gpu):
+        busy, last = 0, None
+        for device in np.unique(gpu.device).tolist():  # one device's temporaries at a time
+            rows = np.flatnonzero(gpu.device == device)
+            ts = gpu.ts[rows]
+            end = ts + np.maximum(gpu.dur[rows], 0)
+            del rows
+            busy += union_ns(ts, end)
+            last = int(end.max()) if last is None else max(last, int(end.max()))
+        figures["gpu_busy_ns"] = busy
+        figures["gpu_span_ns"] = last - int(gpu.ts.min())
+    if len(cols.steps):
+        figures["step_ns"] = _lower_median(cols.steps.dur)
+    return figures
+
+
+def _lower_median(values: np.ndarray) -> int:
+    """An observed value (exact ns): the lower of the two middle ones for an even count."""
+    return int(np.sort(values)[(len(values) - 1) // 2])
+
+
+def launch_figures(stats: pd.DataFrame) -> Figures:
+    """Launch delay p50, p90 and max over all launches (``launch_statistics``)."""
+    row = stats[(stats["by"] == "all") & (stats["figure"] == "launch_delay")]
+    if not len(row):
+        return {}
+    r = row.iloc[0]
+    return {"launch_delay_p50_ns": int(r["p50"]), "launch_delay_p90_ns": int(r["p90"]),
+            "launch_delay_max_ns": int(r["max"])}
+
+
+def classified_figures(c: Classified) -> Figures:
+    """GPU ops, busy time (non-overlapped time of every category, so the union) and span."""
+    ops = c.table[c.table["category"] != NON_GPU]
+    figures: Figures = {"gpu_ops": int(ops["instances"].sum())}
+    if len(ops):
+        figures.update(gpu_busy_ns=int(ops["nonoverlapped_ns"].sum()), gpu_span_ns=int(c.span_ns))
+    return figures
+
+
+def pattern_figures(p: Patterns) -> Figures:
+    """The top pattern's kernels and the share of GPU time the top patterns cover."""
+    if not len(p.table):
+        return {}
+    return {"top_pattern": str(p.table["kernels"].iloc[0]), "patterns_share": float(p.coverage)}
+
+
+def _missing(show):
+    return lambda v: "-" if v is None or (isinstance(v, float) and np.isnan(v)) else show(v)
+
+
+COLUMNS = (
+    Col("GPU ops", "gpu_ops", count),
+    Col("GPU busy ms", "gpu_busy_ns", ms),
+    Col("GPU span ms", "gpu_span_ns", ms),
+    Col("busy %", "busy_pct", pct),
+    Col("step ms", "step_ns", ms),
+    Col("delay p50 us", "launch_delay_p50_ns", us),
+    Col("delay p90 us", "launch_delay_p90_ns", us),
+    Col("delay max us", "launch_delay_max_ns", us),
+    Col("top-k share %", "patterns_share", lambda v: pct(100 * float(v))),
+    Col("top pattern", "top_pattern", lambda v: short(v, 60), left=True),
+)
+
+
+def _columns() -> list[Col]:
+    """The built-in columns, then those the annotate analyses declare (``Analysis.figures``)."""
+    declared = [Col(f.header, f.key, _figure_text) for a in ANALYSES.values() for f in a.figures]
+    return [*COLUMNS, *declared]
+
+
+def _figure_text(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+@dataclass
+class Summary:
+    """One row per rank (``rank``, ``path`` and the figures), and the stragglers found."""
+
+    table: pd.DataFrame
+    stragglers: list[dict]
+
+    def to_dict(self) -> dict:
+        rows = [{k: v for k, v in r.items() if v is not None} for r in self.table.to_dict("records")]
+        return {"ranks": rows, "stragglers": self.stragglers, "straggler_share": STRAGGLER_SHARE}
+
+    def lines(self) -> list[str]:
+        t = self.table
+        lines = [f"== across {len(t)} rank{'' if len(t) == 1 else 's'} =="]
+        if not len(t):
+            return lines + ["no rank finished"]
+        cols = [Col("rank", "rank", str)] + [Col(c.header, c.key, _missing(c.show), c.left) for c in _columns()
+                                             if c.key in t] + [Col("file", "path", str, left=True)]
+        lines += render(t, cols)
+        if "launch_delay_p90_ns" in t and t["launch_delay_p90_ns"].notna().any():
+            lines.append(_longest_delays(t))
+        lines.append(self._straggler_text(len(t)))
+        return lines
+
+    def _straggler_text(self, ranks: int) -> str:
+        rule = f"GPU busy or step time more than {STRAGGLER_SHARE:.0%} from the median rank's"
+        if ranks < MIN_RANKS_FOR_STRAGGLERS:
+            return f"stragglers ({rule}): need {MIN_RANKS_FOR_STRAGGLERS} ranks or more"
+        if not self.stragglers:
+            return f"stragglers ({rule}): none"
+        parts = [f"rank {s['rank']} {STRAGGLER_FIGURES[s['figure']]} {ms(s['value'])} ms "
+                 f"({s['deviation']:+.0%} vs {ms(s['median'])} ms)" for s in self.stragglers]
+        return f"stragglers ({rule}): " + "; ".join(parts)
+
+
+def _longest_delays(t: pd.DataFrame) -> str:
+    known = t[t["launch_delay_p90_ns"].notna()]
+    worst = known.loc[known["launch_delay_p90_ns"].astype("int64").idxmax()]
+    single = known.loc[known["launch_delay_max_ns"].astype("int64").idxmax()]
+    median = float(np.median(known["launch_delay_p90_ns"].astype("int64")))
+    return (f"longest launch delays: rank {worst['rank']} (p90 {us(worst['launch_delay_p90_ns'])} us; median rank "
+            f"{us(median)} us); longest single delay: rank {single['rank']} ({us(single['launch_delay_max_ns'])} us)")
+
+
+def summarize(runs: list[tuple[int, str, Figures]]) -> Summary:
+    """The summary of (rank, path, figures) per finished rank."""
+    rows = [{"rank": rank, "path": path, **figures} for rank, path, figures in runs]
+    keys = dict.fromkeys(k for figures in (r for _, _, r in runs) for k in figures)
+    table = pd.DataFrame(rows, columns=["rank", "path", *keys], dtype=object)  # ints stay exact ints
+    table = table.where(table.notna(), None)
+    if "gpu_busy_ns" in table and "gpu_span_ns" in table:
+        table["busy_pct"] = [100 * b / s if b is not None and s else None
+                             for b, s in zip(table["gpu_busy_ns"], table["gpu_span_ns"])]
+    return Summary(table, _stragglers(table))
+
+
+def _stragglers(table: pd.DataFrame) -> list[dict]:
+    if len(table) < MIN_RANKS_FOR_STRAGGLERS:
+        return []
+    found = []
+    for key in STRAGGLER_FIGURES:
+        if key not in table:
+            continue
+        known = table[table[key].notna()]
+        if len(known) < MIN_RANKS_FOR_STRAGGLERS:
+            continue
+        values = known[key].astype("int64").to_numpy()
+        median = float(np.median(values))
+        for (rank, path), value in zip(known[["rank", "path"]].itertuples(index=False), values.tolist()):
+            deviation = (value - median) / median if median else 0.0
+            if abs(deviation) > STRAGGLER_SHARE:
+                found.append({"rank": int(rank), "path": path, "figure": key, "value": value, "median": median,
+                              "deviation": deviation})
+    return found

@@ -1,0 +1,341 @@
+"""Many traces at once, one per rank: find each file's rank, run one job per file in parallel
+(processes on this machine, or a Dask cluster), and gather the results in rank order.
+
+A directory stands for its trace files. A file's rank is ``distributedInfo.rank`` among the
+top-level keys before ``traceEvents`` (where Kineto writes it; only the first batch is
+read), else a number in its name (``rank3``, ``rank-3``, ``rank_3``); files with neither
+are numbered after the highest rank found, in the order given.
+Each job is the command's own single-file function, so every rank's output is exactly
+what a run on that file alone prints or writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from ..annotator.run import default_output
+from ..errors import TraceforgeError, TraceFormatError, UsageError
+from ..io.rank_files import metadata_rank, name_rank, trace_paths
+from ..io.reader import TraceReader
+from ..util import progress
+from .rank_summary import Figures, Summary, summarize
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+HEAD_BATCH_BYTES = 1 << 16
+CONNECT_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class RankFile:
+    path: str
+    rank: int
+    source: str  # where the rank came from: "distributedInfo", "file name" or "order"
+
+
+def head_rank(path: str) -> int | None:
+    """``distributedInfo.rank`` if it comes before ``traceEvents``; reads one small batch."""
+    reader = TraceReader(path, batch_bytes=HEAD_BATCH_BYTES)
+    batches = reader.batches()
+    try:
+        with progress.hidden():
+            next(batches, None)
+    except TraceFormatError:
+        return None  # the job on this file reports it
+    finally:
+        batches.close()
+    if reader.layout != "object":
+        return None
+    try:
+        keys = orjson.loads(reader.head + b"]}")  # the head ends just inside "traceEvents": [
+    except orjson.JSONDecodeError:
+        return None
+    return metadata_rank(keys)
+
+
+def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]:
+    """The files of ``inputs`` (directories expanded) with their ranks, in rank order if ``by_rank``
+    (else as given: classify pairs inputs with --elapsed-s values)."""
+    found = []
+    for path in trace_paths(inputs):
+        rank, source = head_rank(path), "distributedInfo"
+        if rank is None:
+            rank, source = name_rank(path), "file name"
+        found.append((path, rank, source))
+    next_rank = max((r for _, r, _ in found if r is not None), default=-1) + 1
+    files = []
+    for path, rank, source in found:
+        if rank is None:
+            rank, source, next_rank = next_rank, "order", next_rank + 1
+        files.append(RankFile(path, rank, source))
+    if by_rank:
+        files.sort(key=lambda f: f.rank)
+    seen: dict[int, str] = {}
+    for f in files:
+        if f.rank in seen:
+            print(f"traceforge: warning: rank {f.rank} twice ({seen[f.rank]}, {f.path}): told apart by file name",
+                  file=sys.stderr)
+        seen.setdefault(f.rank, f.path)
+    return files
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser, input_help: str) -> None:
+    """The inputs (one or more files or directories) and how to fan out over them."""
+    parser.add_argument("input", nargs="+", metavar="IN", help=f"{input_help}; or several, or a directory of rank "
+                        "traces: each runs as on its own, in parallel, followed by a summary across ranks")
+    group = parser.add_argument_group("several traces (one per rank)")
+    group.add_argument("--jobs", type=_positive, metavar="N",
+                       help=f"traces processed at once on this machine (default: the CPU cores, {_cores()})")
+    group.add_argument("--cluster", metavar="ADDRESS",
+                       help="run the per-trace jobs on this Dask distributed scheduler (e.g. tcp://head:8786) "
+                       "instead; the traces (and any -o directory) must be on storage every worker reaches at "
+                       "the same path, and the workers need traceforge (pip install 'traceforge[cluster]')")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def fans_out(args: argparse.Namespace) -> bool:
+    """Several inputs, a directory or a cluster: one job per trace and a summary."""
+    return len(args.input) > 1 or args.cluster is not None or any(Path(p).is_dir() for p in args.input)
+
+
+def check_fan_out(args: argparse.Namespace) -> None:
+    if "-" in args.input:
+        raise UsageError("- (standard input) works with one input only")
+    if args.cluster is not None and args.jobs is not None:
+        raise UsageError("--jobs is for this machine; with --cluster the cluster's workers decide")
+
+
+@dataclass
+class RankRun:
+    """One trace's job: what it printed, its figures for the summary, or the error that stopped it."""
+
+    rank: int
+    path: str
+    out: str = ""
+    err: str = ""
+    figures: Figures = field(default_factory=dict)
+    error: str | None = None
+
+
+def run_command(args: argparse.Namespace, one: Callable[[argparse.Namespace], Figures]) -> int:
+    """Run a command's single-file function ``one`` (reads ``args.input``, prints, returns
+    figures unless ``args.rank_figures`` is False) on each input; with several, print each
+    rank's output then the summary."""
+    if not fans_out(args):  # one file: no summary across ranks, so no figures to compute for it
+        one(argparse.Namespace(**{**vars(args), "input": args.input[0], "rank_figures": False}))
+        return 0
+    check_fan_out(args)
+    files = rank_files(args.input)
+    out_dir = getattr(args, "output", None)
+    if args.cluster is not None:  # the workers' working directories are not ours
+        files = [RankFile(os.path.abspath(f.path), f.rank, f.source) for f in files]
+        out_dir = os.path.abspath(out_dir) if out_dir not in (None, "-") else out_dir
+    outputs = output_paths(out_dir, [f.path for f in files])
+    jobs = []
+    for f, out in zip(files, outputs):
+        job_args = {**vars(args), "input": f.path}
+        if "output" in job_args:
+            job_args["output"] = out
+        jobs.append((f.rank, argparse.Namespace(**job_args)))
+    runs = run_jobs(partial(_captured, one), jobs, [f.path for f in files], jobs=args.jobs, cluster=args.cluster)
+    _print_runs(runs, getattr(args, "format", "text"))
+    return 1 if any(r.error for r in runs) else 0
+
+
+def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
+    """With several inputs ``-o`` is a directory: ``<name>.annotated.json.gz`` per input in it."""
+    if out_dir is None:
+        return [None] * len(paths)
+    if out_dir == "-":
+        raise UsageError("-o -: several outputs cannot go to standard output; give a directory")
+    directory = Path(out_dir)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{out_dir}: with several inputs -o names a directory, and this is a file")
+    outputs = [str(directory / Path(default_output(p)).name) for p in paths]
+    seen: dict[str, str] = {}
+    for p, out in zip(paths, outputs):
+        if out in seen:
+            raise UsageError(f"{p} and {seen[out]} would both be written to {out}: rename one")
+        seen[out] = p
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out_dir}: cannot make the directory: {e.strerror or e}") from None
+    return outputs
+
+
+def _captured(one: Callable[[argparse.Namespace], Figures], job: tuple[int, argparse.Namespace]) -> RankRun:
+    """Runs in a worker: ``one`` on a file, its stdout and stderr kept as text."""
+    rank, args = job
+    run = RankRun(rank, args.input)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            run.figures = one(args)
+        except TraceforgeError as e:  # reported with the other ranks' results
+            run.error = str(e)
+    run.out, run.err = out.getvalue(), err.getvalue()
+    return run
+
+
+def _print_runs(runs: list[RankRun], fmt: str) -> None:
+    """Each rank's output in rank order, then the summary (on stderr for csv/json, so stdout parses)."""
+    for r in runs:
+        sys.stderr.write(r.err)
+        if r.error:
+            print(f"traceforge: error: rank {r.rank}: {r.error}", file=sys.stderr)
+    summary = summarize([(r.rank, r.path, r.figures) for r in runs if not r.error])
+    if fmt == "json":
+        doc = {"ranks": [{"rank": r.rank, "path": r.path, **({"error": r.error} if r.error else
+                                                               {"result": orjson.loads(r.out)})} for r in runs],
+               "summary": summary.to_dict()}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(_ranked_csv(runs))
+    else:
+        for r in runs:
+            if r.out:
+                sys.stdout.write(f"== rank {r.rank}: {r.path} ==\n{r.out}\n")
+    print_summary(summary, fmt)
+
+
+def print_summary(summary: Summary, fmt: str) -> None:
+    """As text: on stdout after the results, or on stderr when stdout holds csv/json."""
+    out = sys.stdout if fmt == "text" else sys.stderr
+    out.write("\n".join(summary.lines()) + "\n")
+    out.flush()
+
+
+def _ranked_csv(runs: list[RankRun]) -> str:
+    """The ranks' CSV tables as one, with a ``rank`` column first."""
+    rows: list[dict[str, Any]] = []
+    columns: dict[str, None] = {"rank": None}
+    for r in runs:
+        if r.error:
+            continue
+        reader = csv.DictReader(io.StringIO(r.out))
+        columns.update(dict.fromkeys(reader.fieldnames or ()))
+        rows += [{"rank": r.rank, **row} for row in reader]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+# -- running the jobs ------------------------------------------------------------------------
+
+
+def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *, jobs: int | None = None,
+             cluster: str | None = None) -> list[R]:
+    """``job`` on every item (``paths[i]`` is item i's trace, for progress), results in item order.
+
+    Locally with ``jobs`` processes (default: the cores; 1 runs here), or on the Dask
+    scheduler at ``cluster``. A bar counts the traces' compressed bytes as jobs finish.
+    """
+    sizes = [_size(p) for p in paths]
+    total = sum(sizes)
+    results: list[Any] = [None] * len(items)
+    done = 0
+    bar = progress.active()
+    guarded = partial(_guarded, job)
+    completed = _on_cluster(guarded, items, cluster) if cluster is not None else _here(guarded, items, jobs or _cores())
+    for i, result in completed:
+        if isinstance(result, _Failed):
+            raise TraceforgeError(result.message)
+        results[i] = result
+        done += sizes[i]
+        if bar is not None:
+            bar(f"{len(items)} traces", done, total)
+    return results
+
+
+@dataclass(frozen=True)
+class _Failed:
+    message: str
+
+
+def _guarded(job: Callable[[T], R], item: T) -> R | _Failed:
+    """One job, with no per-read progress (the caller draws one bar over all); errors come
+    back as text: TraceFormatError's keyword arguments do not survive pickling."""
+    try:
+        with progress.hidden():
+            return job(item)
+    except TraceforgeError as e:
+        return _Failed(str(e))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tuple[int, R]]:
+    if min(jobs, len(items)) <= 1:
+        for i, item in enumerate(items):
+            yield i, job(item)
+        return
+    # imported here: multiprocessing is ~10 ms of every command's start-up, needed only for files in parallel
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
+
+    # forkserver: workers start clean (no inherited threads or progress bar) and fork from a warm server
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=get_context("forkserver"))
+    try:
+        pending = {pool.submit(job, item): i for i, item in enumerate(items)}
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                yield pending.pop(future), future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iterator[tuple[int, R]]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError("--cluster needs Dask distributed: pip install 'traceforge[cluster]'") from None
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--cluster {address}: cannot connect: {e}") from None
+    with client:
+        futures = client.map(job, items, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in as_completed(futures):
+            yield index[future.key], future.result()

@@ -1,0 +1,579 @@
+"""One pass over the events into compact numpy columns, keyed by event ordinal.
+
+Analyses read these columns and never touch JSON. Both Kineto vocabularies are
+understood: new (``kernel``, ``gpu_memcpy``, ``cuda_runtime``, ``cpu_op``, ...) and 2021
+(``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``, string tids like ``"stream 7"``).
+Times are integer ns (see ``exacttime``).
+
+The reader's C scanner gives one int64 row per event (``io.rows``); this module turns
+batches of rows into columns with numpy, decoding each distinct string or (pid, tid)
+once. Rows the scanner flags as odd are recomputed from the parsed event.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..io import rows as R
+from ..io.background import prefetched
+from ..io.placed_patch import EventPlaces
+from ..io.reader import EventBatch, TraceReader
+from ..util.distinct import factorized
+from ..util.exacttime import to_ns
+from .table import GrowingColumns, SpilledColumns, Table, time_span
+
+# Event kinds, by category (both vocabularies; matched case-insensitively).
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
+_GPU_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
+_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+_CPU_CATS = {"cpu_op", "operator", "user_annotation", "python_function"}
+_RANGE_CATS = {"cuda_profiler_range"}
+
+_GPU, _LAUNCH, _CPU, _RANGE = "gpu", "launch", "cpu", "range"
+STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step with
+_SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
+_KIND_BY_CAT: dict[str, str] = {}
+for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
+    for _c in _cats:
+        _KIND_BY_CAT[_c] = _kind
+
+
+def _kind_of(cat: object) -> str | None:
+    if type(cat) is not str:
+        return None
+    kind = _KIND_BY_CAT.get(cat)
+    if kind is None:
+        kind = _KIND_BY_CAT.get(cat.lower())
+        if kind is not None:
+            _KIND_BY_CAT[cat] = kind  # remember the spelling (e.g. 2021's "Kernel")
+    return kind
+
+
+class _Interner:
+    """Strings (or pid/tid pairs) to dense ids, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.ids: dict = {}
+        self.values: list = []
+
+    def __call__(self, value) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+
+def _int_or(value: object, default: int) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 16) if text.lower().startswith("0x") else int(text.rsplit(" ", 1)[-1])
+        except ValueError:
+            return default
+    return default
+
+
+@dataclass
+class TraceColumns:
+    """Everything analyses need from a trace, without the trace."""
+
+    path: str
+    # With scan(op_args=True) the first three have external_id too, and gpu shared_memory.
+    gpu: Table  # ordinal kind ts dur device stream track correlation name bytes dims
+    launches: Table  # ordinal ts dur track correlation name cat kernel (args "kernel" name id, -1 none)
+    cpu_ops: Table  # ordinal ts dur track name cat
+    ranges: Table  # ordinal ts dur track name
+    range_args: list[dict]
+    names: list[str]
+    tracks: list[tuple]  # (pid, tid) as written in the trace
+    cats: list[str]
+    metadata: dict
+    phase_cat_counts: Counter
+    track_names: dict[tuple, str] = field(default_factory=dict)  # thread_name M events
+    process_names: dict[object, str] = field(default_factory=dict)
+    max_flow_id: int = -1
+    event_count: int = 0
+    skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
+    kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
+    places: SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
+    # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
+    spilled_cpu_ops: SpilledColumns | None = None
+    spilled_launches: SpilledColumns | None = None  # likewise, those scan(spill_launch=...) picks
+    dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
+    # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
+    steps: Table = field(default_factory=lambda: GrowingColumns(_SLICE_FIELDS).table())
+
+    def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
+        """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
+        spilled = self.spilled_cpu_ops
+        cpu_ops = spilled.select(keep)
+        return replace(self, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=spilled.size - len(cpu_ops))
+
+    @property
+    def all_launches(self) -> tuple[Table | SpilledColumns, ...]:
+        """The launch calls: those in memory, and those on disk if some were spilled."""
+        return (self.launches,) if self.spilled_launches is None else (self.launches, self.spilled_launches)
+
+    @property
+    def all_cpu_ops(self) -> tuple[Table | SpilledColumns, ...]:
+        """The CPU ops: those in memory, and those on disk if they were spilled."""
+        return (self.cpu_ops,) if self.spilled_cpu_ops is None else (self.cpu_ops, self.spilled_cpu_ops)
+
+    def time_span(self) -> tuple[int, int] | None:
+        """(first start, last end) in ns over every scanned event (``time_span``), None for none."""
+        return time_span((self.gpu, *self.all_launches, *self.all_cpu_ops, self.ranges))
+
+    @property
+    def base_time_ns(self) -> int | None:
+        value = self.metadata.get("baseTimeNanoseconds")
+        return value if type(value) is int else None
+
+    def gpu_places(self) -> EventPlaces | None:
+        """Where the GPU ops are in the decompressed input (for patching without parsing), if scanned;
+        read back from disk, once."""
+        return None if self.places is None else load_places(self.gpu.ordinal, self.places)
+
+    def name_of(self, ids: np.ndarray) -> list[str]:
+        return [self.names[i] for i in ids]
+
+    def gpu_pid(self, device: int) -> object:
+        """The pid of the process that shows ``device``'s streams (where its tracks go)."""
+        rows = np.flatnonzero(self.gpu.device == device)
+        if len(rows):
+            return self.tracks[int(self.gpu.track[rows[0]])][0]
+        return device
+
+
+def load_places(ordinals: np.ndarray, places: SpilledColumns) -> EventPlaces:
+    """``TraceColumns.gpu_places`` from its parts: a caller can free the columns first."""
+    p = places.load()
+    return EventPlaces(ordinals, p.offset, p.length, p.args_at, p.args_empty)
+
+
+def scan(
+    path: str,
+    *,
+    cpu_ops: bool = True,
+    display_name: str | None = None,
+    reader: TraceReader | None = None,
+    on_batch: Callable[[EventBatch], None] | None = None,
+    places: bool = False,
+    keep_launch: Callable[[str], bool] | None = None,
+    spill_cpu_ops: bool = False,
+    spill_launch: Callable[[str], bool] | None = None,
+    op_args: bool = False,
+) -> TraceColumns:
+    """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
+
+    ``on_batch`` sees every batch of ``reader`` as it goes by (annotate copies them out
+    in the same pass, then uses the reader's head and tail). ``places``: also record where
+    each GPU op's bytes are (``TraceColumns.gpu_places``), for patching them on a second read.
+    ``keep_launch(name)``: which launch calls to keep (by default all), when the caller
+    knows its analyses read only some APIs (half the launch columns on big traces).
+    ``spill_cpu_ops``: leave ``cpu_ops`` empty and the CPU ops in ``spilled_cpu_ops``, for a
+    caller that keeps only some of them (see ``SpilledColumns``); ``spill_launch(name)``
+    likewise puts the launch calls it picks (of those kept) in ``spilled_launches``.
+    ``op_args``: also keep args ``External id`` (GPU ops, launch calls, CPU ops) and ``shared
+    memory`` (GPU ops) as columns ``external_id`` and ``shared_memory`` (-1 where absent or not
+    an int), for export.
+    """
+    reader = reader or TraceReader(path, display_name=display_name)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args)
+    # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
+    for batch in prefetched(reader.batches(), depth=2):
+        if on_batch is not None:
+            on_batch(batch)
+        builder.add(batch)
+    return builder.columns(reader)
+
+
+_KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
+# The row fields each step reads (gathered in one pass: ``rows.columns``).
+_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
+_SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
+_DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
+_PH_X, _PH_M, _PH_FLOW = 1, 2, 3
+_TIMES = R.F_TS | R.F_DUR
+_OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
+
+
+class _ByString:
+    """A value per scanner string id, read in one gather: the last two cells answer ids -2 (a
+    value that is not a string) and -1 (absent) with the ``missing`` value."""
+
+    def __init__(self, dtype: type, missing: object) -> None:
+        self.values = np.full(2, missing, dtype)
+
+    def extend(self, new: list) -> None:
+        self.values = np.concatenate([self.values[:-2], np.array(new, self.values.dtype), self.values[-2:]])
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        return self.values[ids]
+
+
+class _ColumnBuilder:
+    """Rows in, columns out; each distinct string and track is decoded once."""
+
+    def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
+                 keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
+                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False):
+        self.scanner = scanner
+        self.op_args = op_args
+        self.cpu_ops = cpu_ops
+        self.keep_launch = keep_launch
+        self.spill_launch = spill_launch
+        self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _KernelDims()
+        # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
+        self._ph_code = _ByString(np.int8, 0)
+        self._kind = _ByString(np.int8, -1)
+        self._gpu_kind = np.zeros(0, np.int8)
+        self._name_id = np.zeros(0, np.int32)
+        self._cat_id = np.zeros(0, np.int32)
+        self._kept_launch = _ByString(bool, False)
+        self._spilled_launch = _ByString(bool, spill_launch("") if spill_launch is not None else False)
+        self._texts: list[str] = []
+        # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
+        self._track_id = np.zeros(0, np.int32)
+        self._pid_int = np.zeros(0, np.int64)
+        self._tid_int = np.zeros(0, np.int64)
+        ext = " external_id:n4" if op_args else ""
+        self.gpu = GrowingColumns("ordinal:n4 kind:i1 ts dur:n4 device:n4 stream:n4 track:i4 correlation:n4 name:i4 "
+                            "bytes:n4 dims:i4" + (ext + " shared_memory:n4" if op_args else ""))
+        self.places = SpilledColumns("offset length:n4 args_at:n4 args_empty:i1") if places else None
+        launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4" + ext
+        self.launch = GrowingColumns(launch_fields)
+        self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
+        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext
+        self.cpu = GrowingColumns(cpu_fields)
+        self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
+        self.ranges = GrowingColumns(_SLICE_FIELDS)
+        self.steps = GrowingColumns(_SLICE_FIELDS)
+        self._step_name = _ByString(bool, False)
+        self.range_args: list[dict] = []
+        self.counts: Counter = Counter()
+        self.skipped: Counter = Counter()
+        self.track_names: dict[tuple, str] = {}
+        self.process_names: dict[object, str] = {}
+        self.max_flow_id = -1
+        # Per kind, the row fields its columns are made of (args and places only when asked for).
+        base = _SLICE_ROW_FIELDS + (R.FLAGS,)
+        self._fields = {
+            _KIND_CODES[_GPU]: base + (R.CAT, R.DEVICE, R.STREAM, R.CORRELATION, R.BYTES) + _DIMS_FIELDS
+            + ((R.EXTERNAL_ID, R.SHARED_MEMORY) if op_args else ()) + ((R.START, R.END, R.ARGS_AT) if places else ()),
+            _KIND_CODES[_LAUNCH]: base + (R.CAT, R.CORRELATION, R.KERNEL) + ((R.EXTERNAL_ID,) if op_args else ()),
+            _KIND_CODES[_CPU]: base + (R.CAT,) + ((R.EXTERNAL_ID,) if op_args else ()),
+            _KIND_CODES[_RANGE]: base,
+        }
+
+    def add(self, batch: EventBatch) -> None:
+        rows = batch.rows
+        head = R.columns(rows, None, _HEAD_FIELDS)
+        odd = np.flatnonzero(head[R.FLAGS] & R.F_ODD)
+        if len(odd):
+            rows = rows.copy()
+            for i in odd.tolist():
+                _resolve_odd(rows[i], batch.event(i), self.scanner)
+            head = R.columns(rows, None, _HEAD_FIELDS)
+        self._learn()
+        ph_code = self._ph_code[head[R.PH]]
+        self._count(head[R.PH], head[R.CAT])
+        for i in np.flatnonzero(ph_code == _PH_M).tolist():
+            _note_metadata(batch.event(i), self.track_names, self.process_names)
+        flags = head[R.FLAGS]
+        flows = (ph_code == _PH_FLOW) & (flags & R.F_ID != 0)
+        if flows.any():
+            self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
+        kind = self._kind[head[R.CAT]]
+        kind[ph_code != _PH_X] = -1
+        timed = (flags & _TIMES) == _TIMES
+        steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[head[R.NAME]])
+        if len(steps):
+            self.steps.extend(*self._slice_fields(batch, R.columns(rows, steps, _SLICE_ROW_FIELDS), steps))
+        if not self.cpu_ops:
+            kind[kind == _KIND_CODES[_CPU]] = -1
+        if self.keep_launch is not None:
+            kind[(kind == _KIND_CODES[_LAUNCH]) & ~self._kept_launch[head[R.NAME]]] = -1
+        for name, code in _KIND_CODES.items():
+            mine = kind == code
+            if not mine.any():
+                continue
+            bad = int(np.count_nonzero(mine & ~timed))
+            if bad:
+                self.skipped[f"{name} event without a numeric ts/dur"] += bad
+            self._add_kind(code, batch, rows, np.flatnonzero(mine & timed))
+
+    def _slice_fields(self, batch: EventBatch, r: dict[int, np.ndarray], at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Ordinal, ts, dur, track id and name id of the rows ``at`` of ``batch`` (``r``: their columns)."""
+        return at + batch.first, r[R.TS], r[R.DUR], self._track_id[r[R.TRACK]], self._name_ids(r[R.NAME])
+
+    def _add_kind(self, code: int, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
+        if not len(at):
+            return
+        r = R.columns(rows, at, self._fields[code])
+        flags = r[R.FLAGS]
+        ordinal, ts, dur, track, name = self._slice_fields(batch, r, at)
+        if code == _KIND_CODES[_GPU]:
+            self.gpu.extend(
+                ordinal, self._gpu_kind[r[R.CAT]], ts, dur,
+                np.where(flags & R.F_DEVICE, r[R.DEVICE], self._pid_int[r[R.TRACK]]),
+                np.where(flags & R.F_STREAM, r[R.STREAM], self._tid_int[r[R.TRACK]]),
+                track, np.where(flags & R.F_CORRELATION, r[R.CORRELATION], -1), name,
+                np.where(flags & R.F_BYTES, r[R.BYTES], -1), self._dim_ids(r),
+                *self._op_args(r, R.EXTERNAL_ID, R.SHARED_MEMORY),
+            )
+            if self.places is not None:
+                self.places.extend(*_places(batch, r))
+        elif code == _KIND_CODES[_LAUNCH]:
+            kernel = r[R.KERNEL]
+            kernel_id = np.full(len(kernel), -1, np.int32)
+            kernel_id[kernel >= 0] = self._name_ids(kernel[kernel >= 0])
+            values = (ordinal, ts, dur, track, np.where(flags & R.F_CORRELATION, r[R.CORRELATION], -1),
+                      name, self._cat_ids(r[R.CAT]), kernel_id, *self._op_args(r, R.EXTERNAL_ID))
+            if self.spill_launch is None:
+                self.launch.extend(*values)
+            else:
+                spill = self._spilled_launch[r[R.NAME]]
+                kept = np.flatnonzero(~spill)  # indices, not masks: each column is one gather
+                self.launch.extend(*(v[kept] for v in values))
+                if len(kept) < len(spill):
+                    spilled = np.flatnonzero(spill)
+                    self.spilled_launch.extend(*(v[spilled] for v in values))
+        elif code == _KIND_CODES[_CPU]:
+            cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
+        else:
+            self.ranges.extend(ordinal, ts, dur, track, name)
+            for i in at.tolist():
+                args = batch.event(i).get("args")
+                self.range_args.append(args if type(args) is dict else {})
+
+    def _op_args(self, r: dict[int, np.ndarray], *fields: int) -> list[np.ndarray]:
+        """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
+        if not self.op_args:
+            return []
+        return [np.where(r[R.FLAGS] & _OP_ARG_FLAGS[f], r[f], -1) for f in fields]
+
+    def _count(self, ph: np.ndarray, cat: np.ndarray) -> None:
+        key = (ph + 2) << 32 | (cat + 2)
+        codes, first = factorized(key)  # a few distinct pairs: only they are sorted (the counts' order)
+        distinct, counts = key[first], np.bincount(codes)
+        order = np.argsort(distinct)
+        for k, n in zip(distinct[order].tolist(), counts[order].tolist()):
+            ph, cat = int(k >> 32) - 2, int(k & 0xFFFFFFFF) - 2
+            self.counts[(self._texts[ph] if ph >= 0 else None, self._texts[cat] if cat >= 0 else None)] += int(n)
+
+    def _learn(self) -> None:
+        """Decode the strings and tracks the scanner met since the last batch."""
+        new = self.scanner.strings[len(self._texts):]
+        if new:
+            texts = [R.decode_string(raw) for raw in new]
+            self._texts += texts
+            kinds = [_kind_of(t) for t in texts]
+            self._ph_code.extend(
+                [_PH_X if t == "X" else _PH_M if t == "M" else _PH_FLOW if t in ("s", "f", "t") else 0 for t in texts])
+            self._kind.extend([_KIND_CODES.get(k, -1) for k in kinds])
+            self._gpu_kind = np.append(self._gpu_kind, np.array(
+                [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
+            self._step_name.extend([t.startswith(STEP_PREFIX) for t in texts])
+            self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
+            self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
+            if self.keep_launch is not None:
+                self._kept_launch.extend([self.keep_launch(t) for t in texts])
+            if self.spill_launch is not None:
+                self._spilled_launch.extend([self.spill_launch(t) for t in texts])
+        new = self.scanner.tracks[len(self._track_id):]
+        if new:
+            decoded = [R.decode_track(raw) for raw in new]
+            self._track_id = np.append(self._track_id, np.array([self.tracks(t) for t in decoded], np.int32))
+            self._pid_int = np.append(self._pid_int, np.array([_int64_or(p, -1) for p, _ in decoded], np.int64))
+            self._tid_int = np.append(self._tid_int, np.array([_int64_or(t, -1) for _, t in decoded], np.int64))
+
+    def _name_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Name ids of string ids; "" for a missing name or one that is not a string."""
+        return self._assign(self._name_id, ids, self.names, "")
+
+    def _cat_ids(self, ids: np.ndarray) -> np.ndarray:
+        return self._assign(self._cat_id, ids, self.cats, None)
+
+    def _assign(self, table: np.ndarray, ids: np.ndarray, interner: _Interner, missing: object) -> np.ndarray:
+        if (ids < 0).any():
+            fill = interner(missing)
+            out = np.full(len(ids), fill, np.int32)
+            known = ids >= 0
+            out[known] = self._assign(table, ids[known], interner, missing)
+            return out
+        out = table[ids]
+        if (out < 0).any():
+            for i in np.unique(ids[out < 0]).tolist():
+                table[i] = interner(self._texts[i])
+            out = table[ids]
+        return out
+
+    def _dim_ids(self, r: dict[int, np.ndarray]) -> np.ndarray:
+        """Ids of (grid, block) pairs; -1 unless both are three ints."""
+        flags = r[R.FLAGS]
+        out = np.full(len(flags), -1, np.int32)
+        has = np.flatnonzero(flags & R.F_DIMS)
+        if len(has):
+            out[has] = self.dims.ids(np.stack([r[f][has] for f in _DIMS_FIELDS], axis=1))
+        return out
+
+    def columns(self, reader: TraceReader) -> TraceColumns:
+        return TraceColumns(
+            path=reader.name,
+            gpu=self.gpu.table(),
+            places=self.places,
+            launches=self.launch.table(),
+            cpu_ops=self.cpu.table(),
+            ranges=self.ranges.table(),
+            steps=self.steps.table(),
+            range_args=self.range_args,
+            names=self.names.values,
+            tracks=self.tracks.values,
+            cats=self.cats.values,
+            metadata=reader.metadata(),
+            phase_cat_counts=self.counts,
+            track_names=self.track_names,
+            process_names=self.process_names,
+            max_flow_id=self.max_flow_id,
+            event_count=reader.event_count,
+            skipped=self.skipped,
+            kernel_dims=self.dims.values,
+            spilled_cpu_ops=self.spilled_cpu,
+            spilled_launches=self.spilled_launch,
+        )
+
+
+class _KernelDims:
+    """(grid, block) pairs to dense ids; ``values`` are the pairs (two int triples) by id.
+
+    A trace has a few hundred distinct pairs among millions of kernels: each batch's rows are
+    told apart by a 64-bit hash (checked exactly), and only pairs not met in an earlier batch
+    reach the Python dict. New pairs get ids in sorted order, batch by batch.
+    """
+
+    def __init__(self) -> None:
+        self._interner = _Interner()
+        self.values = self._interner.values
+        self._hashes = np.zeros(0, np.int64)  # sorted: the hashes of pairs met so far
+        self._hash_ids = np.zeros(0, np.int32)
+        self._pairs = np.zeros((0, 6), np.int64)  # by id
+
+    def ids(self, six: np.ndarray) -> np.ndarray:
+        """The ids of rows of six ints (grid, then block)."""
+        h = _row_hashes(six)
+        codes, first = factorized(h)
+        distinct, hashes = six[first], h[first]
+        if not np.array_equal(distinct[codes], six):  # two pairs with one hash in this batch
+            distinct, codes = np.unique(six, axis=0, return_inverse=True)
+            hashes, codes = _row_hashes(distinct), codes.ravel()
+        at = np.minimum(np.searchsorted(self._hashes, hashes), max(len(self._hashes) - 1, 0))
+        ids = np.full(len(distinct), -1, np.int32)
+        if len(self._hashes):
+            met = self._hashes[at] == hashes
+            met[met] = (self._pairs[self._hash_ids[at[met]]] == distinct[met]).all(axis=1)
+            ids[met] = self._hash_ids[at[met]]
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            new = new[np.lexsort(distinct[new].T[::-1])]
+            ids[new] = [self._interner((tuple(p[:3]), tuple(p[3:]))) for p in distinct[new].tolist()]
+            self._learn(hashes[new], ids[new])
+        return ids[codes]
+
+    def _learn(self, hashes: np.ndarray, ids: np.ndarray) -> None:
+        """Index these pairs' hashes (a hash met before keeps its pair: the others go by the dict)."""
+        self._pairs = np.array([[*g, *b] for g, b in self.values], np.int64).reshape(-1, 6)
+        fresh = ~np.isin(hashes, self._hashes)
+        hashes, first = np.unique(hashes[fresh], return_index=True)
+        merged = np.concatenate([self._hashes, hashes])
+        order = np.argsort(merged, kind="stable")
+        self._hashes, self._hash_ids = merged[order], np.concatenate([self._hash_ids, ids[fresh][first]])[order]
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of ints (as int64)."""
+    h = np.zeros(len(rows), np.uint64)
+    for column in rows.T:
+        h ^= column.astype(np.uint64)
+        h *= np.uint64(_ROW_HASH)
+    return h.view(np.int64)
+
+
+_ROW_HASH = 0x100000001B3  # FNV-1a's 64-bit prime
+
+
+def _places(batch: EventBatch, r: dict[int, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Absolute offset, length, where args members go (relative; -1 unknown) and whether args
+    is empty, of rows (offset -1 for rows not read from the input's bytes)."""
+    start, flags = r[R.START], r[R.FLAGS]
+    if batch.raw_rows is None:
+        n = len(start)
+        return np.full(n, -1), np.zeros(n, np.int32), np.full(n, -1), np.zeros(n, bool)
+    at = np.where(flags & R.F_ARGS, r[R.ARGS_AT] - start, -1)
+    return start + batch.offset, r[R.END] - start, at, (flags & R.F_ARGS_EMPTY) != 0
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _int64_or(value: object, default: int) -> int:
+    v = _int_or(value, default)
+    return v if _INT64[0] <= v <= _INT64[1] else default
+
+
+def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
+    """Recompute a row the scanner flagged, from the parsed event, by the scan's rules."""
+    row[R.PH], row[R.CAT], row[R.NAME] = (scanner.intern_string(e[k]) if k in e else -1 for k in ("ph", "cat", "name"))
+    row[R.TRACK] = scanner.intern_track(e.get("pid"), e.get("tid"), "pid" in e, "tid" in e)
+    flags = 0
+    for key, column, flag in (("ts", R.TS, R.F_TS), ("dur", R.DUR, R.F_DUR)):
+        try:
+            ns = to_ns(e.get(key))
+        except (ValueError, TypeError):
+            continue
+        if _INT64[0] <= ns <= _INT64[1]:
+            row[column], flags = ns, flags | flag
+    fid = e.get("id")
+    if type(fid) is int and _INT64[0] <= fid <= _INT64[1]:
+        row[R.ID], flags = fid, flags | R.F_ID
+    args = e.get("args")
+    row[R.KERNEL] = -1
+    if type(args) is dict:  # F_ARGS stays off: where its object is in the bytes is not known here
+        for key, column, flag in (("correlation", R.CORRELATION, R.F_CORRELATION), ("device", R.DEVICE, R.F_DEVICE),
+                                  ("stream", R.STREAM, R.F_STREAM), ("bytes", R.BYTES, R.F_BYTES)):
+            if key in args:
+                row[column], flags = _int64_or(args[key], -1), flags | flag
+        kernel = args.get("kernel")
+        if type(kernel) is str:
+            row[R.KERNEL] = scanner.intern_string(kernel)
+        grid, block = args.get("grid"), args.get("block")
+        if all(type(d) is list and len(d) == 3 and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in d)
+               for d in (grid, block)):
+            row[R.GRID:R.GRID + 3], row[R.BLOCK:R.BLOCK + 3], flags = grid, block, flags | R.F_DIMS
+        for key, column, flag in (("External id", R.EXTERNAL_ID, R.F_EXTERNAL_ID),
+                                  ("shared memory", R.SHARED_MEMORY, R.F_SHARED_MEMORY)):
+            value = args.get(key)
+            if type(value) is int and _INT64[0] <= value <= _INT64[1]:
+                row[column], flags = value, flags | flag
+    row[R.FLAGS] = flags
+
+
+def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:
+    args = e.get("args")
+    if type(args) is not dict:
+        return
+    name = args.get("name")
+    if type(name) is not str:
+        return
+    if e.get("name") == "thread_name":
+        track_names[(e.get("pid"), e.get("tid"))] = name
+    elif e.get("name") == "process_name":
+        process_names[e.get("pid")] = name

@@ -1,0 +1,41 @@
+"""Which files make up a job's traces, and which rank each one is."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import UsageError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
+    """Files as given; a directory stands for its trace files (one per rank), sorted."""
+    paths = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise UsageError(f"{item}: no trace files (*.json, *.json.gz, *.json.zst) in this directory")
+            paths.extend(found)
+        else:
+            paths.append(str(item))
+    return paths
+
+
+def metadata_rank(metadata: dict) -> int | None:
+    """``distributedInfo.rank`` of a trace's top-level keys, if it is an int."""
+    info = metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if type(rank) is int else None
+
+
+def name_rank(path: str) -> int | None:
+    """The number after ``rank`` in the file name (``rank3``, ``rank-3``, ``rank_3``)."""
+    m = RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,271 @@
+"""``trim``: cut a trace to a time window or to profiler steps, so the UI can hold it.
+
+The window is [START, END) in exact ns. What stays:
+
+- every ``M`` event and every top-level key (process/thread names, device properties);
+- an ``X`` event whose [ts, ts + dur) overlaps the window (zero-length: START <= ts < END),
+  so the ops and steps around what you look at stay, as the UI would show them;
+- any other event with a numeric ts (instants, counters, ``B``/``E``, async) when
+  START <= ts < END;
+- flows whole: the ``s``/``t``/``f`` events of an (id, cat, name) stay when every one of
+  them is inside the window, otherwise none does (no arrow loses an end);
+- events without a numeric ts (Perfetto cannot place them either).
+
+Kept events are copied byte for byte; nothing is added.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, join_gpu_to_launch, stream_launch_rows
+from ..columns.scan import scan
+from ..columns.table import SpilledColumns
+from ..columns.windows import windows_by
+from ..errors import UsageError
+from ..io import rows as R
+from ..io.codec import check_writable
+from ..io.event_edits import EventEdits
+from ..io.reader import EventBatch, TraceReader
+from ..io.writer import write_trace
+from ..perfetto.importer import flow_id
+from ..util.durations import parse_duration_ns
+from ..util.exacttime import json_time_ns, ns_to_us_text
+
+ALWAYS, SLICE, POINT, FLOW = range(4)
+_STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+_STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
+
+
+@dataclass
+class TrimResult:
+    out: str
+    start_ns: int  # the window, exact ns as the trace's ts
+    end_ns: int
+    trace_start_ns: int | None
+    events: int
+    kept: int
+    flow_events_cut: int  # flow events inside the window dropped because their flow was cut
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        window = f"{ns_to_us_text(self.start_ns)} .. {ns_to_us_text(self.end_ns)} us"
+        if self.trace_start_ns is not None:
+            window += (f" ({ns_to_us_text(self.start_ns - self.trace_start_ns)} .. "
+                       f"{ns_to_us_text(self.end_ns - self.trace_start_ns)} us after the trace start)")
+        return (f"window {window}: kept {self.kept:,} of {self.events:,} events "
+                f"({self.flow_events_cut:,} flow events dropped with their flow's other end)")
+
+
+@dataclass
+class _Events:
+    """Per event, by ordinal (``rows``: kind, start and end ns), and per flow event (its
+    ordinal, id, (cat, name) key and start), on disk: read back a chunk or window at a time."""
+
+    rows: SpilledColumns
+    flows: SpilledColumns  # ordinal id key start, one per flow event (id: uint64 bits)
+    trace_start_ns: int | None
+    trace_end_ns: int | None
+
+
+def _collect(reader: TraceReader) -> _Events:
+    """Every event's class and times; plain events straight from the scanner's rows, the
+    rest (times or flow ids a row cannot hold exactly) parsed one by one."""
+    collector = _Collector(reader.scanner)
+    for batch in reader.batches():
+        collector.batch(batch)
+    return collector.events()
+
+
+class _Collector:
+    """``_Events`` a batch at a time (see ``_collect``)."""
+
+    def __init__(self, scanner: R.RowScanner):
+        self.scanner = scanner
+        self.rows = SpilledColumns("kind:i1 start end")  # 24 bytes an event on disk, not 17 in memory
+        self.flows = SpilledColumns("ordinal id key start")  # Kineto writes two flow events per GPU op
+        self.parsed_flows: list[tuple[int, int, int, int]] = []  # a batch's, until it is done
+        self.keys = R.StringPairs(scanner)  # a flow's (cat, name) -> its number
+        self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
+                            (_PH_OTHER,))
+        self.earliest: int | None = None
+        self.latest: int | None = None  # the latest end of an event with a time
+
+    def batch(self, batch: EventBatch) -> None:
+        kind, start, end = (np.zeros(batch.count, dt) for dt in (np.int8, np.int64, np.int64))
+        rows = batch.raw_rows
+        parse = np.ones(batch.count, bool) if rows is None else self.plain(rows, batch.first, kind, start, end)
+        for i in np.flatnonzero(parse).tolist():
+            kind[i], start[i], end[i] = self.event(batch.event(i), batch.first + i)
+        if self.parsed_flows:
+            self.flows.extend(*np.array(self.parsed_flows, np.int64).T)
+            self.parsed_flows = []
+        self.rows.extend(kind, start, end)
+        timed = kind != ALWAYS
+        if timed.any() and (self.latest is None or end[timed].max() > self.latest):
+            self.latest = int(end[timed].max())
+
+    def plain(self, rows: np.ndarray, first: int, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Fill in the rows a parser is not needed for; which rows need one."""
+        flags, ts, ph = rows[:, R.FLAGS], rows[:, R.TS], self.ph(rows[:, R.PH])[0]
+        is_flow = ph == _PH_FLOW
+        parse = (flags & R.F_ODD != 0) | (is_flow & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
+        timed = (flags & R.F_TS != 0) & ~parse
+        if timed.any():
+            low = ts[timed & (ts >= 0) & (ph != _PH_M)]  # metadata's ts places nothing (traceforge writes 0)
+            if len(low) and (self.earliest is None or low.min() < self.earliest):
+                self.earliest = int(low.min())
+        slice_ = timed & (ph == _PH_X) & (flags & R.F_DUR != 0)
+        flow = timed & is_flow & (flags & R.F_ID != 0)
+        point = timed & (ph != _PH_M) & ~slice_ & ~flow
+        kind[slice_], kind[flow], kind[point] = SLICE, FLOW, POINT
+        kept = slice_ | flow | point
+        start[kept] = ts[kept]
+        end[kept] = ts[kept] + np.where(slice_[kept], np.maximum(rows[kept, R.DUR], 0), 0)
+        at = np.flatnonzero(flow)
+        if len(at):
+            # an int64 id is Perfetto's uint64 id, as bits
+            self.flows.extend(first + at, rows[at, R.ID], self.keys.of_ids(rows[at, R.CAT], rows[at, R.NAME]), ts[at])
+        return parse
+
+    def event(self, e: dict, ordinal: int) -> tuple[int, int, int]:
+        """One parsed event's class, start and end."""
+        ph = e.get("ph")
+        ts = json_time_ns(e.get("ts"))
+        if ts is None or ph == "M":
+            return ALWAYS, 0, 0
+        if ts >= 0 and (self.earliest is None or ts < self.earliest):
+            self.earliest = ts
+        dur = json_time_ns(e.get("dur")) if ph == "X" else None
+        fid = flow_id(e.get("id")) if ph in ("s", "t", "f") else None
+        if fid is not None:
+            key = self.keys.of(e.get("cat"), e.get("name"))
+            self.parsed_flows.append((ordinal, fid - 2**64 if fid >= 2**63 else fid, key, ts))
+        return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
+            ts + max(dur, 0) if dur is not None else ts
+
+    def events(self) -> _Events:
+        return _Events(self.rows, self.flows, self.earliest, self.latest)
+
+
+_PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
+_PH_CODES = {"M": _PH_M, "X": _PH_X, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW}
+
+
+def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]:
+    """Which events stay for the window [start_ns, end_ns) (see the module docstring), and how
+    many flow events inside it go because their flow is cut."""
+    parts = []
+    for chunk in ev.rows.chunks():
+        s, e, kind = chunk.start, chunk.end, chunk.kind
+        point = (kind == POINT) & (s >= start_ns) & (s < end_ns)
+        slice_ = (kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
+        parts.append((kind == ALWAYS) | point | slice_)
+    keep = np.concatenate(parts) if parts else np.zeros(0, bool)
+    cut = 0
+    for flows in windows_by(ev.flows, lambda chunk, first: chunk.id, pass_name="flows"):  # an id's events together
+        inside = (flows.start >= start_ns) & (flows.start < end_ns)
+        whole = _whole_flows_inside(flows.id, flows.key, inside)
+        keep[flows.ordinal] = whole
+        cut += int(np.count_nonzero(inside & ~whole))
+    return keep, cut
+
+
+def _whole_flows_inside(ids: np.ndarray, keys: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Per flow event: whether every event of its flow (same id and key) is ``inside``."""
+    if not len(ids):
+        return inside
+    order = np.lexsort((keys, ids))
+    fid, key = ids[order], keys[order]
+    new = np.empty(len(order), bool)  # where a flow begins, in ``order``
+    new[0] = True
+    new[1:] = (fid[1:] != fid[:-1]) | (key[1:] != key[:-1])
+    del fid, key
+    whole = np.minimum.reduceat(inside[order], np.flatnonzero(new))
+    out = np.empty(len(order), bool)
+    out[order] = whole[np.cumsum(new) - 1]
+    return out
+
+
+def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None) -> tuple[int, int]:
+    """``START:END`` (µs, or with a unit: ``1.5ms``) into exact ns.
+
+    A value with a leading ``+`` is relative to the trace start (its earliest ts that is
+    not negative, metadata aside); an empty START or END means the trace's start or its end.
+    """
+    if text.count(":") != 1:
+        raise UsageError(f"window {text!r}: write START:END in µs, e.g. 1712195495519689:1712195495619689 "
+                         "or +100ms:+300ms (from the trace start)")
+    bounds = []
+    whole_trace = (trace_start_ns or 0, trace_end_ns + 1 if trace_end_ns is not None else 2**63 - 1)
+    for part, default in zip(text.split(":"), whole_trace):
+        part = part.strip()
+        if not part:
+            bounds.append(default)
+            continue
+        relative = part.startswith("+")
+        try:
+            ns = parse_duration_ns(part[1:] if relative else part)
+        except UsageError:
+            raise UsageError(f"window: {part!r} is not a time (µs, or with a unit like 1.5ms)") from None
+        if relative:
+            if trace_start_ns is None:
+                raise UsageError("window: the trace has no timestamps to be relative to")
+            ns += trace_start_ns
+        bounds.append(ns)
+    if bounds[0] >= bounds[1]:
+        raise UsageError(f"window {text!r}: START must be before END")
+    return bounds[0], bounds[1]
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """``3-5`` or ``3`` -> (first, last) ProfilerStep numbers."""
+    m = _STEPS.fullmatch(text)
+    if m is None:
+        raise UsageError(f"steps {text!r}: write N or N-M (ProfilerStep numbers), e.g. 3-5")
+    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    if last < first:
+        raise UsageError(f"steps {text!r}: the last step comes before the first")
+    return first, last
+
+
+def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
+    """From the start of ProfilerStep#first to the end of ProfilerStep#last, extended to
+    the end of the GPU work launched during those steps (it runs after the CPU side)."""
+    # the steps are kept whatever CPU ops are; of the launch calls, only those that put work on a stream
+    cols = scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS))
+    number = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(n)) else -1 for n in cols.names], np.int64)
+    ops = cols.steps
+    step_of = number[ops.name] if len(ops) else np.zeros(0, np.int64)
+    rows = np.flatnonzero((step_of >= first) & (step_of <= last))
+    if not len(rows):
+        found = np.unique(step_of[step_of >= 0])
+        have = f"steps {found.min()}-{found.max()}" if len(found) else "no ProfilerStep#N ranges"
+        raise UsageError(f"steps {first}-{last}: the trace has {have}")
+    start, cpu_end = int(ops.ts[rows].min()), int((ops.ts[rows] + ops.dur[rows]).max())
+    launches = stream_launch_rows(cols)
+    during = launches[(cols.launches.ts[launches] >= start) & (cols.launches.ts[launches] < cpu_end)]
+    gpu_rows, _ = join_gpu_to_launch(cols, during)
+    gpu_end = int((cols.gpu.ts[gpu_rows] + cols.gpu.dur[gpu_rows]).max()) if len(gpu_rows) else cpu_end
+    return start, max(cpu_end, gpu_end)
+
+
+def trim(path: str, out: str, *, window: str | None = None, steps: str | None = None) -> TrimResult:
+    """Write the part of ``path`` inside ``window`` (``"START:END"``, see ``parse_window``)
+    or ``steps`` (``"3-5"``) to ``out``."""
+    if (window is None) == (steps is None):
+        raise UsageError("give exactly one of window (START:END) or steps (N-M)")
+    started = time.perf_counter()
+    check_writable(out)
+    # the steps' window first: its scan's columns are gone before the events' are collected
+    step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
+    ev = _collect(TraceReader(path))
+    start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
+    keep, cut = keep_mask(ev, start_ns, end_ns)
+    write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
+    return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
+                      time.perf_counter() - started)
