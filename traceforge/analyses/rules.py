@@ -77,7 +77,7 @@ class RuleSet:
         return cat_ids, stage_ids, categories, stages
 
 
-def load_rules(spec: str | RuleSet = "default") -> RuleSet:
+def load_rules(spec: str | RuleSet = DEFAULT_RULES) -> RuleSet:
     """A preset name (see ``PRESETS``), a JSON/TOML file path, or a RuleSet (returned as is)."""
     if isinstance(spec, RuleSet):
         return spec

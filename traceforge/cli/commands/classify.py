@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from ...analyses.classify import Classified
-from ...analyses.rules import PRESETS, RuleSet, load_rules
+from ...analyses.rules import DEFAULT_RULES, PRESETS, RuleSet, load_rules
 from ...api.files import classified
 from ...errors import UsageError
 from .. import ranks
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="Example: traceforge classify rank0.json.gz rank1.json.gz --rules default --html report.html",
     )
     ranks.add_arguments(p, "trace (.json, .json.gz, .json.zst) or nsys CSV")
-    p.add_argument("--rules", default="default", metavar="PRESET|FILE",
+    p.add_argument("--rules", default=DEFAULT_RULES, metavar="PRESET|FILE",
                    help=f"a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
     p.add_argument("--format", choices=tuple(_RENDER), default="text", help="output on stdout (default: text)")
     p.add_argument("--kernels", action="store_true", help="one row per (GPU, kernel name) instead of per category")

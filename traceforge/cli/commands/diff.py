@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...analyses.rules import PRESETS
+from ...analyses.rules import DEFAULT_RULES, PRESETS
 from ...api.files import diff
 from ..output import FORMATS, Col, count, emit, ms, render, short
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("a", metavar="A", help="the trace before (control)")
     p.add_argument("b", metavar="B", help="the trace after (test)")
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--rules", default="default", metavar="RULES",
+    p.add_argument("--rules", default=DEFAULT_RULES, metavar="RULES",
                    help=f"kernel categories: a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
     p.add_argument("--top", type=int, metavar="N",
                    help=f"rows of the per-name table (default {TEXT_TOP} in text, all in csv/json; 0: all)")
