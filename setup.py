@@ -4,6 +4,8 @@ The C extensions are optional: each has a pure-Python fallback (traceforge/_nati
 so an extension that does not compile (no C compiler, an unsupported one) is reported and
 left out, and the install goes on. TRACEFORGE_BUILD_NATIVE=0 leaves them all out on purpose
 (and makes the wheel a pure-Python one). pip shows the warnings with `pip install -v`.
+TRACEFORGE_REQUIRE_NATIVE=1 makes a failed extension an error instead (release wheels:
+[tool.cibuildwheel] in pyproject.toml sets it).
 """
 
 import os
@@ -20,6 +22,10 @@ def _native_wanted() -> bool:
     return os.environ.get("TRACEFORGE_BUILD_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def _native_required() -> bool:
+    return os.environ.get("TRACEFORGE_REQUIRE_NATIVE", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _warn(message: str) -> None:
     print(f"WARNING: traceforge: {message}", file=sys.stderr, flush=True)
 
@@ -32,6 +38,8 @@ class optional_build_ext(build_ext):
         try:
             super().run()
         except Exception as exc:  # before any extension: e.g. no compiler for this platform at all
+            if _native_required():
+                raise
             for ext in self.extensions:
                 if ext.name not in self._not_built and not os.path.exists(self.get_ext_fullpath(ext.name)):
                     self._report(ext, exc)
@@ -40,11 +48,15 @@ class optional_build_ext(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # CompileError, LinkError, DistutilsPlatformError (no MSVC), OSError, ...
+            if _native_required():
+                raise
             self._report(ext, exc)
 
     def _report(self, ext, exc):
         self._not_built[ext.name] = exc
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = " ".join(str(exc).split()) or "no message"
+        if len(reason) > 200:  # a compiler's whole command line: its start and how it ended
+            reason = reason[:90] + " ... " + reason[-90:]
         _warn(f"C extension {ext.name} not built ({type(exc).__name__}: {reason}); "
               "the pure-Python fallback will be used, slower")
         try:  # an older build of it must not be packaged in its place
@@ -53,10 +65,11 @@ class optional_build_ext(build_ext):
             pass
 
 
-if _native_wanted():
+if _native_wanted() or _native_required():
     ext_modules = [
         # optional: setuptools then also tolerates the missing file (in-place / editable copies)
-        Extension(f"traceforge._native.{name}", [f"traceforge/_native/{name}.c"], depends=HEADERS, optional=True)
+        Extension(f"traceforge._native.{name}", [f"traceforge/_native/{name}.c"], depends=HEADERS,
+                  optional=not _native_required())
         for name in NATIVE
     ]
 else:
