@@ -599,14 +599,19 @@ def test_use_switches_a_running_process():
 
 
 def test_no_native_environment_forces_the_fallbacks():
-    code = ("import traceforge._native as n; print(n.BACKEND, n.FORCED, n.splice.__name__)")
+    code = "import traceforge._native as n; print(n.BACKEND, len(n.FORCED), n.splice.__name__)"
     env = {"TRACEFORGE_NO_NATIVE": "1", "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, cwd=ROOT, env=env, timeout=60)
     if _native.has_fallback("scanner"):
         assert r.returncode == 0, r.stderr
-        assert r.stdout.split() == [b"python", b"True", b"traceforge._native.fallback.splice"]  # no warning: forced
+        assert r.stdout.split() == [b"python", b"7", b"traceforge._native.fallback.splice"]  # no warning: forced
     else:
         assert r.returncode != 0 and b"fallback/scanner.py is missing" in r.stderr
+    code = "import traceforge._native as n; print(n.BACKEND, sorted(k for k, b in n.BACKENDS.items() if b == 'python'))"
+    env["TRACEFORGE_NO_NATIVE"] = "splice, stacks"
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, cwd=ROOT, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == b"mixed ['splice', 'stacks']"
 
 
 def test_a_missing_c_module_warns_once_and_falls_back(tmp_path):
@@ -670,3 +675,15 @@ def test_check_reports_alike_on_both_backends(backend, name):
     got = check_trace(path).to_dict()
     want.pop("seconds", None), got.pop("seconds", None)
     assert got == want
+
+
+def test_a_needle_that_is_not_bytes_is_a_type_error_every_time():
+    """The C kernels release their buffer views once, however they fail (a second release
+    corrupted the heap: the process died on a later call)."""
+    from traceforge._native import _splice
+
+    starts, stops = np.zeros(1, np.int64), np.ones(1, np.int64)
+    for _ in range(20):
+        with pytest.raises(TypeError, match="bytes-like"):
+            _splice.spans_containing(b"abc", starts, stops, ["x"])
+    assert _splice.spans_containing(b"abc", starts, stops, [b"a"]) is not None

@@ -9,7 +9,8 @@ exposes one attribute per kernel::
     scanner, counter_text, splice, stacks, factorize, replay, search
 
 each the C extension when it imports, else its fallback; a missing C extension is warned
-about once. ``TRACEFORGE_NO_NATIVE=1`` in the environment forces every fallback.
+about once. ``TRACEFORGE_NO_NATIVE=1`` in the environment forces every fallback (a comma list
+of kernels, ``TRACEFORGE_NO_NATIVE=splice,stacks``, forces theirs only).
 
 Callers look a kernel up here at call time (``from .. import _native`` then
 ``_native.splice.join_rows(...)``), never bind its functions at import, so that ``use``
@@ -42,7 +43,18 @@ search: ModuleType
 
 BACKENDS: dict[str, str] = {}  # kernel -> "c" or "python": which one each attribute is
 BACKEND: str = "c"  # "c" or "python" when every kernel is one, else "mixed"
-FORCED: bool = os.environ.get("TRACEFORGE_NO_NATIVE", "") not in ("", "0")
+
+
+def _forced(setting: str) -> tuple[str, ...]:
+    """The kernels ``TRACEFORGE_NO_NATIVE`` forces onto their fallbacks: none for "" or "0", the
+    ones named in a comma list of kernels, else all."""
+    if setting.strip() in ("", "0"):
+        return ()
+    named = tuple(k.strip() for k in setting.split(","))
+    return named if set(named) <= set(KERNELS) else KERNELS
+
+
+FORCED: tuple[str, ...] = _forced(os.environ.get("TRACEFORGE_NO_NATIVE", ""))  # kernels forced to Python
 
 _warned = False
 
@@ -119,11 +131,11 @@ def using(backend: str, kernels: Iterable[str] = KERNELS) -> Iterator[None]:
 def _default() -> None:
     """Bind each kernel's C module, or its fallback where the C is missing or forced off."""
     global _warned
-    if FORCED:
-        use("python")
-        return
     modules, missing = {}, []
     for kernel in KERNELS:
+        if kernel in FORCED:
+            modules[kernel] = (fallback_module(kernel), "python")
+            continue
         module = c_module(kernel)
         if module is None:
             missing.append(kernel)

@@ -21,6 +21,8 @@ typedef struct {
 static void release(Buffers *b) {
     for (Py_ssize_t i = 0; i < b->n; i++) PyBuffer_Release(&b->views[i]);
     PyMem_Free(b->views);
+    b->views = NULL;  /* released: the callers' clean-up may call this again */
+    b->n = 0;
 }
 
 /* Buffer views of every item of a sequence of bytes-like objects; 0 on failure (error set). */

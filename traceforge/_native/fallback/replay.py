@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._buffers import as_index
+from ._buffers import as_index, contiguous
 
 # row kinds
 SLICE, _BEGIN, _END, _FLOW_START, _FLOW_STEP, _FLOW_END, _FLOW_END_NEXT = range(7)
@@ -201,13 +201,6 @@ def _column(obj: object, rows: int | None) -> np.ndarray:
     return np.asarray(view).view(np.int64)
 
 
-def _order(obj: object) -> memoryview:
-    view = memoryview(obj)
-    if not view.c_contiguous:
-        raise ValueError("ndarray is not C-contiguous")
-    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
-
-
 def _check_rows(w: Walker, order: np.ndarray, columns: dict[str, np.ndarray], n_rows: int) -> None:
     """ValueError for the first row of ``order`` out of range, or whose track or flow key is."""
     row_ok = (order >= 0) & (order < n_rows)
@@ -233,7 +226,7 @@ def walk(walker: object, order: object, *columns: object) -> bytes:
         raise TypeError(f"walk expected {len(_COLUMNS) + 2} arguments, got {len(columns) + 2}")
     if not isinstance(walker, Walker):
         raise ValueError("PyCapsule_GetPointer called with invalid PyCapsule object")
-    order_view = _order(order)
+    order_view = contiguous(order)
     cols: dict[str, np.ndarray] = {}
     n_rows = None
     for name, obj in zip(_COLUMNS, columns):

@@ -6,25 +6,35 @@ interned strings and tracks (in first-seen order), statuses, stop offsets, error
 and messages as the C scan, for whole and for cut-short buffers alike. ``_scanner.c`` is the
 specification; read it for what each field and flag means.
 
-Two layers:
+Each event goes to the first of three layers that takes it:
 
-- ``_Exact``: a line-by-line port of the C parser (a byte at a time, so slow). It is the
-  reference, and it decides every event the fast layer does not: invalid JSON (the error's
-  place and message), input that ends inside an event, nesting beyond what the fast layer's
-  patterns cover.
-- ``_fast_event``: one compiled regex match per object member (key, value and the separator
-  after it), and depth-bounded patterns for nested values. It takes an event only when every
-  match succeeds, and then does what the C parser does at each member; at the first match
-  that fails it gives up (returns None) and ``_Exact`` reads the event again from its start.
-  Strings it interned before giving up are ones the C parser interns too, in the same order,
-  so the ids stay the same.
+1. ``_loaded_event`` (most events of real traces): orjson parses the event (from its '{' to
+   a '}' followed by ',' or ']'), and the row is made from the dict, with the places the row
+   holds (ts, args' end) and the texts of ts/dur/pid/tid taken from the bytes by regex. It
+   takes only events where the dict says all: no backslash (so every string's raw text is
+   its UTF-8), no repeated key and no object but the event and its args (counted from the
+   text), valid UTF-8 (orjson's check), nesting within the C parser's limit.
+2. ``_fast_event``: one compiled regex match per object member (key, value and the
+   separator after it), depth-bounded patterns for nested values, and at each member what
+   the C parser does there. It gives up (None) at the first match that fails.
+3. ``_Exact``: a line-by-line port of the C parser, a byte at a time. It decides the rest:
+   invalid JSON (the error's place and message), input that ends inside an event, nesting
+   beyond the patterns, and it is the reference the other two are tested against.
+
+A layer that gives up has interned only strings the C parser interns before that point, in
+the C parser's order (the text's), so the next layer reading the event again from its start
+gets the same ids. orjson accepts no JSON the C parser refuses, bar nesting deeper than 512
+(checked), so an event it parses is valid and ends where the C parser says.
 
 Numbers are taken from their text, never through a float: ts/dur in exact ns, ints as ints.
 Bytes >= 0x80 are passed through as they are (as the C scanner does; no UTF-8 check).
+
+Speed (``docs/benchmarks.md``): 10-20 MB/s of events; the C scanner does 200-500.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 from array import array
 
@@ -51,7 +61,7 @@ F_EXTERNAL_ID, F_SHARED_MEMORY = 1 << 22, 1 << 23
 
 OK, END_OF_ARRAY, INCOMPLETE, STOPPED = 0, 1, 2, 3
 
-MAX_DEPTH = 512
+_MAX_DEPTH = 512
 _ARGS_FLAGS = (F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | _F_GRID_SEEN | _F_BLOCK_SEEN
                | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY)
 _INT64_MAX = (1 << 63) - 1
@@ -59,6 +69,7 @@ _NS_WHOLE_MAX = _INT64_MAX // 1000 - 1  # the largest whole µs whose ns the C s
 _INT32_MAX = (1 << 31) - 1
 _SCALE = (1000, 100, 10, 1)  # ns per unit of a fraction with 0-3 digits
 
+_FLUSH = NFIELDS * 4096  # rows are gathered in a list, and moved into an int64 array 4096 at a time
 _ROW = [0] * NFIELDS
 _ROW[PH] = _ROW[CAT] = _ROW[NAME] = _ROW[KERNEL] = _ROW[TS_AT] = -1
 
@@ -92,35 +103,44 @@ def _add(interner: Interner, text: bytes) -> int:
     return new
 
 
-def intern(interner: Interner, text) -> int:
+def intern(interner: Interner, text: bytes) -> int:
     """The id of a byte string in an Interner (added if new)."""
-    if not isinstance(interner, Interner):
-        raise ValueError("PyCapsule_GetPointer called with incorrect name")
+    if not isinstance(text, bytes):  # as "y#": read-only bytes only
+        if isinstance(text, (bytearray, memoryview)):
+            raise TypeError(f"argument 2 must be read-only bytes-like object, not {type(text).__name__}")
+        raise TypeError(f"a bytes-like object is required, not '{type(text).__name__}'")
     if type(text) is not bytes:
-        if isinstance(text, str):
-            raise TypeError(f"a bytes-like object is required, not '{type(text).__name__}'")
-        text = bytes(memoryview(text))
-    got = interner._ids.get(text)
+        text = bytes(text)
+    got = _interner(interner)._ids.get(text)
     return got if got is not None else _add(interner, text)
+
+
+def _interner(obj: object) -> Interner:
+    if not isinstance(obj, Interner):
+        raise ValueError("PyCapsule_GetPointer called with invalid PyCapsule object")
+    return obj
 
 
 # ---- columns ----
 
 
-def _bytes_view(obj, what: str) -> memoryview:
-    """A contiguous buffer's bytes, as the C functions take it ("y*")."""
-    if isinstance(obj, str):
-        raise TypeError(f"a bytes-like object is required, not 'str'")
-    view = memoryview(obj)
+def _bytes_view(obj: object) -> memoryview:
+    """``obj``'s bytes as "y*" and PyBUF_SIMPLE take them: any C-contiguous bytes-like object."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"a bytes-like object is required, not '{type(obj).__name__}'") from None
     if not view.c_contiguous:
-        raise BufferError(f"{what}: not a contiguous buffer")
+        if isinstance(obj, np.ndarray):
+            raise ValueError("ndarray is not C-contiguous")
+        raise BufferError("memoryview: underlying buffer is not C-contiguous")
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
 def columns(rows, at, fields) -> bytes:
     """columns(rows, at, fields) -> those fields of rows ``at``, a column after another (int64)."""
-    rows_view = _bytes_view(rows, "rows")
-    fields = bytes(_bytes_view(fields, "fields"))
+    rows_view = _bytes_view(rows)
+    fields = bytes(_bytes_view(fields))
     if len(rows_view) % (NFIELDS * 8):
         raise ValueError("rows: not a whole number of rows")
     for f in fields:
@@ -128,7 +148,7 @@ def columns(rows, at, fields) -> bytes:
             raise ValueError(f"no field {f}")
     table = np.frombuffer(rows_view, np.int64).reshape(-1, NFIELDS)
     if at is not None:
-        at_view = _bytes_view(at, "at")
+        at_view = _bytes_view(at)
         if len(at_view) % 8:
             raise ValueError("at: int64 row numbers")
         picked = np.frombuffer(at_view, np.int64)
@@ -145,7 +165,7 @@ class _Stop(Exception):
     """The parse stopped (status, err_pos and msg are on the parser)."""
 
 
-_WS_RUN = re.compile(rb"[ \t\r\n]*+")
+_WS_RUN = re.compile(rb"[ \t\r\n]*")
 _STRING_STOP = re.compile(rb'["\\\x00-\x1f]')
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = frozenset(b'"\\/bfnrt')
@@ -328,7 +348,7 @@ class _Exact:
                 self.parse_string()
             elif c == 123 or c == 91:  # '{' or '['
                 self.depth += 1
-                if self.depth > MAX_DEPTH:
+                if self.depth > _MAX_DEPTH:
                     self.fail("nesting too deep")
                 self.pos = pos + 1
                 self.skip_ws()
@@ -387,7 +407,7 @@ class _Exact:
         end of the last member's value, -1 for an empty object."""
         b, n = self.b, self.n
         self.depth += 1
-        if self.depth > MAX_DEPTH:
+        if self.depth > _MAX_DEPTH:
             self.fail("nesting too deep")
         self.pos += 1  # '{'
         self.skip_ws()
@@ -627,9 +647,9 @@ def _finish(row: list, b: bytes, ps: int, pe: int, ts: int, te: int, tracks: Int
 
 # ---- the fast layer: a regex match per member ----
 
-_WS = rb"[ \t\r\n]*+"
-_STR_BODY = rb'[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+'
-_NUM = rb"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?+[0-9]++)?+"
+_WS = rb"[ \t\r\n]*"
+_STR_BODY = rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+_NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _SCALAR = rb'(?:"' + _STR_BODY + rb'"|' + _NUM + rb"|true|false|null)"
 
 # A member whose value is a scalar, with the blanks and the ',' after it (if there is one):
@@ -637,8 +657,8 @@ _SCALAR = rb'(?:"' + _STR_BODY + rb'"|' + _NUM + rb"|true|false|null)"
 # 7 exponent, 8 ','.
 _MEMBER = re.compile(
     rb'"(' + _STR_BODY + rb')"' + _WS + rb":" + _WS
-    + rb'("(' + _STR_BODY + rb')"|(-?+)(0|[1-9][0-9]*+)(?:\.([0-9]++))?+([eE][+-]?+[0-9]++)?+|true|false|null)'
-    + _WS + rb"(?:(,)" + _WS + rb")?+"
+    + rb'("(' + _STR_BODY + rb')"|(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?([eE][+-]?[0-9]+)?|true|false|null)'
+    + _WS + rb"(?:(,)" + _WS + rb")?"
 )
 _KEY = re.compile(rb'"(' + _STR_BODY + rb')"' + _WS + rb":" + _WS)
 _SEP = re.compile(_WS + rb"(?:(,)" + _WS + rb"|\})")
@@ -651,7 +671,7 @@ def _nested(depth: int) -> bytes:
     for _ in range(depth):
         member = rb'"' + _STR_BODY + rb'"' + _WS + rb":" + _WS + value + _WS
         value = (rb"(?:" + _SCALAR + rb"|\[" + _WS + rb"(?:\]|" + value + _WS + rb"(?:," + _WS + value + _WS
-                 + rb")*+\])|\{" + _WS + rb"(?:\}|" + member + rb"(?:," + _WS + member + rb")*+\}))")
+                 + rb")*\])|\{" + _WS + rb"(?:\}|" + member + rb"(?:," + _WS + member + rb")*\}))")
     return value
 
 
@@ -666,8 +686,8 @@ def _nested_match(b: bytes, pos: int):
     return _nested_pattern.match(b, pos)
 
 _DIMS3 = re.compile(
-    rb"\[" + _WS + rb"(-?+(?:0|[1-9][0-9]*+))" + _WS + rb"," + _WS + rb"(-?+(?:0|[1-9][0-9]*+))" + _WS + rb","
-    + _WS + rb"(-?+(?:0|[1-9][0-9]*+))" + _WS + rb"\]"
+    rb"\[" + _WS + rb"(-?(?:0|[1-9][0-9]*))" + _WS + rb"," + _WS + rb"(-?(?:0|[1-9][0-9]*))" + _WS + rb","
+    + _WS + rb"(-?(?:0|[1-9][0-9]*))" + _WS + rb"\]"
 )
 
 # Event keys the scan reads, by code.
@@ -914,17 +934,23 @@ def _fast_event(b: bytes, n: int, pos: int, strings: Interner, tracks: Interner)
                 flags = row[FLAGS]
             else:
                 p = _skip_nested(b, n, v, 1, strings)
+            if p is None:
+                return None
         else:
             p = _skip_nested(b, n, v, 1, strings)
+            if p is None:
+                return None
             if code is None:
                 flags |= F_ODD if b"\\" in key else F_EXTRA
+            elif code <= _K_NAME:  # not a string
+                row[PH + code] = -2
             elif code == _K_PID:
                 ps, pe = v, p
             elif code == _K_TID:
                 ts, te = v, p
             elif code == _K_TS:
                 row[TS_AT] = v if row[TS_AT] == -1 else -2
-                row[TS_END] = p if p is not None else 0
+                row[TS_END] = p
                 flags &= ~(F_TS | F_TS_FRAC)
             elif code == _K_DUR:
                 flags = (flags | F_DUR_KEY) & ~(F_DUR | F_DUR_FRAC)
@@ -934,11 +960,6 @@ def _fast_event(b: bytes, n: int, pos: int, strings: Interner, tracks: Interner)
                 flags = (flags & ~F_SCOPE_T) | F_EXTRA
             elif code == _K_BP:
                 flags = (flags & ~F_BP_E) | F_EXTRA
-            # ph, cat, name: not a string (-2)
-            elif code <= _K_NAME:
-                row[PH + code] = -2
-        if p is None:
-            return None
         s = _SEP.match(b, p)
         if s is None or s.end() >= n and s.group(1) is not None:
             return None
@@ -953,9 +974,9 @@ def _fast_event(b: bytes, n: int, pos: int, strings: Interner, tracks: Interner)
 
 # ---- the first layer: orjson reads the event; the bytes give places and number texts ----
 
-_CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*+[,\]])")
-_WS_COLON = re.compile(rb'"[ \t\r\n]++:')
-_SCALAR_GROUPS = (rb'("(' + _STR_BODY + rb')"|(-?+)(0|[1-9][0-9]*+)(?:\.([0-9]++))?+([eE][+-]?+[0-9]++)?+'
+_CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
+_WS_COLON = re.compile(rb'"[ \t\r\n]+:')
+_SCALAR_GROUPS = (rb'("(' + _STR_BODY + rb')"|(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?([eE][+-]?[0-9]+)?'
                   rb"|true|false|null)")
 _TS_MEMBER, _DUR_MEMBER, _PID_MEMBER, _TID_MEMBER = (
     re.compile(rb'"' + key + rb'"' + _WS + rb":" + _WS + _SCALAR_GROUPS) for key in (b"ts", b"dur", b"pid", b"tid"))
@@ -1030,7 +1051,7 @@ def _dict_row(b: bytes, pos: int, end: int, span: bytes, d: dict, strings: Inter
     # valid, and ends at ``end``. Without a backslash a '"' always starts or ends a string, and
     # '":' only follows a key (or starts a string that begins with ':'): as many as the keys of
     # the event and of its args is no key repeated, and no other object.
-    if b"\\" in span or (end - pos > 1000 and span.count(b"{") + span.count(b"[") > MAX_DEPTH - 2):
+    if b"\\" in span or (end - pos > 1000 and span.count(b"{") + span.count(b"[") > _MAX_DEPTH - 2):
         return None
     a = d.get("args", _MISSING)
     args = type(a) is dict
@@ -1098,23 +1119,23 @@ def _dict_row(b: bytes, pos: int, end: int, span: bytes, d: dict, strings: Inter
         elif code == _K_ARGS:
             if args and a:
                 dims = 0
-                for k, v in a.items():
-                    spec = _ARGS_BY_NAME.get(k)
+                for name, value in a.items():
+                    spec = _ARGS_BY_NAME.get(name)
                     if spec is None:
                         continue
                     if type(spec) is tuple:
                         field, flag, otherwise = spec
-                        if type(v) is int and -_INT64_MAX - 1 <= v <= _INT64_MAX:
-                            row[field] = v
+                        if type(value) is int and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+                            row[field] = value
                             flags |= flag
                         else:
                             flags |= otherwise
                     elif spec == _A_KERNEL:
-                        row[KERNEL] = _str_id(strings, v) if type(v) is str else -1
-                    elif (type(v) is list and len(v) == 3
-                          and all(type(x) is int and -_INT64_MAX - 1 <= x <= _INT64_MAX for x in v)):
+                        row[KERNEL] = _str_id(strings, value) if type(value) is str else -1
+                    elif (type(value) is list and len(value) == 3
+                          and all(type(x) is int and -_INT64_MAX - 1 <= x <= _INT64_MAX for x in value)):
                         field = GRID if spec == _A_GRID else BLOCK
-                        row[field:field + 3] = v
+                        row[field:field + 3] = value
                         dims += 1
                 if dims == 2:
                     flags |= F_DIMS
@@ -1188,24 +1209,17 @@ def scan(data, start, limit, strings_interner, tracks_interner):
     itself after a trailing comma), when data ends inside an event (INCOMPLETE, stop = that
     event's start) or at what it does not take (STOPPED, stop = start of that event,
     err_pos/message say why). rows: a bytearray of count * NFIELDS int64."""
-    if isinstance(data, str):
-        raise TypeError("a bytes-like object is required, not 'str'")
-    view = memoryview(data)
-    start = start.__index__()
-    limit = limit.__index__()
-    if not isinstance(strings_interner, Interner) or not isinstance(tracks_interner, Interner):
-        raise ValueError("PyCapsule_GetPointer called with incorrect name")
-    if not view.c_contiguous:
-        raise BufferError("data: not a contiguous buffer")
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
+    view = _bytes_view(data)
+    start = operator.index(start)
+    limit = operator.index(limit)
+    strings, tracks = _interner(strings_interner), _interner(tracks_interner)
     if start < 0 or start > len(view):
         raise ValueError("start outside the data")
     b = data if start == 0 and type(data) is bytes else view[start:].tobytes()
     view.release()
     n = len(b)
-    strings, tracks = strings_interner, tracks_interner
-    flat: list[int] = []  # the rows, one after another
+    out = array("q")
+    flat: list[int] = []  # the rows not yet in ``out``, one after another
     count = stop = 0
     err_pos = -1
     msg = None
@@ -1244,6 +1258,9 @@ def scan(data, start, limit, strings_interner, tracks_interner):
             if pos >= limit:
                 status = OK
                 break
+            if len(flat) >= _FLUSH:
+                out.fromlist(flat)
+                flat.clear()
             continue
         pos = ws(b, end).end()
         if pos >= n:  # the separator is still to come
@@ -1257,4 +1274,5 @@ def scan(data, start, limit, strings_interner, tracks_interner):
             break
         status, err_pos, msg = STOPPED, pos, "expected ',' or ']' after an event"
         break
-    return status, count, stop, err_pos, msg, bytearray(array("q", flat))
+    out.fromlist(flat)
+    return status, count, stop, err_pos, msg, bytearray(out)
