@@ -13,6 +13,7 @@ asking for ``@pytest.mark.integration``, rather than reading real traces in the 
 
 from __future__ import annotations
 
+import dis
 import gzip
 import importlib.util
 import inspect
@@ -92,6 +93,7 @@ class RealTraces(Mapping):
 
 
 TRACES = RealTraces()
+SAMPLE = "sample"  # in a test's trace names: the bundled sample, made by scripts/make_sample.py (unit tier)
 
 
 def raw_json(path: Path | str) -> bytes:
@@ -144,30 +146,46 @@ def run_cli(*args: str, stdin: bytes | None = None, process: bool = False) -> su
 
 
 @pytest.fixture(scope="session")
-def columns():
-    """Scan each real trace once per test session: ``columns(name)``."""
+def trace_path(sample):
+    """``trace_path(name)``: the bundled sample's path for ``SAMPLE``, else the real trace's
+    (``TRACES[name]``), so one test can take both in its parameters."""
+    return lambda name: sample.path if name == SAMPLE else TRACES[name]
+
+
+@pytest.fixture(scope="session")
+def annotated_all(trace_path, tmp_path_factory):
+    """``annotated_all(name)``: the trace (``SAMPLE`` or a real one) through ``annotate --all``,
+    as .json.gz, made once per session for the tests that check that output."""
+    where = tmp_path_factory.mktemp("annotated")
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            out = where / f"{name}.all.json.gz"
+            r = run_cli("annotate", str(trace_path(name)), "--all", "-o", str(out))
+            assert r.returncode == 0, r.stderr
+            made[name] = out
+        return made[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def columns(trace_path):
+    """Scan each trace (``SAMPLE`` or a real one) once per test session: ``columns(name)``."""
     from traceforge.columns.scan import scan
 
     cache: dict = {}
 
     def get(name: str):
         if name not in cache:
-            cache[name] = scan(str(TRACES[name]))
+            cache[name] = scan(str(trace_path(name)))
         return cache[name]
 
     return get
 
 
 # -- the tiers: which tests read real traces -------------------------------------------------
-
-def _strings(value: Any) -> set[str]:
-    """The strings in a constant (a str, or a tuple/list/set of them, nested)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, (tuple, list, set, frozenset)):
-        return set().union(*map(_strings, value)) if value else set()
-    return set()
-
 
 def _function(obj: Any) -> Any:
     """The plain function behind a test, method or fixture definition (else ``obj``)."""
@@ -179,45 +197,55 @@ def _function(obj: Any) -> Any:
 
 
 def _in_tests(obj: Any) -> bool:
-    code = getattr(obj, "__code__", None)
+    """A function defined in the test suite (its helpers are followed; the library's are not)."""
+    code = getattr(obj, "__code__", None) if inspect.isfunction(obj) else None
     return code is not None and code.co_filename.startswith(str(TESTS))
 
 
-def _reach(roots: list[Any]) -> tuple[bool, set[str]]:
-    """Whether the code of ``roots`` (and of the test-suite functions and fixtures it names,
-    and of their nested functions and comprehensions) uses ``TRACES``; and the string
-    constants in that code (the trace names it may look up)."""
-    uses, strings = False, set()
-    seen: set[CodeType] = set()
-    todo = [_function(r) for r in roots]
-    while todo:
-        func = todo.pop()
-        code = getattr(func, "__code__", None)
-        if code is None or code in seen:
-            continue
-        names = getattr(func, "__globals__", {})
+_FACTS: dict[CodeType, tuple[bool, list[Any]]] = {}
+
+
+def _facts(func: Any) -> tuple[bool, list[Any]]:
+    """Whether ``func``'s own code (nested functions and comprehensions included) loads
+    ``TRACES`` or imports it; and the test-suite functions (and methods of test-suite classes)
+    it loads by name."""
+    code = func.__code__
+    if code not in _FACTS:
+        names, uses, calls = func.__globals__, False, []
         codes = [code]
         while codes:
             c = codes.pop()
-            seen.add(c)
-            for const in c.co_consts:
-                if isinstance(const, CodeType):
-                    codes.append(const)
-                else:
-                    strings |= _strings(const)
-            for name in c.co_names:
-                value = names.get(name)
-                if value is TRACES or name == "TRACES":  # the module's, or imported in the function
+            codes += [const for const in c.co_consts if isinstance(const, CodeType)]
+            for ins in dis.get_instructions(c):
+                if ins.opname == "IMPORT_FROM" and ins.argval == "TRACES":
                     uses = True
-                elif isinstance(value, (str, tuple, list, set, frozenset)):
-                    strings |= _strings(value)
-                elif inspect.isclass(value) and value.__module__ == getattr(func, "__module__", None):
-                    todo += [f for f in map(_function, vars(value).values()) if _in_tests(f)]
-                elif inspect.isfunction(value) or inspect.ismethod(value) or \
-                        type(value).__name__ == "FixtureFunctionDefinition":
-                    if _in_tests(value := _function(value)):
-                        todo.append(value)
-    return uses, strings
+                elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                    value = names.get(ins.argval)
+                    if value is TRACES:
+                        uses = True
+                    elif inspect.isclass(value) and value.__module__ == func.__module__:
+                        calls += [f for f in map(_function, vars(value).values()) if _in_tests(f)]
+                    elif _in_tests(value := _function(value)):
+                        calls.append(value)
+        _FACTS[code] = uses, calls
+    return _FACTS[code]
+
+
+def _reach(roots: list[Any]) -> bool:
+    """Whether the code of ``roots``, or of the test-suite functions, classes and fixtures it
+    names (and so on), uses ``TRACES``."""
+    seen: set[CodeType] = set()
+    todo = [f for f in map(_function, roots) if hasattr(f, "__code__")]
+    while todo:
+        func = todo.pop()
+        if func.__code__ in seen:
+            continue
+        seen.add(func.__code__)
+        uses, calls = _facts(func)
+        if uses:
+            return True
+        todo += calls
+    return False
 
 
 def _trace_argnames(item: pytest.Item) -> set[str]:
@@ -235,22 +263,17 @@ def _trace_argnames(item: pytest.Item) -> set[str]:
 
 
 def reads_real_traces(item: pytest.Item) -> bool:
-    """Whether a test reads a real trace: its code or its fixtures' uses ``TRACES``, and a
-    trace name is written in that code, or is this case's value of a parameter that takes
-    trace names; code that uses ``TRACES`` with neither (names computed) counts too. So a
-    case of a test parametrized over traces and one synthetic input is integration only for
-    the traces."""
+    """Whether a test reads a real trace: its code or its fixtures' uses ``TRACES`` and, where
+    it is parametrized over trace names, this case's value is one (so the ``SAMPLE`` case, or
+    a synthetic one, of such a test is unit tier)."""
     if item.get_closest_marker("integration") is not None:
         return True
     roots = [getattr(item, "function", None)]
     info = getattr(item, "_fixtureinfo", None)
     for defs in getattr(info, "name2fixturedefs", {}).values():
         roots += [d.func for d in defs]
-    uses, strings = _reach([r for r in roots if r is not None])
-    if not uses:
+    if not _reach([r for r in roots if r is not None]):
         return False
-    if strings & TRACE_FILES.keys():
-        return True
     argnames = _trace_argnames(item)
     if argnames:
         params = getattr(getattr(item, "callspec", None), "params", {})

@@ -13,7 +13,7 @@ import pytest
 
 from traceforge.perfetto import check_trace
 
-from .conftest import TRACES, raw_json, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _write(tmp_path, events, name="t.json") -> str:
@@ -252,12 +252,10 @@ def test_annotated_clean_trace_passes(tmp_path):
     assert (report.stats, report.warnings) == ({}, {}), report.examples
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
-def test_annotate_adds_no_problems(name, tmp_path):
-    out = tmp_path / "out.json.gz"
-    r = run_cli("annotate", str(TRACES[name]), "--all", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    before, after = check_trace(str(TRACES[name])), check_trace(str(out))
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
+def test_annotate_adds_no_problems(name, trace_path, annotated_all):
+    out = annotated_all(name)  # annotate --all
+    before, after = check_trace(str(trace_path(name))), check_trace(str(out))
     for counts_before, counts_after in ((before.stats, after.stats), (before.warnings, after.warnings)):
         worse = {k: (counts_before.get(k, 0), n) for k, n in counts_after.items() if n > counts_before.get(k, 0)}
         assert not worse, (worse, after.examples)
@@ -324,11 +322,11 @@ def test_plain_rows_and_the_parser_agree_on_odd_events(seed, tmp_path, monkeypat
     assert _report_fields(check_trace(str(path), max_examples=10)) == _report_fields(fast)
 
 
-@pytest.mark.parametrize("name", ["nccl", "ns_resolution", "cupti", "trace_diff"])
-def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch):
-    fast = check_trace(str(TRACES[name]), max_examples=10)
+@pytest.mark.parametrize("name", [SAMPLE, "nccl", "ns_resolution", "cupti", "trace_diff"])
+def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch, trace_path):
+    fast = check_trace(str(trace_path(name)), max_examples=10)
     _without_rows(monkeypatch)
-    assert _report_fields(check_trace(str(TRACES[name]), max_examples=10)) == _report_fields(fast)
+    assert _report_fields(check_trace(str(trace_path(name)), max_examples=10)) == _report_fields(fast)
 
 
 def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
@@ -379,14 +377,15 @@ def test_the_c_walk_replays_as_the_python_reference_on_deep_and_unbalanced_stack
     assert _replays(path, max_rows=50)[0] == reference
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution", "trace_diff"])
-def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeypatch):
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "nccl", "ns_resolution", "trace_diff"])
+def test_the_c_walk_replays_as_the_python_reference_on_real_traces(name, monkeypatch, trace_path):
     import traceforge.columns.windows
 
-    c_walk, reference = _replays(TRACES[name])
+    c_walk, reference = _replays(trace_path(name))
     assert c_walk == reference
-    monkeypatch.setattr(traceforge.columns.windows, "BLOCK", 2000)  # windows gathered by reading blocks again
-    assert _replays(TRACES[name], max_rows=5000)[0] == reference
+    small = name == SAMPLE  # 1,135 events: smaller windows and blocks, so there are several
+    monkeypatch.setattr(traceforge.columns.windows, "BLOCK", 100 if small else 2000)  # windows gathered by reading blocks again
+    assert _replays(trace_path(name), max_rows=250 if small else 5000)[0] == reference
 
 
 @pytest.mark.parametrize("ids", ["small", "spanning 64 bits"])

@@ -29,7 +29,7 @@ from traceforge.columns.scan import MEMCPY, MEMSET
 from traceforge.errors import UsageError
 from traceforge.util.exacttime import to_ns
 
-from .conftest import TRACES, raw_json
+from .conftest import SAMPLE, TRACES, raw_json
 
 HTA_TRACES = ("negative_queue", "df_index", "trace_diff")  # the three in docs/hta.md
 _cache: dict = {}
@@ -60,9 +60,9 @@ def _union_ns(ts: np.ndarray, end: np.ndarray) -> int:
     return total + (0 if cur_e is None else cur_e - cur_s)
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
-def test_every_op_one_category_and_time_adds_up_exactly(name):
-    cols = gpu_cols(name)
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
+def test_every_op_one_category_and_time_adds_up_exactly(name, trace_path):
+    cols = load_gpu_columns(str(trace_path(name))) if name == SAMPLE else gpu_cols(name)
     gpu = cols.gpu
     end = gpu.ts + np.maximum(gpu.dur, 0)
     for preset in PRESETS:

@@ -22,15 +22,15 @@ from traceforge.emit.tracks import CounterTrack, FlowArrows, Injections, SliceTr
 from traceforge.io.jsontext import Texts
 from traceforge.io.reader import TraceReader
 
-from .conftest import TRACES
+from .conftest import SAMPLE
 
 scan_module = importlib.import_module("traceforge.columns.scan")
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "trace_diff", "amd"])
-def test_scanning_only_stream_launches_keeps_queue_lengths(name):
-    every = scan(str(TRACES[name]), cpu_ops=False)
-    some = scan(str(TRACES[name]), cpu_ops=False, keep_launch=lambda n: api_name(n) in STREAM_LAUNCH_APIS)
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "trace_diff", "amd"])
+def test_scanning_only_stream_launches_keeps_queue_lengths(name, trace_path):
+    every = scan(str(trace_path(name)), cpu_ops=False)
+    some = scan(str(trace_path(name)), cpu_ops=False, keep_launch=lambda n: api_name(n) in STREAM_LAUNCH_APIS)
     assert 0 < len(some.launches) < len(every.launches)  # syncs, event records, ... are not kept
     assert queue_length(some).equals(queue_length(every))
 
@@ -72,11 +72,11 @@ def test_narrow_column_widens_between_growths():
     assert column.array().dtype == np.int64 and column.array().tolist() == np.concatenate(parts).tolist()
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
-def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
-    cols = scan(str(TRACES[name]))
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
+def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name, trace_path):
+    cols = scan(str(trace_path(name)))
     windows = LaunchWindows(cols, stream_launch_rows(cols))
-    spilled = scan(str(TRACES[name]), spill_cpu_ops=True)
+    spilled = scan(str(trace_path(name)), spill_cpu_ops=True)
     assert not len(spilled.cpu_ops)
     near = replace(cols, cpu_ops=spilled.spilled_cpu_ops.select(windows.near),
                    launches=cols.launches.take(np.flatnonzero(windows.near(cols.launches))))
@@ -92,9 +92,9 @@ def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name):
         assert np.array_equal(full, kept)
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "df_index", "amd"])
-def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name):
-    path = str(TRACES[name])
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "df_index", "amd"])
+def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name, trace_path):
+    path = str(trace_path(name))
     cols = scan(path)
     is_stream = np.array([api_name(n) in STREAM_LAUNCH_APIS for n in cols.names])[cols.launches.name]
     near = LaunchWindows(cols, stream_launch_rows(cols)).near(cols.launches)

@@ -14,7 +14,7 @@ from traceforge.analyses.memcpy_bw import RATE_SCALE, copy_rows, memcpy_bandwidt
 from traceforge.analyses.queue_length import queue_length
 from traceforge.util.exacttime import to_ns
 
-from .conftest import TRACES, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _stream(df, stream):
@@ -48,7 +48,7 @@ def test_queue_length_all_steps_and_graph_launches(columns):
     assert _stream(df, 7).max() == 1338
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
 def test_queue_length_never_negative_and_one_point_per_ts(name, columns):
     df = queue_length(columns(name))
     assert (df.queue_length >= 0).all()
@@ -57,11 +57,11 @@ def test_queue_length_never_negative_and_one_point_per_ts(name, columns):
 
 
 
-@pytest.mark.parametrize("name", ["nccl", "ns_resolution"])
-def test_counter_ts_are_exact_event_ts(name, tmp_path):
+@pytest.mark.parametrize("name", [SAMPLE, "nccl", "ns_resolution"])
+def test_counter_ts_are_exact_event_ts(name, tmp_path, trace_path):
     """Fractional-µs traces: every counter ts we write is the exact text of an event's ts."""
     out = tmp_path / "out.json"
-    assert run_cli("annotate", str(TRACES[name]), "--queue-length", "-o", str(out)).returncode == 0
+    assert run_cli("annotate", str(trace_path(name)), "--queue-length", "-o", str(out)).returncode == 0
     from traceforge.io.reader import TraceReader
 
     event_ts, counter_ts = set(), []
@@ -109,10 +109,8 @@ def test_memcpy_bandwidth_zero_duration_and_hta_maxima(columns):
     assert df[df.kind == "DtoD"].gbps.max() == pytest.approx(385.5, abs=0.1)  # HTA: 384.8
 
 
-def test_counter_events_follow_perfetto_rules(tmp_path):
-    out = tmp_path / "out.json"
-    assert run_cli("annotate", str(TRACES["negative_queue"]), "--all", "-o", str(out)).returncode == 0
-    doc = orjson.loads(out.read_bytes())
+def test_counter_events_follow_perfetto_rules(annotated_all):
+    doc = orjson.loads(raw_json(annotated_all("negative_queue")))  # annotate --all
     counters = [e for e in doc["traceEvents"] if e.get("ph") == "C"]
     assert {e.get("cat") for e in counters} == {"traceforge"}  # the input has no counters
     tracks = {}

@@ -10,14 +10,14 @@ from traceforge.columns.info import summarize, trace_info
 from traceforge.columns.scan import scan
 from traceforge.util.exacttime import ns_to_us_text
 
-from .conftest import TRACES
+from .conftest import SAMPLE
 
 CPU_OP_CATS = {"cpu_op", "operator", "user_annotation", "python_function"}
 
 
-@pytest.mark.parametrize("name", ["df_index", "negative_queue", "alexnet", "amd", "trace_diff"])
-def test_info_from_spilled_rows_is_the_in_memory_summary(name):
-    path = str(TRACES[name])
+@pytest.mark.parametrize("name", [SAMPLE, "df_index", "negative_queue", "alexnet", "amd", "trace_diff"])
+def test_info_from_spilled_rows_is_the_in_memory_summary(name, trace_path):
+    path = str(trace_path(name))
     info = trace_info(path)
     cols = scan(path)
     assert info == summarize(cols, codec="gzip")

@@ -28,11 +28,12 @@ from traceforge.emit.flow_anchors import perfetto_thread
 from traceforge.errors import UsageError
 from traceforge.io.reader import TraceReader
 from traceforge.perfetto import check_trace
+from traceforge.perfetto.timestamps import perfetto_ns as perfetto_ns_array
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
 from traceforge.util.durations import parse_duration_ns
 from traceforge.util.exacttime import to_ns
 
-from .conftest import TRACES, raw_json, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 # HTA 0.5 (../shared/docs/hta-reference.md): launches, median and p90 of the delay in µs.
@@ -170,18 +171,22 @@ class PerfettoFlowBinder:
     only when a new slice begins). We also require that slice to contain the ts."""
 
     def __init__(self, events: list[dict]):
-        per_thread: dict[tuple, list] = {}
+        slices = []  # (thread, ts ns, dur ns, ordinal)
         for ordinal, e in enumerate(events):
             ph = e.get("ph")
             if ph == "X" and "dur" in e and to_ns(e["dur"]) >= 0:
-                length = perfetto_ns(to_ns(e["dur"]))
+                dur = to_ns(e["dur"])
             elif ph in ("i", "I") and e.get("s", "t") == "t":
-                length = 0  # a thread-scoped instant is a zero-length slice on the stack
+                dur = 0  # a thread-scoped instant is a zero-length slice on the stack
             else:
                 continue
-            start = perfetto_ns(to_ns(e["ts"]))
-            per_thread.setdefault(perfetto_thread(e.get("pid"), e.get("tid")), []).append(
-                (start, -length, ordinal, start + length))
+            slices.append((perfetto_thread(e.get("pid"), e.get("tid")), to_ns(e["ts"]), dur, ordinal))
+        # As Perfetto reads each time (what perfetto_ns does one value at a time), all at once.
+        starts = perfetto_ns_array(np.array([s[1] for s in slices], np.int64)).tolist()
+        lengths = perfetto_ns_array(np.array([s[2] for s in slices], np.int64)).tolist()
+        per_thread: dict[tuple, list] = {}
+        for (thread, _, _, ordinal), start, length in zip(slices, starts, lengths):
+            per_thread.setdefault(thread, []).append((start, -length, ordinal, start + length))
         self.threads = {}
         for thread, rows in per_thread.items():
             rows.sort()
@@ -202,13 +207,14 @@ class PerfettoFlowBinder:
     ("negative_queue", None, 5),  # 5 cudaMemsetAsync share their start with a 0-µs cudaPeekAtLastError
     ("ns_resolution", "0us", 0),  # fractional epoch-µs ts: every positive delay gets an arrow
     ("nccl", "0us", 0),  # gpu_user_annotation slices enclose kernels on the GPU threads
+    (SAMPLE, "0us", 5),  # two GPUs, a graph launch, the driver API; 5 zero-duration memsets have no inside
 ])
-def test_annotate_launch_delay(columns, tmp_path, name, cutoff, most_unplaced):
+def test_annotate_launch_delay(columns, tmp_path, name, cutoff, most_unplaced, trace_path):
     cols = columns(name)
     out = tmp_path / "out.json"
     options = {} if cutoff is None else {"delay_cutoff": cutoff}
-    annotate(str(TRACES[name]), str(out), analyses=["launch_delay"], options=options)
-    before, after = _events(TRACES[name]), _events(out)
+    annotate(str(trace_path(name)), str(out), analyses=["launch_delay"], options=options)
+    before, after = _events(trace_path(name)), _events(out)
     n = len(before)
     gpu_rows, launch_rows, delay = launch_pairs(cols)
     expected = {g: (d, c) for g, d, c in zip(cols.gpu.ordinal[gpu_rows].tolist(), delay.tolist(),
@@ -245,7 +251,7 @@ def test_annotate_launch_delay(columns, tmp_path, name, cutoff, most_unplaced):
         assert ends["s"]["name"] == delay_label(intended[pair])
         bound.add(pair)
     assert len(bound) == len(flows) >= len(intended) - most_unplaced
-    assert len(intended) > 1000
+    assert len(intended) > (150 if name == SAMPLE else 1000)
 
     # Counters: one key per event, increasing ts per track, the delay of the op starting there.
     counters = [json.loads(raw, parse_float=Decimal) for raw, e in after[n:] if e["ph"] == "C"]
@@ -285,7 +291,7 @@ def _two_kernels_starting_together(path) -> str:
 TOGETHER = "two kernels at one ts"
 
 
-@pytest.mark.parametrize("name", [TOGETHER, "negative_queue", "df_index", "trace_diff"])
+@pytest.mark.parametrize("name", [TOGETHER, SAMPLE, "negative_queue", "df_index", "trace_diff"])
 def test_delay_counter_is_the_largest_delay_starting_at_each_ts(columns, name, tmp_path):
     """Brute force per stream: one point per distinct op start, the largest delay among the
     ops starting there (on the real traces no two launched ops of a stream start together)."""
@@ -299,19 +305,22 @@ def test_delay_counter_is_the_largest_delay_starting_at_each_ts(columns, name, t
     ties = 0
     for track in delay_counters(cols, gpu_rows, delay):
         stream = int(track.key.split()[-1])
-        points = next(p for (dev, st), p in expected.items() if st == stream and cols.gpu_pid(dev) == track.pid)
+        (device, _), points = next(((dev, st), p) for (dev, st), p in expected.items()
+                                   if st == stream and cols.gpu_pid(dev) == track.pid)
         ts = track.ts if isinstance(track.ts, np.ndarray) else np.concatenate(list(track.ts.chunks(1 << 20)))
         assert ts.tolist() == sorted(points)
         assert track.values.tolist() == [points[t] for t in sorted(points)]
-        ties += len(gpu_rows[cols.gpu.stream[gpu_rows] == stream]) - len(points)
+        on = (cols.gpu.device[gpu_rows] == device) & (cols.gpu.stream[gpu_rows] == stream)
+        ties += int(np.count_nonzero(on)) - len(points)
     assert ties == (name == TOGETHER)
 
 
-def test_consuming_table_equals_the_table():
+@pytest.mark.parametrize("name, launched", [(SAMPLE, 176), ("negative_queue", 6875)])
+def test_consuming_table_equals_the_table(name, launched, trace_path):
     """The table that takes each column out of the trace's columns as it reads them (so the
     two are not held whole at once) is the same table."""
-    cols = scan_for_stacks(str(TRACES["negative_queue"]), keep_launch=calls_of(STREAM_LAUNCH_APIS))
+    cols = scan_for_stacks(str(trace_path(name)), keep_launch=calls_of(STREAM_LAUNCH_APIS))
     expected = launch_table(cols)
     got = launch_table_consuming(cols)
     pd.testing.assert_frame_equal(got, expected)
-    assert len(got) == 6875 and "ts" not in cols.gpu.cols and "ts" not in cols.launches.cols
+    assert len(got) == launched and "ts" not in cols.gpu.cols and "ts" not in cols.launches.cols

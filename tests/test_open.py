@@ -24,8 +24,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_open_serves_the_file_to_the_ui():
-    path = TRACES["triton"]
+def test_open_serves_the_file_to_the_ui(sample):
+    path = sample.path
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "traceforge", "open", str(path), "--port", str(port), "--no-browser"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -68,3 +68,22 @@ def test_json_size(tmp_path, monkeypatch):
         estimate = json_size(str(path))
         assert not estimate.exact and 0.7 * len(raw) < estimate.json_bytes < 1.5 * len(raw)
     assert SizeEstimate(1_500_000_000, False).too_large and not SizeEstimate(len(raw), True).too_large
+
+
+def test_json_size_of_samples(tmp_path, monkeypatch, make_sample):
+    """The same on synthetic traces: exact when plain or read whole, else extrapolated from
+    the bytes read (the sample puts its CPU events first, which compress worse than the
+    rest: a rougher guess than on a real trace's mix)."""
+    monkeypatch.setattr(serve, "_SAMPLE_BYTES", 16 << 10)  # less than the compressed files below
+    raw = make_sample(steps=10).raw
+    plain, gz, zst = tmp_path / "t.json", tmp_path / "t.json.gz", tmp_path / "t.json.zst"
+    plain.write_bytes(raw)
+    gz.write_bytes(gzip.compress(raw, 1))
+    zst.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    assert json_size(str(plain)) == SizeEstimate(len(raw), True)
+    small = make_sample(steps=1)
+    assert small.path.stat().st_size < 16 << 10 and json_size(str(small.path)) == SizeEstimate(len(small.raw), True)
+    for path in (gz, zst):
+        assert path.stat().st_size > 16 << 10
+        estimate = json_size(str(path))
+        assert not estimate.exact and 0.5 * len(raw) < estimate.json_bytes < 2 * len(raw)

@@ -20,7 +20,7 @@ from traceforge.perfetto import check_trace
 from traceforge.perfetto.timestamps import perfetto_ns, time_ns
 from traceforge.rewrite.rebase import shift_us_text
 
-from .conftest import TRACES, raw_json, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 SPILLS = ("slice_spill_overlapping_complete_event", "slice_drop_overlapping_complete_event")
 
@@ -364,10 +364,10 @@ def test_trim_drops_the_last_event_cleanly(tmp_path):
     (["--window", "5"], "START:END"),
     (["--window", "30:10"], "START must be before END"),
     (["--window", "abc:10"], "not a time"),
-    (["--steps", "7"], "the trace has steps 1-2"),
+    (["--steps", "7"], "the trace has steps 10-14"),
 ])
-def test_trim_usage_errors(args, message, tmp_path):
-    r = run_cli("trim", str(TRACES["amd"]), "-o", str(tmp_path / "o.json"), *args)
+def test_trim_usage_errors(args, message, tmp_path, sample):
+    r = run_cli("trim", str(sample.path), "-o", str(tmp_path / "o.json"), *args)
     assert r.returncode == 1 and message.encode() in r.stderr and len(r.stderr.splitlines()) == 1
 
 
@@ -406,9 +406,9 @@ def test_trim_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch):
     assert _same_events(fast, _trim_events(path, monkeypatch))
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "nccl", "ns_resolution"])
-def test_trim_reads_plain_rows_as_the_parser_does_on_real_traces(name, monkeypatch):
-    assert _same_events(_trim_events(TRACES[name]), _trim_events(TRACES[name], monkeypatch))
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "nccl", "ns_resolution"])
+def test_trim_reads_plain_rows_as_the_parser_does_on_real_traces(name, monkeypatch, trace_path):
+    assert _same_events(_trim_events(trace_path(name)), _trim_events(trace_path(name), monkeypatch))
 
 
 def test_trim_window_from_the_start_of_an_annotated_trace(tmp_path):
@@ -482,10 +482,10 @@ def test_repair_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch)
     assert fast == _repaired(src, tmp_path / "parsed.json", rebase, monkeypatch)
 
 
-@pytest.mark.parametrize("name", ["negative_queue", "ns_resolution", "nccl", "amd"])
-def test_repair_reads_plain_rows_as_the_parser_does_on_real_traces(name, tmp_path, monkeypatch):
-    fast = _repaired(TRACES[name], tmp_path / "fast.json", True)
-    assert fast == _repaired(TRACES[name], tmp_path / "parsed.json", True, monkeypatch)
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "ns_resolution", "nccl", "amd"])
+def test_repair_reads_plain_rows_as_the_parser_does_on_real_traces(name, tmp_path, monkeypatch, trace_path):
+    fast = _repaired(trace_path(name), tmp_path / "fast.json", True)
+    assert fast == _repaired(trace_path(name), tmp_path / "parsed.json", True, monkeypatch)
 
 
 @pytest.mark.parametrize("source", ["fuzz", "ns_resolution", "negative_queue"])
@@ -540,12 +540,12 @@ def test_spill_walk_in_windows_of_start_times_is_the_stack_by_hand(seed):
     assert np.array_equal(found, expected)
 
 
-@pytest.mark.parametrize("source, window", [("fuzz", "+2:+300"), ("negative_queue", "+10ms:+30ms")])
-def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_path, monkeypatch):
+@pytest.mark.parametrize("source, window", [("fuzz", "+2:+300"), (SAMPLE, "+1ms:+3ms"), ("negative_queue", "+10ms:+30ms")])
+def test_trim_with_flows_in_small_windows_is_trim_in_one(source, window, tmp_path, monkeypatch, sample):
     """Flows decided a window of flow ids at a time give the output of one window."""
     import traceforge.columns.windows
 
-    src = TRACES.get(source)
+    src = sample.path if source == SAMPLE else TRACES.get(source)
     if src is None:
         src = tmp_path / "t.json"
         src.write_text(_fuzz_trace(3))

@@ -11,7 +11,7 @@ import zstandard
 
 from traceforge.io.reader import TraceReader
 
-from .conftest import TRACES, raw_json, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:
@@ -23,12 +23,12 @@ def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:
     return reader.head, events, reader.tail
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
-def test_no_flags_is_byte_identical(name, tmp_path):
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
+def test_no_flags_is_byte_identical(name, tmp_path, trace_path):
     out = tmp_path / "out.json"
-    r = run_cli("annotate", str(TRACES[name]), "-o", str(out))
+    r = run_cli("annotate", str(trace_path(name)), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert out.read_bytes() == raw_json(TRACES[name])
+    assert out.read_bytes() == raw_json(trace_path(name))
 
 
 # Args that annotate --all adds to the trace's own events (launch delay, classify, counters).
@@ -51,21 +51,19 @@ def _assert_same_events_modulo_added_args(events_in: list, events_out: list) -> 
     return patched
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
-def test_all_keeps_every_event_and_key(name, tmp_path):
-    out = tmp_path / "out.json.gz"
-    r = run_cli("annotate", str(TRACES[name]), "--all", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    original = raw_json(TRACES[name])
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
+def test_all_keeps_every_event_and_key(name, trace_path, annotated_all):
+    out = annotated_all(name)  # annotate --all, .json.gz
+    original = raw_json(trace_path(name))
     written = gzip.decompress(out.read_bytes())
-    doc_in, doc_out = json.loads(original), json.loads(written)
+    doc_in, doc_out = orjson.loads(original), orjson.loads(written)
     assert list(doc_out) == list(doc_in)
     assert {k: v for k, v in doc_out.items() if k != "traceEvents"} == {k: v for k, v in doc_in.items() if k != "traceEvents"}
     n = len(doc_in["traceEvents"])
     patched = _assert_same_events_modulo_added_args(doc_in["traceEvents"], doc_out["traceEvents"][:n])
     assert all(e.get("cat") in ("traceforge", "launch_delay") or e.get("ph") == "M" for e in doc_out["traceEvents"][n:])
     # Events we did not touch are the input's bytes, in order.
-    _, bytes_in, _ = _event_bytes(TRACES[name])
+    _, bytes_in, _ = _event_bytes(trace_path(name))
     _, bytes_out, _ = _event_bytes(out)
     unchanged = [i for i in range(n) if doc_in["traceEvents"][i] == doc_out["traceEvents"][i]]
     assert len(unchanged) == n - patched
@@ -94,13 +92,13 @@ def _relayout(path, style: str) -> bytes:
     raise ValueError(style)
 
 
-LAYOUT_TRACES = ("nccl", "ns_resolution", "amd", "cupti")
+LAYOUT_TRACES = (SAMPLE, "nccl", "ns_resolution", "amd", "cupti")
 
 
 @pytest.mark.parametrize("style", ["one_line", "per_line", "bare_array"])
 @pytest.mark.parametrize("name", LAYOUT_TRACES)
-def test_other_layouts(name, style, tmp_path):
-    data = _relayout(TRACES[name], style)
+def test_other_layouts(name, style, tmp_path, trace_path):
+    data = _relayout(trace_path(name), style)
     json.loads(data)  # the re-laid-out input is valid JSON
     src = tmp_path / "in.json"
     src.write_bytes(data)
@@ -118,9 +116,9 @@ def test_other_layouts(name, style, tmp_path):
     assert len(events_out) > len(events_in) or patched  # the CUPTI trace gets counter args only
 
 
-@pytest.mark.parametrize("name", ("nccl", "triton"))
-def test_zstd_and_stdin_stdout(name, tmp_path):
-    data = raw_json(TRACES[name])
+@pytest.mark.parametrize("name", (SAMPLE, "nccl", "triton"))
+def test_zstd_and_stdin_stdout(name, tmp_path, trace_path):
+    data = raw_json(trace_path(name))
     src = tmp_path / "in.json.zst"
     src.write_bytes(zstandard.ZstdCompressor().compress(data))
     out = tmp_path / "out.json.zst"
@@ -132,7 +130,7 @@ def test_zstd_and_stdin_stdout(name, tmp_path):
     # Tracks only: one pass straight from stdin to stdout.
     r = run_cli("annotate", "-", "--queue-length", "--memcpy-bw", "-o", "-", stdin=gzip.compress(data))
     assert r.returncode == 0, r.stderr
-    _assert_input_then_appended(data, r.stdout, TRACES[name])
+    _assert_input_then_appended(data, r.stdout, trace_path(name))
     json.loads(r.stdout)
     # Args on existing events: stdin is spooled and read twice.
     r = run_cli("annotate", "-", "--all", "-o", "-", stdin=data)
@@ -141,9 +139,9 @@ def test_zstd_and_stdin_stdout(name, tmp_path):
     assert _assert_same_events_modulo_added_args(events_in, json.loads(r.stdout)["traceEvents"][: len(events_in)])
 
 
-def test_default_output_name_and_refusal_to_overwrite(tmp_path):
+def test_default_output_name_and_refusal_to_overwrite(tmp_path, sample):
     src = tmp_path / "trace.json.gz"
-    src.write_bytes(TRACES["triton"].read_bytes())
+    src.write_bytes(sample.path.read_bytes())
     r = run_cli("annotate", str(src), "--all")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "trace.annotated.json.gz").exists()
@@ -154,13 +152,14 @@ def test_default_output_name_and_refusal_to_overwrite(tmp_path):
     assert src.read_bytes() == before
 
 
-def test_python_api_matches_cli(tmp_path):
+@pytest.mark.parametrize("name", [SAMPLE, "nccl"])
+def test_python_api_matches_cli(name, tmp_path, trace_path):
     import traceforge
 
     api_out, cli_out = tmp_path / "api.json", tmp_path / "cli.json"
-    result = traceforge.annotate(str(TRACES["nccl"]), str(api_out), queue_length=True, memcpy_bw=True)
-    assert run_cli("annotate", str(TRACES["nccl"]), "--queue-length", "--memcpy-bw", "-o", str(cli_out)).returncode == 0
+    result = traceforge.annotate(str(trace_path(name)), str(api_out), queue_length=True, memcpy_bw=True)
+    assert run_cli("annotate", str(trace_path(name)), "--queue-length", "--memcpy-bw", "-o", str(cli_out)).returncode == 0
     assert api_out.read_bytes() == cli_out.read_bytes()
     assert result.appended == sum(1 for e in json.loads(api_out.read_bytes())["traceEvents"] if e.get("cat") == "traceforge")
     with pytest.raises(traceforge.UsageError):
-        traceforge.annotate(str(TRACES["nccl"]), str(tmp_path / "x.json"), queue_lenght=True)
+        traceforge.annotate(str(trace_path(name)), str(tmp_path / "x.json"), queue_lenght=True)

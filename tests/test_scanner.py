@@ -13,7 +13,7 @@ from traceforge.errors import TraceFormatError
 from traceforge.io import rows as R
 from traceforge.io.reader import TraceReader
 
-from .conftest import TRACES, raw_json
+from .conftest import SAMPLE, raw_json
 
 KERNEL = '{"ph": "X", "cat": "kernel", "name": %s, "pid": 0, "tid": 7, "ts": %s, "dur": %s, "args": %s}'
 ARGS = '{"device": 0, "stream": 7, "correlation": %s}'
@@ -240,12 +240,13 @@ def test_strings_agree_with_the_json_decoder(after):
         assert R.decode_string(scanner.strings[result.rows[0, R.NAME]]) == expected, literal
 
 
-def test_rows_do_not_depend_on_where_the_data_ends():
-    """A real trace scanned from buffers cut every few KB (strings, numbers and events split at
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue"])
+def test_rows_do_not_depend_on_where_the_data_ends(name, trace_path):
+    """A trace scanned from buffers cut every few KB (strings, numbers and events split at
     their ends: the scanner's 8- and 16-byte fast paths fall back there) gives the rows of one
     scan of the whole, offsets aside. The buffers are views into the whole trace, as the
     reader's are into its blocks."""
-    data = raw_json(TRACES["negative_queue"])
+    data = raw_json(trace_path(name))
     start = data.index(b"[", data.index(b'"traceEvents"')) + 1
     start += len(data[start:]) - len(data[start:].lstrip())
     whole = R.RowScanner().scan(data, len(data), start).rows

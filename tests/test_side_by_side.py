@@ -14,7 +14,7 @@ import pytest
 
 from traceforge.cli.commands import annotate as annotate_command
 
-from .conftest import TRACES
+from .conftest import SAMPLE, TRACES
 
 annotate_module = importlib.import_module("traceforge.annotator.run")
 schedule = importlib.import_module("traceforge.annotator.schedule")
@@ -35,23 +35,23 @@ def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[
     return gzip.open(out).read(), {**decided, "picked in main thread": picked}
 
 
-@pytest.mark.parametrize("name", ["df_index", "negative_queue", "nccl", "trace_diff"])
-def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name):
+@pytest.mark.parametrize("name", [SAMPLE, "df_index", "negative_queue", "nccl", "trace_diff"])
+def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name, trace_path):
     monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", 1 << 50)
-    beside_copy, decided = _annotated(TRACES[name], tmp_path / "a.json.gz", True, monkeypatch)
+    beside_copy, decided = _annotated(trace_path(name), tmp_path / "a.json.gz", True, monkeypatch)
     # no args read CPU ops: those the tracks read are picked beside the copy too
     assert decided == {"beside_copy": [True], "side_by_side": [], "picked in main thread": [False]}
     monkeypatch.setattr(schedule, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
-    paired, decided = _annotated(TRACES[name], tmp_path / "b.json.gz", True, monkeypatch)
+    paired, decided = _annotated(trace_path(name), tmp_path / "b.json.gz", True, monkeypatch)
     assert decided == {"beside_copy": [False], "side_by_side": [True], "picked in main thread": [True]}
-    alone, decided = _annotated(TRACES[name], tmp_path / "c.json.gz", False, monkeypatch)
+    alone, decided = _annotated(trace_path(name), tmp_path / "c.json.gz", False, monkeypatch)
     assert decided == {"beside_copy": [False], "side_by_side": [False], "picked in main thread": [True]}
     assert beside_copy == paired == alone
 
 
-def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch):
+def test_a_second_thread_only_under_the_memory_budget(tmp_path, monkeypatch, sample):
     monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", schedule.current_rss())  # already over
-    _, decided = _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
+    _, decided = _annotated(sample.path, tmp_path / "a.json.gz", True, monkeypatch)
     assert decided == {"beside_copy": [False], "side_by_side": [False], "picked in main thread": [True]}
 
 
@@ -65,13 +65,13 @@ def test_args_that_read_call_stacks_are_made_after_the_pick(tmp_path, monkeypatc
     assert b'"counters":{' in beside_copy and beside_copy == alone
 
 
-def test_an_error_beside_the_copy_ends_the_run_without_an_output(tmp_path, monkeypatch):
+def test_an_error_beside_the_copy_ends_the_run_without_an_output(tmp_path, monkeypatch, sample):
     def fails(cols, ctx):
         raise RuntimeError("mined patterns failed")
 
     monkeypatch.setitem(registry.ANALYSES, "patterns", dataclasses.replace(registry.ANALYSES["patterns"], build=fails))
     with pytest.raises(RuntimeError, match="mined patterns failed"):
-        _annotated(TRACES["df_index"], tmp_path / "a.json.gz", True, monkeypatch)
+        _annotated(sample.path, tmp_path / "a.json.gz", True, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 

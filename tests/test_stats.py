@@ -23,7 +23,7 @@ from traceforge.analyses.trace_diff import compare
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
 
-from .conftest import TRACES, raw_json, run_cli
+from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 SCANNED_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op", "user_annotation",
                 "python_function", "cuda_profiler_range"}
@@ -39,9 +39,9 @@ def _merged(intervals: list[tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["df_index", "alexnet", "amd", "trace_diff"])
-def test_stats_with_the_cpu_ops_and_launch_calls_on_disk_are_the_in_memory_stats(name):
-    path = str(TRACES[name])
+@pytest.mark.parametrize("name", [SAMPLE, "df_index", "alexnet", "amd", "trace_diff"])
+def test_stats_with_the_cpu_ops_and_launch_calls_on_disk_are_the_in_memory_stats(name, trace_path):
+    path = str(trace_path(name))
     on_disk = trace_stats(scan(path, spill_cpu_ops=True, spill_launch=lambda name: True))
     held = trace_stats(scan(path))
     assert held.summary["cpu_ops"].item() > 0 and "cpu_op" in set(held.activity["kind"])
@@ -50,7 +50,7 @@ def test_stats_with_the_cpu_ops_and_launch_calls_on_disk_are_the_in_memory_stats
         pd.testing.assert_frame_equal(getattr(on_disk, table), df)
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
+@pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
 def test_shares_add_up_and_busy_plus_idle_is_span(name, columns):
     cols = columns(name)
     st = trace_stats(cols)
@@ -114,7 +114,7 @@ def test_idle_breakdown_matches_hta_rule_by_hand(columns):
     assert st["host_wait_ns"].sum() > 0 and st["kernel_wait_ns"].sum() > 0 and st["other_ns"].sum() > 0
 
 
-@pytest.mark.parametrize("name", ["trace_diff", "alexnet", "ns_resolution"])
+@pytest.mark.parametrize("name", [SAMPLE, "trace_diff", "alexnet", "ns_resolution"])
 def test_launch_overlap_matches_its_definition(name, columns):
     """Per thread, consecutive kernel launches; a pair overlaps when the first call's kernels
     end after the next call starts (a plain loop over the docstring's definition)."""
@@ -147,11 +147,11 @@ def _expected_ns(text: str | int) -> int:
     return int(Decimal(str(text)) * 1000)
 
 
-@pytest.mark.parametrize("name", ["ns_resolution", "nccl"])
-def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path):
-    r = run_cli("export", str(TRACES[name]), "--csv", str(tmp_path))
+@pytest.mark.parametrize("name", [SAMPLE, "ns_resolution", "nccl"])
+def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path, trace_path):
+    r = run_cli("export", str(trace_path(name)), "--csv", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    events = json.loads(raw_json(TRACES[name]), parse_float=str)["traceEvents"]  # fractions kept as their text
+    events = json.loads(raw_json(trace_path(name)), parse_float=str)["traceEvents"]  # fractions kept as their text
     expected = defaultdict(list)
     for ordinal, e in enumerate(events):
         if e.get("ph") == "X" and canonical_kind(e.get("cat", "")) in SCANNED_CATS:
@@ -182,7 +182,7 @@ def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path):
             assert ((got["launch"] == "") == (got["cpu_op"] == "")).all()  # every launch here ran inside a CPU op
             assert (got["launch"] != "").mean() > 0.9
     if name == "ns_resolution":
-        assert b'"ts": 1712195495519689.047' in raw_json(TRACES[name])
+        assert b'"ts": 1712195495519689.047' in raw_json(trace_path(name))
         cpu = pd.read_csv(tmp_path / "cpu_op.csv", keep_default_na=False)
         assert 1712195495519689047 in set(cpu["start"])
         # This trace's GPU ops carry the External id of the op that launched them: the stack top must agree.

@@ -6,17 +6,19 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from traceforge.columns.scan import scan
 
-from .conftest import ROOT, TRACES
+from .conftest import ROOT, SAMPLE
 
 
-def test_cpu_only_copies_add_cpu_ops_after_the_gpu_work(tmp_path):
+@pytest.mark.parametrize("name", [SAMPLE, "alexnet"])
+def test_cpu_only_copies_add_cpu_ops_after_the_gpu_work(name, tmp_path, trace_path):
     out = tmp_path / "tiled.json"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "tile_trace.py"), str(TRACES["alexnet"]), "-o", str(out),
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "tile_trace.py"), str(trace_path(name)), "-o", str(out),
                     "--copies", "2", "--cpu-only-copies", "3"], check=True, capture_output=True, timeout=120)
-    original, tiled = scan(str(TRACES["alexnet"])), scan(str(out))
+    original, tiled = scan(str(trace_path(name))), scan(str(out))
 
     assert len(original.cpu_ops) > 0
     assert len(tiled.gpu) == 2 * len(original.gpu)

@@ -8,9 +8,6 @@ fractional µs.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -18,18 +15,12 @@ from traceforge.analyses.queue_length import queue_length
 from traceforge.columns.scan import KERNEL, MEMCPY, MEMSET, scan
 from traceforge.perfetto import check_trace
 
-from .conftest import ROOT, run_cli
+from .conftest import run_cli
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vocab")
-    paths = {}
-    for name, flags in (("new", []), ("old", ["--old-kineto"])):
-        paths[name] = out / f"{name}.json.gz"
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_sample.py"), "-o", str(paths[name]), *flags],
-                       check=True, capture_output=True)
-    return paths
+def samples(make_sample):
+    return {"new": make_sample().path, "old": make_sample(old_kineto=True).path}
 
 
 def test_same_columns_from_both_vocabularies(samples):
