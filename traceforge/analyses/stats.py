@@ -58,6 +58,14 @@ class TraceStats:
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def of_ranks(cls, parts: list[TraceStats]) -> TraceStats:
+        """Several ranks' statistics as one: each table's rows, rank after rank."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(**{name: pd.concat([p.tables()[name] for p in parts], ignore_index=True)
+                      for name in parts[0].tables()})
+
 
 def rank_of(cols: TraceColumns) -> int | None:
     """``distributedInfo.rank`` from the trace's top-level metadata, if it is there."""

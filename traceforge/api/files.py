@@ -4,19 +4,21 @@ just what it reads (``reads``). ``traceforge.load`` reads once for many instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
-from ..columns.scan import scan
+from ..columns.scan import TraceColumns, scan
 from ..errors import UsageError
 from ..io.rank_files import name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -56,27 +58,28 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
     (see ``analyses.stats``). Each trace's rank is its ``distributedInfo.rank``, else the number
     in its file name (``rank3``), else its position among the inputs."""
-    from ..analyses.stats import TraceStats, rank_of, trace_stats
+    from ..analyses.stats import TraceStats, trace_stats
 
-    paths = trace_paths([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
-    parts: list[TraceStats] = []
+    paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns)
+                                for rank, _, cols in ranked(paths, reads.stats_columns)])
+
+
+def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
+    """(rank, path, ``read(path)``) for each trace of ``inputs`` (files or directories), one at a
+    time. A trace's rank is its ``distributedInfo.rank``, else the number in its file name
+    (``rank3``), else its position among the inputs; two traces of one rank are an error."""
+    from ..analyses.stats import rank_of
+
     seen: dict[int, str] = {}
-    for i, path in enumerate(paths):
-        cols = reads.stats_columns(path)
-        rank = rank_of(cols)
-        if rank is None:
-            rank = name_rank(path)
-        if rank is None:
-            rank = i
+    for i, path in enumerate(trace_paths(list(inputs))):
+        loaded = read(path)
+        cols = loaded if isinstance(loaded, TraceColumns) else loaded.columns
+        rank = next(r for r in (rank_of(cols), name_rank(path), i) if r is not None)
         if rank in seen:
             raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
         seen[rank] = path
-        parts.append(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns))
-    if len(parts) == 1:
-        return parts[0]
-    return TraceStats(**{
-        name: pd.concat([p.tables()[name] for p in parts], ignore_index=True) for name in parts[0].tables()
-    })
+        yield rank, path, loaded
 
 
 def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None) -> dict[str, pd.DataFrame]:

@@ -31,8 +31,9 @@ from ..columns.info import summarize
 from ..columns.scan import TraceColumns, scan
 from ..errors import UsageError
 from ..io.codec import input_codec
-from ..io.rank_files import name_rank, trace_paths
+from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
+from .files import ranked
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -176,16 +177,7 @@ class Traces:
 
     @classmethod
     def read(cls, inputs: Iterable[str | os.PathLike]) -> Traces:
-        by_rank: dict[int, Trace] = {}
-        for i, path in enumerate(trace_paths([os.fspath(p) for p in inputs])):
-            trace = Trace.read(path)
-            rank = rank_of(trace._cols)
-            rank = rank if rank is not None else name_rank(path)
-            rank = rank if rank is not None else i
-            if rank in by_rank:
-                raise UsageError(f"{path}: rank {rank} again (already {by_rank[rank].path}); give one trace per rank")
-            by_rank[rank] = trace
-        return cls(by_rank)
+        return cls({rank: trace for rank, _, trace in ranked([os.fspath(p) for p in inputs], Trace.read)})
 
     def __getitem__(self, rank: int) -> Trace:
         return self.by_rank[rank]
@@ -222,11 +214,8 @@ class Traces:
         """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
         from ..analyses.stats import TraceStats
 
-        parts = [trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank) for rank, trace in self.by_rank.items()]
-        if len(parts) == 1:
-            return parts[0]
-        return TraceStats(**{name: pd.concat([p.tables()[name] for p in parts], ignore_index=True)
-                             for name in parts[0].tables()})
+        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank)
+                                    for rank, trace in self.by_rank.items()])
 
 
 def load(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> Trace | Traces:
