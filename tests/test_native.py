@@ -5,6 +5,7 @@ seam itself, and whole commands run on both backends with byte-identical output.
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 import warnings
@@ -621,7 +622,8 @@ def test_a_missing_c_module_warns_once_and_falls_back(tmp_path):
             "    warnings.simplefilter('always')\n"
             "    import traceforge._native as n\n"
             "print(n.BACKENDS['splice'], n.BACKEND, len(w), '_splice' in str(w[0].message))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != "TRACEFORGE_NO_NATIVE"}  # the C modules that are built
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [b"python", b"mixed", b"1", b"True"]
 
