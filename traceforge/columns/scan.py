@@ -24,6 +24,7 @@ from ..io.placed_patch import EventPlaces
 from ..io.reader import EventBatch, TraceReader
 from ..util.distinct import factorized
 from ..util.exacttime import to_ns
+from .phases import FLOW, METADATA, SLICE, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -200,7 +201,6 @@ _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
 _HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
 _SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
 _DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
-_PH_X, _PH_M, _PH_FLOW = 1, 2, 3
 _TIMES = R.F_TS | R.F_DUR
 _OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
 
@@ -285,14 +285,14 @@ class _ColumnBuilder:
         self._learn()
         ph_code = self._ph_code[head[R.PH]]
         self._count(head[R.PH], head[R.CAT])
-        for i in np.flatnonzero(ph_code == _PH_M).tolist():
+        for i in np.flatnonzero(ph_code == METADATA).tolist():
             _note_metadata(batch.event(i), self.track_names, self.process_names)
         flags = head[R.FLAGS]
-        flows = (ph_code == _PH_FLOW) & (flags & R.F_ID != 0)
+        flows = (ph_code == FLOW) & (flags & R.F_ID != 0)
         if flows.any():
             self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
         kind = self._kind[head[R.CAT]]
-        kind[ph_code != _PH_X] = -1
+        kind[ph_code != SLICE] = -1
         timed = (flags & _TIMES) == _TIMES
         steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[head[R.NAME]])
         if len(steps):
@@ -377,8 +377,7 @@ class _ColumnBuilder:
             texts = [R.decode_string(raw) for raw in new]
             self._texts += texts
             kinds = [_kind_of(t) for t in texts]
-            self._ph_code.extend(
-                [_PH_X if t == "X" else _PH_M if t == "M" else _PH_FLOW if t in ("s", "f", "t") else 0 for t in texts])
+            self._ph_code.extend([phase_code(t) for t in texts])
             self._kind.extend([_KIND_CODES.get(k, -1) for k in kinds])
             self._gpu_kind = np.append(self._gpu_kind, np.array(
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..columns.phases import FLOW, METADATA, SLICE, earliest_ts, needs_parser, phase_table
 from ..columns.table import SpilledColumns, Table
 from ..columns.windows import picked, windows_by
 from ..emit.lanes import partition
@@ -124,9 +125,7 @@ def _collect(reader: TraceReader) -> _Trace:
     return collector.trace(reader.event_count)
 
 
-_PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
-_PH_CODES = {"M": (_PH_M, 0), "X": (_PH_X, 0), "s": (_PH_FLOW, FLOW_START), "t": (_PH_FLOW, FLOW_STEP),
-             "f": (_PH_FLOW, FLOW_END_NEXT)}  # an f with bp "e" is a FLOW_END
+_FLOW_KINDS = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END_NEXT}  # an f with bp "e" is a FLOW_END
 _SLICE_FIELDS = {"ordinal": np.int64, "pair": np.int64, "ts": np.int64, "ts_frac": bool, "dur": np.int64,
                  "dur_frac": bool}
 _FLOW_FIELDS = {"ordinal": np.int64, "pair": np.int64, "ts": np.int64, "ts_frac": bool, "kind": np.int8,
@@ -147,8 +146,7 @@ class _Collector:
         self.earliest = _NEVER
         self.scanner = scanner
         self.track_pair = np.zeros(0, np.int64)  # per scanner track: its pair id, -1 unhashable, -2 not yet met
-        self.ph = R.IdTable(scanner.strings, lambda raw: _PH_CODES.get(R.decode_string(raw), (_PH_OTHER, 0)),
-                            (_PH_OTHER, 0))
+        self.ph = phase_table(scanner, lambda ph: (_FLOW_KINDS.get(ph, 0),))
 
     def pair_of(self, key: tuple) -> int:
         """The pair id of a raw (pid, tid); -1 if unhashable (an event Perfetto cannot place either)."""
@@ -169,29 +167,29 @@ class _Collector:
             return
         ph, flow_kind = self.ph(rows[:, R.PH])
         flags, ts = rows[:, R.FLAGS], rows[:, R.TS]
-        odd = (flags & R.F_ODD != 0) | ((ph == _PH_FLOW) & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
+        odd = needs_parser(flags, ph)
         odd_events = {i: batch.event(i) for i in np.flatnonzero(odd).tolist()}
         pair = self.pairs(rows[:, R.TRACK], odd, odd_events)
         valid = pair >= 0
         bad = valid & np.array(self.pair_bad + [False], bool)[pair]
         self.add_bad(batch.first + np.flatnonzero(bad), pair[bad])
-        for i in np.flatnonzero(valid & (ph == _PH_M)).tolist():
+        for i in np.flatnonzero(valid & (ph == METADATA)).tolist():
             _note_thread(odd_events.get(i) or batch.event(i), self.t.pairs[pair[i]], self.t)
         timed = valid & ~odd & (flags & R.F_TS != 0)
-        low = ts[timed & (ts >= 0) & (ph != _PH_M)]
-        if len(low):
-            self.earliest = min(self.earliest, int(low.min()))
+        low = earliest_ts(ts, timed, ph)
+        if low is not None:
+            self.earliest = min(self.earliest, low)
         parsed = [self.event(e, batch.first + i, int(pair[i])) for i, e in odd_events.items() if pair[i] >= 0]
-        at = np.flatnonzero(timed & (ph == _PH_X) & (flags & R.F_DUR != 0))
+        at = np.flatnonzero(timed & (ph == SLICE) & (flags & R.F_DUR != 0))
         self.add_slices({"ordinal": batch.first + at, "pair": pair[at], "ts": ts[at],
                          "ts_frac": flags[at] & R.F_TS_FRAC != 0, "dur": rows[at, R.DUR],
-                         "dur_frac": flags[at] & R.F_DUR_FRAC != 0}, [p[1:] for p in parsed if p and p[0] == _PH_X])
-        at = np.flatnonzero(timed & (ph == _PH_FLOW) & (flags & R.F_ID != 0))
+                         "dur_frac": flags[at] & R.F_DUR_FRAC != 0}, [p[1:] for p in parsed if p and p[0] == SLICE])
+        at = np.flatnonzero(timed & (ph == FLOW) & (flags & R.F_ID != 0))
         kind = np.where((flow_kind[at] == FLOW_END_NEXT) & (flags[at] & R.F_BP_E != 0), FLOW_END, flow_kind[at])
         self.add_flows({"ordinal": batch.first + at, "pair": pair[at], "ts": ts[at],
                         "ts_frac": flags[at] & R.F_TS_FRAC != 0, "kind": kind, "id": rows[at, R.ID].view(np.uint64),
                         "key": self.flow_keys.of_ids(rows[at, R.CAT], rows[at, R.NAME])},
-                       [p[1:] for p in parsed if p and p[0] == _PH_FLOW])
+                       [p[1:] for p in parsed if p and p[0] == FLOW])
 
     def pairs(self, tracks: np.ndarray, odd: np.ndarray, odd_events: dict[int, dict]) -> np.ndarray:
         """Each row's pair id (-1: unhashable), pairs new to the trace numbered in file order.
@@ -226,8 +224,8 @@ class _Collector:
             if e.get("ph") == "M":
                 _note_thread(e, self.t.pairs[pair], self.t)
             parsed.append(self.event(e, batch.first + i, pair))
-        self.add_slices(None, [p[1:] for p in parsed if p and p[0] == _PH_X])
-        self.add_flows(None, [p[1:] for p in parsed if p and p[0] == _PH_FLOW])
+        self.add_slices(None, [p[1:] for p in parsed if p and p[0] == SLICE])
+        self.add_flows(None, [p[1:] for p in parsed if p and p[0] == FLOW])
 
     def event(self, e: dict, ordinal: int, pair: int) -> tuple | None:
         """A parsed event as (code, its slice or flow fields, {time field: text Perfetto may read
@@ -249,13 +247,13 @@ class _Collector:
             dur_frac, dur_text = _written(dur_value)
             if dur_text is not None:
                 texts["dur"] = dur_text
-            return _PH_X, (ordinal, pair, ts, ts_frac, dur, dur_frac), texts
+            return SLICE, (ordinal, pair, ts, ts_frac, dur, dur_frac), texts
         if ph == "s" or ph == "f" or ph == "t":
             fid = flow_id(get("id"))
             if fid is None:
                 return None
-            kind = _PH_CODES[ph][1] if ph != "f" or get("bp") != "e" else FLOW_END
-            return _PH_FLOW, (ordinal, pair, ts, ts_frac, kind, fid, self.flow_keys.of(get("cat"), get("name"))), texts
+            kind = _FLOW_KINDS[ph] if ph != "f" or get("bp") != "e" else FLOW_END
+            return FLOW, (ordinal, pair, ts, ts_frac, kind, fid, self.flow_keys.of(get("cat"), get("name"))), texts
         return None
 
     def add_bad(self, ordinals: np.ndarray, pairs: np.ndarray) -> None:

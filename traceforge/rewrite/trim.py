@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, join_gpu_to_launch, stream_launch_rows
+from ..columns import phases
 from ..columns.scan import scan
 from ..columns.table import SpilledColumns
 from ..columns.windows import windows_by
@@ -90,8 +91,7 @@ class _Collector:
         self.flows = SpilledColumns("ordinal id key start")  # Kineto writes two flow events per GPU op
         self.parsed_flows: list[tuple[int, int, int, int]] = []  # a batch's, until it is done
         self.keys = R.StringPairs(scanner)  # a flow's (cat, name) -> its number
-        self.ph = R.IdTable(scanner.strings, lambda raw: (_PH_CODES.get(R.decode_string(raw), _PH_OTHER),),
-                            (_PH_OTHER,))
+        self.ph = phases.phase_table(scanner)
         self.earliest: int | None = None
         self.latest: int | None = None  # the latest end of an event with a time
 
@@ -112,16 +112,16 @@ class _Collector:
     def plain(self, rows: np.ndarray, first: int, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Fill in the rows a parser is not needed for; which rows need one."""
         flags, ts, ph = rows[:, R.FLAGS], rows[:, R.TS], self.ph(rows[:, R.PH])[0]
-        is_flow = ph == _PH_FLOW
-        parse = (flags & R.F_ODD != 0) | (is_flow & (flags & R.F_ID_KEY != 0) & (flags & R.F_ID == 0))
+        is_flow = ph == phases.FLOW
+        parse = phases.needs_parser(flags, ph)
         timed = (flags & R.F_TS != 0) & ~parse
         if timed.any():
-            low = ts[timed & (ts >= 0) & (ph != _PH_M)]  # metadata's ts places nothing (traceforge writes 0)
-            if len(low) and (self.earliest is None or low.min() < self.earliest):
-                self.earliest = int(low.min())
-        slice_ = timed & (ph == _PH_X) & (flags & R.F_DUR != 0)
+            low = phases.earliest_ts(ts, timed, ph)
+            if low is not None and (self.earliest is None or low < self.earliest):
+                self.earliest = low
+        slice_ = timed & (ph == phases.SLICE) & (flags & R.F_DUR != 0)
         flow = timed & is_flow & (flags & R.F_ID != 0)
-        point = timed & (ph != _PH_M) & ~slice_ & ~flow
+        point = timed & (ph != phases.METADATA) & ~slice_ & ~flow
         kind[slice_], kind[flow], kind[point] = SLICE, FLOW, POINT
         kept = slice_ | flow | point
         start[kept] = ts[kept]
@@ -150,10 +150,6 @@ class _Collector:
 
     def events(self) -> _Events:
         return _Events(self.rows, self.flows, self.earliest, self.latest)
-
-
-_PH_OTHER, _PH_M, _PH_X, _PH_FLOW = range(4)
-_PH_CODES = {"M": _PH_M, "X": _PH_X, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW}
 
 
 def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]:
