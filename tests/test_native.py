@@ -689,3 +689,19 @@ def test_a_needle_that_is_not_bytes_is_a_type_error_every_time():
         with pytest.raises(TypeError, match="bytes-like"):
             _splice.spans_containing(b"abc", starts, stops, ["x"])
     assert _splice.spans_containing(b"abc", starts, stops, [b"a"]) is not None
+
+
+@pytest.mark.parametrize("name", ["nccl", "amd"])
+def test_no_native_annotate_all_is_byte_identical_on_real_traces(name, tmp_path):
+    """``TRACEFORGE_NO_NATIVE=1``, as a user sets it: every kernel's fallback, the scanner's too."""
+    from .conftest import TRACES
+
+    outputs = []
+    for forced in ("", "1"):
+        out = tmp_path / f"out{forced}.json"
+        env = {**os.environ, "TRACEFORGE_NO_NATIVE": forced}
+        done = subprocess.run([sys.executable, "-m", "traceforge", "annotate", str(TRACES[name]), "--all", "-o",
+                               str(out)], env=env, capture_output=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and len(outputs[0]) > 10_000
