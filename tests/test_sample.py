@@ -148,6 +148,11 @@ def _queue_truth(truth: Truth) -> dict[tuple[int, int], list[tuple[int, int]]]:
     for _, op in truth.gpu:
         steps[(op.pid, op.tid)][truth.launch_of(op).ts] += 1
         steps[(op.pid, op.tid)][op.ts] -= 1
+    return _running(steps)
+
+
+def _running(steps: dict) -> dict:
+    """Per key, the running sum of its changes at each distinct timestamp, in time order."""
     series = {}
     for key, net in steps.items():
         level, points = 0, []
@@ -191,14 +196,7 @@ def _bandwidth_truth(truth: Truth) -> dict[tuple[int, str], list[tuple[int, int]
             rate = (op.args["bytes"] * 1_000_000 + op.dur // 2) // op.dur
             steps[(op.pid, kind)][op.ts] += rate
             steps[(op.pid, kind)][op.ts + op.dur] -= rate
-    series = {}
-    for key, net in steps.items():
-        level, points = 0, []
-        for ts in sorted(net):
-            level += net[ts]
-            points.append((ts, level))
-        series[key] = points
-    return series
+    return _running(steps)
 
 
 def test_annotate_memcpy_bandwidth(sample, truth, tmp_path):
