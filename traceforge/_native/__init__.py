@@ -56,9 +56,6 @@ def _forced(setting: str) -> tuple[str, ...]:
 
 FORCED: tuple[str, ...] = _forced(os.environ.get("TRACEFORGE_NO_NATIVE", ""))  # kernels forced to Python
 
-_warned = False
-
-
 def c_module(kernel: str) -> ModuleType | None:
     """The C extension of ``kernel``, or None where it is not built."""
     try:
@@ -130,7 +127,6 @@ def using(backend: str, kernels: Iterable[str] = KERNELS) -> Iterator[None]:
 
 def _default() -> None:
     """Bind each kernel's C module, or its fallback where the C is missing or forced off."""
-    global _warned
     modules, missing = {}, []
     for kernel in KERNELS:
         if kernel in FORCED:
@@ -143,8 +139,7 @@ def _default() -> None:
         else:
             modules[kernel] = (module, "c")
     _bind(modules)
-    if missing and not _warned:
-        _warned = True
+    if missing:  # once: this runs when the package is first imported
         warnings.warn(f"traceforge runs without its C extensions ({', '.join('_' + k for k in missing)} not built): "
                       "slower. Build them with `pip install -e .` in the source tree.", RuntimeWarning, stacklevel=2)
 

@@ -44,9 +44,14 @@ def calls_of(apis: frozenset[str]) -> Callable[[str], bool]:
     return lambda name: api_name(name) in apis
 
 
+def is_call_of(names: list[str], apis: frozenset[str]) -> np.ndarray:
+    """Per name id: is it a launch call of one of ``apis``? (one entry at least, for empty traces)"""
+    return np.array([api_name(name) in apis for name in names] or [False], dtype=bool)
+
+
 def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
     """Rows of ``cols.launches`` whose API (one of ``apis``) puts work on a stream."""
-    is_api = np.array([api_name(name) in apis for name in cols.names], dtype=bool)
+    is_api = is_call_of(cols.names, apis)
     if not len(cols.launches):
         return np.zeros(0, np.int64)
     return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))

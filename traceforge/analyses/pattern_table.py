@@ -46,6 +46,12 @@ class Patterns:
         instances overlap, so with ``nested`` their time counts once per instance)."""
         return float(np.sum(self.columns["gpu_share"])) if len(self.columns["pattern"]) else 0.0
 
+    def table_with_totals(self) -> pd.DataFrame:
+        """``table`` with ``total_gpu_ns``, ``coverage`` and ``note`` in its ``attrs``."""
+        df = self.table
+        df.attrs.update(total_gpu_ns=self.total_gpu_ns, coverage=self.coverage, note=self.note)
+        return df
+
 
 def pattern_columns(
     cols: TraceColumns,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, stream_launch_rows
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_rows
 from ..analyses.stacks import NameMask, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
@@ -60,8 +60,7 @@ class ScanPlan:
 
     def _calls_read(self, names: list[str]) -> np.ndarray:
         """Per name id: is it a launch call of an API analyses read?"""
-        read = calls_of(self.launch_apis)
-        return np.array([read(n) for n in names] or [False], bool)
+        return is_call_of(names, self.launch_apis)
 
     def some_ops_only(self, cols: TraceColumns) -> TraceColumns:
         """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack

@@ -12,9 +12,9 @@ from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
-from ..columns.scan import TraceColumns, scan
+from ..columns.scan import scan
 from ..errors import UsageError
-from ..io.rank_files import name_rank, trace_paths
+from ..io.rank_files import metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
 
@@ -67,15 +67,12 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
 
 def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
     """(rank, path, ``read(path)``) for each trace of ``inputs`` (files or directories), one at a
-    time. A trace's rank is its ``distributedInfo.rank``, else the number in its file name
+    time; what ``read`` gives has the trace's top-level ``metadata``. A trace's rank is its ``distributedInfo.rank``, else the number in its file name
     (``rank3``), else its position among the inputs; two traces of one rank are an error."""
-    from ..analyses.stats import rank_of
-
     seen: dict[int, str] = {}
     for i, path in enumerate(trace_paths(list(inputs))):
         loaded = read(path)
-        cols = loaded if isinstance(loaded, TraceColumns) else loaded.columns
-        rank = next(r for r in (rank_of(cols), name_rank(path), i) if r is not None)
+        rank = next(r for r in (metadata_rank(loaded.metadata), name_rank(path), i) if r is not None)
         if rank in seen:
             raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
         seen[rank] = path
@@ -159,8 +156,5 @@ def patterns(
     ``started_before_ns`` keeps instances starting before it (HTA drops the last step)."""
     mined = op is None and op_regex is None
     cols = scan(path, cpu_ops=False) if mined else reads.operator_columns(path, op, op_regex)
-    result = find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
-                           top_k=top_k, started_before_ns=started_before_ns)
-    df = result.table
-    df.attrs.update(total_gpu_ns=result.total_gpu_ns, coverage=result.coverage, note=result.note)
-    return df
+    return find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
+                         top_k=top_k, started_before_ns=started_before_ns).table_with_totals()

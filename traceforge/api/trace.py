@@ -20,7 +20,7 @@ from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.counters.tables import has_counters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launch_delay import launch_ops, launch_table
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.launches import STREAM_LAUNCH_APIS, is_call_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.stacks import stack_ops
@@ -61,6 +61,11 @@ class Trace:
         return f"Trace({self.path!r}: {len(self._cols.gpu):,} GPU ops, {len(self._cols.launches):,} launch calls)"
 
     @property
+    def metadata(self) -> dict:
+        """The trace's top-level keys other than ``traceEvents``."""
+        return self._cols.metadata
+
+    @property
     def columns(self) -> TraceColumns:
         """The columns, for analyses of your own (``analyses.*`` take them); do not change them."""
         return self._view()
@@ -74,8 +79,7 @@ class Trace:
         only, when given, as a scan keeping only those would have them)."""
         cols = self._view()
         if launch_apis is not None:
-            read = calls_of(launch_apis)
-            keep = np.array([read(n) for n in cols.names] or [False], bool)[cols.launches.name]
+            keep = is_call_of(cols.names, launch_apis)[cols.launches.name]
             cols.launches = cols.launches.take(np.flatnonzero(keep))
         return stack_ops(cols, marked)
 
@@ -130,11 +134,8 @@ class Trace:
             cols = self._view()
         else:
             cols = self._stacks(operator_marks(op, op_regex)(self._cols.names))
-        result = find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
-                               top_k=top_k, started_before_ns=started_before_ns)
-        df = result.table
-        df.attrs.update(total_gpu_ns=result.total_gpu_ns, coverage=result.coverage, note=result.note)
-        return df
+        return find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
+                             top_k=top_k, started_before_ns=started_before_ns).table_with_totals()
 
     def counters(self, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_gbps: float | None = None,
                  peak_tensor_pct: float | None = None) -> CounterTables:

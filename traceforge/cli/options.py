@@ -11,7 +11,7 @@ from ..annotator.plugin import Option
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Iterable[Option]) -> None:
     """An argument per option, once per name (analyses may share one)."""
-    seen = {action.dest for action in parser._group_actions} if isinstance(parser, argparse._ArgumentGroup) else set()
+    seen: set[str] = set()
     for option in options:
         if option.name in seen:
             continue

@@ -45,9 +45,8 @@ PATTERN_OPTIONS = (
 
 def patterns_from_options(cols: TraceColumns, options: dict) -> Patterns:
     """``find_patterns`` with the CLI's options (``--op`` -> ``op``, ...)."""
-    return find_patterns(cols, op=options.get("op"), op_regex=options.get("op_regex"),
-                         nested=bool(options.get("nested")), min_len=options.get("min_len", DEFAULT_MIN_LEN),
-                         max_len=options.get("max_len"), top_k=options.get("top_k", DEFAULT_TOP_K))
+    return find_patterns(cols, op=options["op"], op_regex=options["op_regex"], nested=bool(options["nested"]),
+                         min_len=options["min_len"], max_len=options["max_len"], top_k=options["top_k"])
 
 
 def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
