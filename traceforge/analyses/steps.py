@@ -1,0 +1,72 @@
+"""Profiler steps: the ``ProfilerStep#N`` CPU ranges, and which step each GPU op belongs to.
+
+torch.profiler marks each training step with a CPU range named ``ProfilerStep#N``. The GPU
+work of a step runs later than its CPU range, so a GPU op belongs to the step whose CPU range
+contains the start of the op's launch call (as HTA assigns ``iteration`` through the
+correlation id). An op whose launch call is not in the columns belongs to the step whose
+CPU range contains the op's own start, if any. Every other op has step -1.
+
+Unlike HTA, no step is left out (HTA drops the last one from every analysis; pass
+``launches.last_step_start`` where an analysis offers HTA's choice).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..columns.scan import TraceColumns
+from .launches import launch_of_gpu
+
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
+NO_STEP = -1
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The profiler steps of a trace, by start: number, and CPU range [start, end) in ns."""
+
+    number: np.ndarray  # int64
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    def containing(self, ts: np.ndarray) -> np.ndarray:
+        """The number of the step whose CPU range contains each of ``ts`` (the latest-starting
+        one where ranges nest), or ``NO_STEP``."""
+        if not len(self):
+            return np.full(len(ts), NO_STEP, np.int64)
+        at = np.searchsorted(self.start, ts, side="right") - 1
+        inside = at >= 0
+        inside[inside] = ts[inside] < self.end[at[inside]]
+        return np.where(inside, self.number[np.maximum(at, 0)], NO_STEP)
+
+
+def profiler_steps(cols: TraceColumns) -> Steps:
+    """The ``ProfilerStep#N`` ranges of ``cols`` (kept by every scan), sorted by start."""
+    ranges = cols.steps
+    numbers = np.array([int(m.group(1)) if (m := STEP_NAME.fullmatch(n)) else NO_STEP for n in cols.names] or [0],
+                       np.int64)
+    number = numbers[ranges.name] if len(ranges) else np.zeros(0, np.int64)
+    keep = number != NO_STEP
+    ts, end = ranges.ts[keep].astype(np.int64), (ranges.ts[keep] + np.maximum(ranges.dur[keep], 0)).astype(np.int64)
+    order = np.lexsort((number[keep], ts))
+    return Steps(number[keep][order], ts[order], end[order])
+
+
+def gpu_steps(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
+    """The step of each GPU op (``cols.gpu`` order; ``NO_STEP`` for none), see the module
+    docstring. Reads the launch calls in memory (``cols.launches``)."""
+    steps = profiler_steps(cols) if steps is None else steps
+    gpu = cols.gpu
+    if not len(steps):
+        return np.full(len(gpu), NO_STEP, np.int64)
+    when = gpu.ts.astype(np.int64)
+    launch_of = launch_of_gpu(cols)
+    joined = launch_of >= 0
+    when[joined] = cols.launches.ts[launch_of[joined]]
+    return steps.containing(when)
