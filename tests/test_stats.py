@@ -326,3 +326,16 @@ def test_stats_takes_the_rank_from_the_file_name_like_the_other_commands(tmp_pat
     path = tmp_path / "job_rank3.json"
     path.write_bytes(data)
     assert set(compute(str(path)).tables()["summary"]["rank"]) == {3}
+
+
+def test_stats_makes_only_the_tables_asked_for(sample):
+    full = traceforge.stats(str(sample.path))
+    some = traceforge.stats(str(sample.path), tables=["devices", "streams"])
+    pd.testing.assert_frame_equal(some.devices, full.devices)
+    pd.testing.assert_frame_equal(some.streams, full.streams)
+    assert len(full.summary) == 1 and len(some.summary) == 0
+    with pytest.raises(ValueError, match="no table 'nope'"):
+        traceforge.stats(str(sample.path), tables=["nope"])
+    out = run_cli("stats", str(sample.path), "--table", "devices", "--table", "streams", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert list(json.loads(out.stdout)) == ["devices", "streams"]

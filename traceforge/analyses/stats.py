@@ -18,16 +18,23 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
   launched; ``launch_kernels``: which GPU ops each API launched (e.g. the kernels that go
   through ``cudaLaunchKernelExC``).
 - ``launch_overlaps``: the overlapping consecutive launch pairs.
+
+Those are the core tables, made together. Each table of ``EXTRA_TABLES`` is made only when
+asked for (``trace_stats(tables=...)``), or by default if it is marked so; it reads the
+columns with the launch calls that GPU ops join in memory, and a ``StatsContext``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 
 from ..columns.scan import KERNEL, TraceColumns
 from ..columns.table import Table, merged_by_ordinal
+from ..errors import UsageError
 from ..io.heap import trim_heap
 from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
@@ -37,13 +44,46 @@ from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
 from .stacks import joined_calls
+from .steps import Steps, gpu_steps, profiler_steps
 
 TAIL_PERCENTS = (1, 5, 10)
 
 
+class StatsContext:
+    """What extra tables share: the options, the wall span, the steps (made once, when first read)."""
+
+    def __init__(self, cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int):
+        self.cols, self.span, self.kernel_wait_ns = cols, span, kernel_wait_ns
+
+    @cached_property
+    def steps(self) -> Steps:
+        return profiler_steps(self.cols)
+
+    @cached_property
+    def gpu_step(self) -> np.ndarray:
+        """The step of each GPU op (``steps.gpu_steps``)."""
+        return gpu_steps(self.cols, self.steps)
+
+
+@dataclass(frozen=True)
+class ExtraTable:
+    """A table ``stats`` makes only when asked for (or by default, if ``default``)."""
+
+    make: Callable[[TraceColumns, StatsContext], pd.DataFrame]
+    default: bool = False
+
+
+# name -> ExtraTable; each name is also a field of TraceStats, in the same order.
+EXTRA_TABLES: dict[str, ExtraTable] = {}
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({"rank": np.zeros(0, np.int64)})
+
+
 @dataclass
 class TraceStats:
-    """One DataFrame per table, each with a ``rank`` column first."""
+    """One DataFrame per table, each with a ``rank`` column first (empty if not made)."""
 
     summary: pd.DataFrame
     devices: pd.DataFrame
@@ -57,6 +97,10 @@ class TraceStats:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
     @classmethod
     def of_ranks(cls, parts: list[TraceStats]) -> TraceStats:
@@ -77,39 +121,82 @@ def wall_span(cols: TraceColumns) -> tuple[int, int]:
     return cols.time_span() or (0, 0)
 
 
-def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
-    """Every table for one trace (one rank). Launch calls and CPU ops may be on disk (``scan``'s
-    ``spill_launch``, ``spill_cpu_ops``): they are read once for the totals, then only the
-    launch calls a GPU op joins come back."""
+CORE_TABLES = ("summary", "devices", "streams", "activity", "tails", "top_kernels", "launch_apis",
+               "launch_kernels", "launch_overlaps")
+
+
+def default_tables() -> tuple[str, ...]:
+    """What ``trace_stats`` makes when not told: the core tables and the extra tables marked default."""
+    return CORE_TABLES + tuple(name for name, extra in EXTRA_TABLES.items() if extra.default)
+
+
+def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
+                tables: Collection[str] | None = None) -> TraceStats:
+    """The ``tables`` (default ``default_tables()``) for one trace (one rank); the others are
+    empty. Launch calls and CPU ops may be on disk (``scan``'s ``spill_launch``,
+    ``spill_cpu_ops``): they are read once for the totals, then only the launch calls a GPU op
+    joins come back."""
+    wanted = default_tables() if tables is None else tuple(tables)
+    unknown = [t for t in wanted if t not in TraceStats.names()]
+    if unknown:
+        raise UsageError(f"tables: no table {unknown[0]!r} (there are {', '.join(TraceStats.names())})")
     span = wall_span(cols)
-    per_kind = durations_by_kind(cols)
-    activity, kind_tails = activity_shares(per_kind), tails(per_kind)
-    del per_kind  # a duration per launch call and CPU op
-    per_api = _per_api(cols)
-    launch_count = sum(map(len, cols.all_launches))
+    totals = _Totals.of(cols) if set(wanted) & set(CORE_TABLES) else None
     cols = _joined_launches(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
     trim_heap()
+    made = _core_tables(cols, span, kernel_wait_ns, totals) if totals is not None else {}
+    context = StatsContext(cols, span, kernel_wait_ns)
+    for name in wanted:
+        if name in EXTRA_TABLES:
+            made[name] = EXTRA_TABLES[name].make(cols, context)
+            trim_heap()
+    out = {}
+    for name in TraceStats.names():
+        df = made[name] if name in wanted else _empty()
+        if "rank" not in df.columns:
+            df.insert(0, "rank", np.full(len(df), rank, np.int64))
+        out[name] = df
+    return TraceStats(**out)
+
+
+@dataclass
+class _Totals:
+    """What the core tables read of every launch call and CPU op (on disk, maybe), before only
+    the launch calls GPU ops join are read back."""
+
+    activity: pd.DataFrame
+    tails: pd.DataFrame
+    per_api: _PerApi
+    launches: int
+    cpu_ops: int
+
+    @classmethod
+    def of(cls, cols: TraceColumns) -> _Totals:
+        per_kind = durations_by_kind(cols)
+        return cls(activity_shares(per_kind), tails(per_kind), _per_api(cols), sum(map(len, cols.all_launches)),
+                   sum(map(len, cols.all_cpu_ops)))
+
+
+def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals
+                 ) -> dict[str, pd.DataFrame]:
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
     trim_heap()
-    apis, api_kernels = launch_apis(cols, per_api)
+    apis, api_kernels = launch_apis(cols, totals.per_api)
     summary = pd.DataFrame([{
         "trace": cols.path, "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
         "gpu_ops": len(cols.gpu), "kernels": int(np.count_nonzero(cols.gpu.kind == KERNEL)),
-        "launches": launch_count, "cpu_ops": sum(map(len, cols.all_cpu_ops)), "devices": len(devices),
+        "launches": totals.launches, "cpu_ops": totals.cpu_ops, "devices": len(devices),
         "streams": len(streams),
         "launch_pairs": pairs, "overlapping_launch_pairs": len(overlaps),
         "overlapping_launch_pct": 100.0 * len(overlaps) / pairs if pairs else 0.0,
     }])
-    tables = {
-        "summary": summary, "devices": devices, "streams": streams, "activity": activity,
-        "tails": kind_tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
+    return {
+        "summary": summary, "devices": devices, "streams": streams, "activity": totals.activity,
+        "tails": totals.tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
-    for df in tables.values():
-        df.insert(0, "rank", np.full(len(df), rank, np.int64))
-    return TraceStats(**tables)
 
 
 def activity_shares(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:

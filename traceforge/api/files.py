@@ -4,7 +4,7 @@ just what it reads (``reads``). ``traceforge.load`` reads once for many instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
@@ -53,15 +53,15 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
                                   launched_before_ns=launched_before_ns)
 
 
-def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS
-          ) -> TraceStats:
+def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
+          tables: Collection[str] | None = None) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
-    (see ``analyses.stats``). Each trace's rank is its ``distributedInfo.rank``, else the number
+    (see ``analyses.stats``); ``tables`` picks which are made (default ``default_tables()``). Each trace's rank is its ``distributedInfo.rank``, else the number
     in its file name (``rank3``), else its position among the inputs."""
     from ..analyses.stats import TraceStats, trace_stats
 
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns)
+    return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
                                 for rank, _, cols in ranked(paths, reads.stats_columns)])
 
 

@@ -10,7 +10,7 @@ name returns for the file (``traceforge.queue_length(path)`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -106,12 +106,14 @@ class Trace:
         cols = self._stacks(launch_apis=apis)
         return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns, op_names=launch_ops(cols))
 
-    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None) -> TraceStats:
-        """Streams, activity, top kernels, idle time, ... (see ``analyses.stats``)."""
+    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None,
+              tables: Collection[str] | None = None) -> TraceStats:
+        """Streams, activity, top kernels, idle time, ... (see ``analyses.stats``); ``tables``
+        picks which are made."""
         cols = self._view()
         rank = rank if rank is not None else rank_of(cols)
         return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
-                           kernel_wait_ns=kernel_wait_ns)
+                           kernel_wait_ns=kernel_wait_ns, tables=tables)
 
     def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> Classified:
         """GPU time per category and per kernel (``.table``, ``.kernels``) by ``rules``."""
@@ -211,11 +213,11 @@ class Traces:
     def patterns(self, op: str | None = None, **kwargs: Any) -> pd.DataFrame:
         return self._each("patterns", op=op, **kwargs)
 
-    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> TraceStats:
+    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None) -> TraceStats:
         """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
         from ..analyses.stats import TraceStats
 
-        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank)
+        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables)
                                     for rank, trace in self.by_rank.items()])
 
 

@@ -7,13 +7,13 @@ import argparse
 import numpy as np
 
 from ...analyses.gpu_busy import KERNEL_WAIT_NS
-from ...analyses.stats import TraceStats
+from ...analyses.stats import TraceStats, default_tables
 from ...api.files import stats
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from ..output import FORMATS, Col, count, emit, ms, pct, render, short, us
 
-TABLES = tuple(TraceStats.__dataclass_fields__)
+TABLES = TraceStats.names()
 TEXT_TOP = 10
 
 
@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--table", choices=TABLES, help="print only this table")
+    p.add_argument("--table", choices=TABLES, action="append", metavar="TABLE",
+                   help=f"make and print only this table (again for more): {', '.join(TABLES)} "
+                   f"(default: {', '.join(default_tables())})")
     p.add_argument("--top", type=int, metavar="N",
                    help="rows of top_kernels, of launch_kernels per API and of launch_overlaps (largest first) "
                    f"(default {TEXT_TOP} in text, all in csv/json; 0: all)")
@@ -49,11 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us)
+    wanted = args.table or default_tables()
+    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted)
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
-    tables = _limit(result.tables(), top)
-    if args.table:
-        tables = {args.table: tables[args.table]}
+    tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
     emit(tables, args.format, lambda: _text(tables))
     return 0
 
@@ -62,9 +63,12 @@ def _limit(tables: dict[str, pd.DataFrame], top: int) -> dict[str, pd.DataFrame]
     if top <= 0:
         return tables
     out = dict(tables)
-    out["top_kernels"] = tables["top_kernels"].groupby("rank", sort=False).head(top)
-    out["launch_kernels"] = tables["launch_kernels"].groupby(["rank", "api"], sort=False).head(top)
-    out["launch_overlaps"] = _largest(tables["launch_overlaps"], "overlap_ns", top)
+    if "top_kernels" in tables:
+        out["top_kernels"] = tables["top_kernels"].groupby("rank", sort=False).head(top)
+    if "launch_kernels" in tables:
+        out["launch_kernels"] = tables["launch_kernels"].groupby(["rank", "api"], sort=False).head(top)
+    if "launch_overlaps" in tables:
+        out["launch_overlaps"] = _largest(tables["launch_overlaps"], "overlap_ns", top)
     return out
 
 
