@@ -13,8 +13,7 @@ from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..columns.scan import scan
-from ..errors import UsageError
-from ..io.rank_files import metadata_rank, name_rank, trace_paths
+from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
 
@@ -73,9 +72,7 @@ def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[in
     for i, path in enumerate(trace_paths(list(inputs))):
         loaded = read(path)
         rank = next(r for r in (metadata_rank(loaded.metadata), name_rank(path), i) if r is not None)
-        if rank in seen:
-            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
-        seen[rank] = path
+        claim_rank(seen, rank, path)
         yield rank, path, loaded
 
 
