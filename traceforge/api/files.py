@@ -124,15 +124,20 @@ def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_
     return counter_tables(reads.counter_columns(path, options["ncu"]), **options)
 
 
-def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
-    """GPU ops of trace ``b`` against ``a``: ``.ops`` per name, ``.categories`` (classifier
-    ``rules``); B - A, in ns. One trace's columns are held at a time: its totals are all that is
-    left of it when the other is read."""
-    from ..analyses.trace_diff import compared, gpu_op_totals
+def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
+         per_step: bool | None = None) -> TraceDiff:
+    """Trace ``b`` against ``a`` (B - A): ``.ops`` per GPU op name, ``.categories`` (classifier
+    ``rules``), ``.cpu_ops`` per CPU operator; ``tables`` picks which are made (default all);
+    ``per_step``: values per profiler step too (default: when the step counts differ). See
+    ``analyses.trace_diff``. One trace's columns are held at a time: its totals are all that
+    is left of it when the other is read."""
+    from ..analyses.trace_diff import compared, reads_cpu_ops, totals
 
     rules = load_rules(rules)
-    before = gpu_op_totals(reads.gpu_columns(a), rules)
-    return compared(before, gpu_op_totals(reads.gpu_columns(b), rules))
+    cpu_ops = reads_cpu_ops(tables)
+    before = totals(reads.diff_columns(a, cpu_ops=cpu_ops), rules, tables)
+    return compared(before, totals(reads.diff_columns(b, cpu_ops=cpu_ops), rules, tables), tables=tables,
+                    per_step=per_step)
 
 
 def patterns(
