@@ -305,9 +305,12 @@ def test_cli_formats_ranks_and_errors(capsys):
     text = capsys.readouterr().out
     assert "hipLaunchKernel" in text and "Launch overlap: 0 of 12" in text
 
-    assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3"]) == 0
+    assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3"]) == 1
+    assert "one table: name it with --table" in capsys.readouterr().err  # tests/test_diff.py
+    assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3",
+                 "--table", "ops"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("# ops\n") and "\n# categories\n" in text
+    assert text.startswith("kind,name,category,") and len(text.splitlines()) == 4
 
     assert main(["stats", str(TRACES["alexnet"]), str(TRACES["alexnet"])]) == 1
     err = capsys.readouterr().err

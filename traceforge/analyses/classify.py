@@ -5,8 +5,9 @@ Per device, every instant of GPU activity is counted once (``intervals``), so pe
 category we report the plain summed duration, the non-overlapped time (vLLM's "elapsed")
 and the category's own busy time (the union of its ops, as HTA merges a kernel type).
 The window is the file's GPU span (first GPU op start to last GPU op end), or the real
-elapsed time the user passes; per device, non-overlapped times + non-GPU time = window,
-exactly in ns.
+elapsed time the user passes, which must be at least each device's busy time (a
+``UsageError`` otherwise: no share passes 100 %); per device, non-overlapped times + non-GPU
+time = window, exactly in ns.
 """
 
 from __future__ import annotations
@@ -98,10 +99,9 @@ def classify_columns(cols: TraceColumns, rules: RuleSet, *, elapsed_ns: int | No
     idle_rows = []
     for device, busy in per_cat.groupby("device")["nonoverlapped_ns"].sum().items():
         idle = window - int(busy)
-        if idle < 0:
-            warnings.append(f"{cols.path}: GPU {device} is busy {busy / 1e9:.3f} s, more than the elapsed "
-                            f"{window / 1e9:.3f} s given: non-GPU time set to 0")
-            idle = 0
+        if idle < 0:  # shares of the window would pass 100 %
+            raise UsageError(f"{cols.path}: elapsed time {_seconds(window)} s is less than GPU {device}'s busy time "
+                             f"{_seconds(int(busy))} s: give at least that")
         idle_rows.append({"device": device, "category": NON_GPU, "stage": "", "instances": 0, "duration_ns": 0,
                           "nonoverlapped_ns": idle, "union_ns": idle})
     table = pd.concat([per_cat, pd.DataFrame(idle_rows, columns=per_cat.columns)], ignore_index=True)
@@ -114,6 +114,12 @@ def classify_columns(cols: TraceColumns, rules: RuleSet, *, elapsed_ns: int | No
     per_name["stage"] = np.asarray(labels.stages, dtype=object)[per_name["stage"].to_numpy()]
     kernels = _finish(per_name, window, labels.has_stages, by="name")
     return Classified(cols.path, rules, table, kernels, span, window, elapsed_ns is not None, warnings)
+
+
+def _seconds(ns: int) -> str:
+    """Exact seconds, without trailing zeros (``Decimal``: no float rounding)."""
+    text = f"{Decimal(ns) / 1_000_000_000:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _group_sums(keys: dict[str, np.ndarray], values: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -18,6 +18,8 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
   launched; ``launch_kernels``: which GPU ops each API launched (e.g. the kernels that go
   through ``cudaLaunchKernelExC``).
 - ``launch_overlaps``: the overlapping consecutive launch pairs.
+- ``kernel_types`` / ``kernel_breakdown`` (on request): HTA's kernel breakdown with the ``hta``
+  preset's types, every GPU op kept (``kernel_breakdown``).
 
 Those are the core tables, made together. Each table of ``EXTRA_TABLES`` is made only when
 asked for (``trace_stats(tables=...)``), or by default if it is marked so; it reads the
@@ -27,7 +29,7 @@ columns with the launch calls that GPU ops join in memory, and a ``StatsContext`
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -41,6 +43,7 @@ from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
+from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
 from .stacks import joined_calls
@@ -74,7 +77,10 @@ class ExtraTable:
 
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
-EXTRA_TABLES: dict[str, ExtraTable] = {}
+EXTRA_TABLES: dict[str, ExtraTable] = {
+    "kernel_types": ExtraTable(lambda cols, ctx: kernel_types(cols)),
+    "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(cols)),
+}
 
 
 def _empty() -> pd.DataFrame:
@@ -94,6 +100,8 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    kernel_types: pd.DataFrame = field(default_factory=_empty)
+    kernel_breakdown: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -13,8 +13,7 @@ from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..columns.scan import scan
-from ..errors import UsageError
-from ..io.rank_files import metadata_rank, name_rank, trace_paths
+from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
 
@@ -73,9 +72,7 @@ def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[in
     for i, path in enumerate(trace_paths(list(inputs))):
         loaded = read(path)
         rank = next(r for r in (metadata_rank(loaded.metadata), name_rank(path), i) if r is not None)
-        if rank in seen:
-            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
-        seen[rank] = path
+        claim_rank(seen, rank, path)
         yield rank, path, loaded
 
 
@@ -127,15 +124,20 @@ def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_
     return counter_tables(reads.counter_columns(path, options["ncu"]), **options)
 
 
-def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
-    """GPU ops of trace ``b`` against ``a``: ``.ops`` per name, ``.categories`` (classifier
-    ``rules``); B - A, in ns. One trace's columns are held at a time: its totals are all that is
-    left of it when the other is read."""
-    from ..analyses.trace_diff import compared, gpu_op_totals
+def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
+         per_step: bool | None = None) -> TraceDiff:
+    """Trace ``b`` against ``a`` (B - A): ``.ops`` per GPU op name, ``.categories`` (classifier
+    ``rules``), ``.cpu_ops`` per CPU operator; ``tables`` picks which are made (default all);
+    ``per_step``: values per profiler step too (default: when the step counts differ). See
+    ``analyses.trace_diff``. One trace's columns are held at a time: its totals are all that
+    is left of it when the other is read."""
+    from ..analyses.trace_diff import compared, reads_cpu_ops, totals
 
     rules = load_rules(rules)
-    before = gpu_op_totals(reads.gpu_columns(a), rules)
-    return compared(before, gpu_op_totals(reads.gpu_columns(b), rules))
+    cpu_ops = reads_cpu_ops(tables)
+    before = totals(reads.diff_columns(a, cpu_ops=cpu_ops), rules, tables)
+    return compared(before, totals(reads.diff_columns(b, cpu_ops=cpu_ops), rules, tables), tables=tables,
+                    per_step=per_step)
 
 
 def patterns(

@@ -60,3 +60,13 @@ def export_columns(path: str) -> TraceColumns:
 def launch_columns(path: str, keep_launch: Callable[[str], bool]) -> TraceColumns:
     """What ``launch_table`` reads: the launch calls ``keep_launch`` picks and their stacks."""
     return stack_columns(path, keep_launch=keep_launch)
+
+
+def diff_columns(path: str, *, cpu_ops: bool) -> TraceColumns:
+    """What ``trace_diff.totals`` reads: the GPU ops (or an nsys CSV's), and with ``cpu_ops`` the
+    CPU ops, which wait on disk and are summed a chunk at a time; no launch call."""
+    if not cpu_ops:
+        return gpu_columns(path)
+    if path != "-" and is_nsys_gpu_trace(path):
+        return read_nsys_gpu_trace(path)
+    return scan(path, cpu_ops=True, spill_cpu_ops=True, keep_launch=lambda name: False)

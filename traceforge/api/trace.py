@@ -149,11 +149,12 @@ class Trace:
         cols = self._stacks() if has_counters(self._cols, options["ncu"]) else self._view()
         return counter_tables(cols, **options)
 
-    def diff(self, other: Trace, *, rules: str | RuleSet = DEFAULT_RULES) -> TraceDiff:
-        """GPU ops of ``other`` against this trace: per name and per category, other minus this."""
+    def diff(self, other: Trace, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
+             per_step: bool | None = None) -> TraceDiff:
+        """``other`` against this trace, other minus this (see ``traceforge.diff``)."""
         from ..analyses.trace_diff import compare
 
-        return compare(self._view(), other._view(), rules)
+        return compare(self._view(), other._view(), rules, tables=tables, per_step=per_step)
 
     def table(self, analysis: str, **options: Any) -> pd.DataFrame:
         """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),

@@ -27,7 +27,7 @@ import orjson
 
 from ..annotator.run import default_output
 from ..errors import TraceforgeError, TraceFormatError, UsageError
-from ..io.rank_files import metadata_rank, name_rank, trace_paths
+from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..io.reader import TraceReader
 from ..util import progress
 from .rank_summary import Figures, Summary, summarize
@@ -67,8 +67,10 @@ def head_rank(path: str) -> int | None:
 
 
 def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]:
-    """The files of ``inputs`` (directories expanded) with their ranks, in rank order if ``by_rank``
-    (else as given: classify pairs inputs with --elapsed-s values)."""
+    """The files of ``inputs`` (directories expanded) with their ranks. ``by_rank``: the files are
+    one trace per rank, in rank order, and two of one rank are an error (``claim_rank``, as for
+    ``stats``). Else they are files to compare in the order given (classify pairs them with
+    --elapsed-s values and draws them as bars: two runs' rank-0 traces side by side)."""
     found = []
     for path in trace_paths(inputs):
         rank, source = head_rank(path), "distributedInfo"
@@ -83,12 +85,9 @@ def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]
         files.append(RankFile(path, rank, source))
     if by_rank:
         files.sort(key=lambda f: f.rank)
-    seen: dict[int, str] = {}
-    for f in files:
-        if f.rank in seen:
-            print(f"traceforge: warning: rank {f.rank} twice ({seen[f.rank]}, {f.path}): told apart by file name",
-                  file=sys.stderr)
-        seen.setdefault(f.rank, f.path)
+        seen: dict[int, str] = {}
+        for f in files:
+            claim_rank(seen, f.rank, f.path)
     return files
 
 

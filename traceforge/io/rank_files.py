@@ -39,3 +39,11 @@ def name_rank(path: str) -> int | None:
     """The number after ``rank`` in the file name (``rank3``, ``rank-3``, ``rank_3``)."""
     m = RANK_IN_NAME.search(Path(path).name)
     return int(m.group(1)) if m else None
+
+
+def claim_rank(seen: dict[int, str], rank: int, path: str) -> None:
+    """Record ``path`` as the trace of ``rank`` in ``seen`` (rank -> path); a second trace of
+    one rank is an error, for every command that takes one trace per rank."""
+    if rank in seen:
+        raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
+    seen[rank] = path

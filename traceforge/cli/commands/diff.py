@@ -1,51 +1,87 @@
-"""``traceforge diff``: GPU ops of two traces compared (see ``analyses.trace_diff``)."""
+"""``traceforge diff``: two traces compared, per GPU op, category and CPU operator (see
+``analyses.trace_diff``)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 
 from ...analyses.rules import DEFAULT_RULES, PRESETS
+from ...analyses.trace_diff import TABLES
 from ...api.files import diff
+from ...errors import UsageError
 from ..output import FORMATS, Col, count, emit, ms, render, short
 
 TEXT_TOP = 20
+_TITLES = {"categories": "Per category", "ops": "Per GPU op name", "cpu_ops": "Per CPU operator"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "diff",
-        help="compare the GPU ops of two traces: counts and total time per kernel name and per category",
-        description="Compare trace A (before) with trace B (after): per GPU op name and per category, counts and "
-        "total time in each and B - A, largest absolute change in time first (like HTA's trace diff); "
-        "categories come from the kernel classifier's rules (see classify). "
-        "Times are exact ns.",
+        help="compare two traces: counts and total time per GPU op name, per category and per CPU operator",
+        description="Compare trace A (before) with trace B (after): per GPU op name, per category and per CPU "
+        "operator, counts and total time in each, B - A and the %% change, largest absolute change in time first "
+        "(like HTA's trace diff); categories come from the kernel classifier's rules (see classify). Where the "
+        "traces have different numbers of profiler steps, values are also given per step, and the order and "
+        "changes follow them. Times are exact ns.",
     )
     p.add_argument("a", metavar="A", help="the trace before (control)")
     p.add_argument("b", metavar="B", help="the trace after (test)")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text, csv (one table: name it with --table) or json")
+    p.add_argument("--table", choices=TABLES, action="append", metavar="TABLE",
+                   help=f"make and print only this table (again for more): {', '.join(TABLES)} (default: all)")
     p.add_argument("--rules", default=DEFAULT_RULES, metavar="RULES",
                    help=f"kernel categories: a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
+    p.add_argument("--per-step", action=argparse.BooleanOptionalAction, default=None,
+                   help="values per profiler step (default: when the traces' step counts differ)")
     p.add_argument("--top", type=int, metavar="N",
-                   help=f"rows of the per-name table (default {TEXT_TOP} in text, all in csv/json; 0: all)")
+                   help=f"rows of the per-name tables (default {TEXT_TOP} in text, all in csv/json; 0: all)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = diff(args.a, args.b, rules=args.rules)
-    tables = result.tables()
+    wanted = tuple(dict.fromkeys(args.table or TABLES))
+    if args.format == "csv" and len(wanted) != 1:
+        raise UsageError(f"diff --format csv writes one table: name it with --table ({', '.join(TABLES)})")
+    result = diff(args.a, args.b, rules=args.rules, tables=wanted, per_step=args.per_step)
+    made = result.tables()
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
-    if top > 0:
-        tables["ops"] = tables["ops"].head(top)
-    common = [
-        Col("A count", "a_count", count), Col("B count", "b_count", count), Col("count diff", "count_diff", _signed),
-        Col("A ms", "a_total_ns", ms), Col("B ms", "b_total_ns", ms), Col("diff ms", "total_diff_ns", _signed_ms),
-    ]
-    emit(tables, args.format, lambda: [
-        f"A: {args.a}", f"B: {args.b}",
-        "", "Per category", *render(tables["categories"], [Col("category", "category", left=True), *common]),
-        "", f"Per GPU op name, largest change in total time first ({len(tables['ops']):,} of {len(result.ops):,})",
-        *render(tables["ops"], [*common, Col("category", "category", left=True), Col("name", "name", short, left=True)]),
-    ])
+    tables = {name: made[name].head(top) if top > 0 and name != "categories" else made[name]
+              for name in TABLES if name in wanted}
+    if result.per_step:
+        values = [
+            Col("A count/step", "a_count_per_step", _number), Col("B count/step", "b_count_per_step", _number),
+            Col("A ms/step", "a_ns_per_step", _ms_float), Col("B ms/step", "b_ns_per_step", _ms_float),
+            Col("diff ms/step", "ns_per_step_diff", _signed_ms_float),
+        ]
+    else:
+        values = [
+            Col("A count", "a_count", count), Col("B count", "b_count", count),
+            Col("count diff", "count_diff", _signed), Col("A ms", "a_total_ns", ms), Col("B ms", "b_total_ns", ms),
+            Col("diff ms", "total_diff_ns", _signed_ms),
+        ]
+    values += [Col("change %", "total_change_pct", _pct), Col("count", "count_change")]
+    keys = {
+        "categories": [Col("category", "category", left=True)],
+        "ops": [Col("category", "category", left=True), Col("name", "name", short, left=True)],
+        "cpu_ops": [Col("kind", "kind", left=True), Col("name", "name", short, left=True)],
+    }
+
+    def text() -> list[str]:
+        lines = [f"A: {args.a} ({result.a_steps:,} profiler steps)", f"B: {args.b} ({result.b_steps:,} profiler steps)"]
+        if result.per_step:
+            lines.append("values per profiler step (the traces' step counts differ; --no-per-step for totals)")
+        for name in sorted(tables, key=list(_TITLES).index):  # categories first
+            df = tables[name]
+            shown = "" if name == "categories" else f", largest change in time first ({len(df):,} of {len(made[name]):,})"
+            lines += ["", _TITLES[name] + shown]
+            cols = keys[name][:1] + values + keys[name][1:] if name == "categories" else values + keys[name]
+            lines += render(df, cols)
+        return lines
+
+    emit(tables, args.format, text)
     return 0
 
 
@@ -55,3 +91,19 @@ def _signed(value: object) -> str:
 
 def _signed_ms(ns: object) -> str:
     return f"{int(ns) / 1e6:+,.3f}"
+
+
+def _number(value: object) -> str:
+    return f"{float(value):,.2f}"
+
+
+def _ms_float(ns: object) -> str:
+    return f"{float(ns) / 1e6:,.3f}"
+
+
+def _signed_ms_float(ns: object) -> str:
+    return f"{float(ns) / 1e6:+,.3f}"
+
+
+def _pct(value: object) -> str:
+    return "n/a" if value is None or math.isnan(float(value)) else f"{float(value):+,.1f}"

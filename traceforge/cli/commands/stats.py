@@ -132,6 +132,17 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
         Col("std us", "std_ns", us), Col("name", "name", short, left=True),
     ])
+    _section(lines, "Kernel types (HTA's): busy time per set of types running at once, per device",
+             t.get("kernel_types"), [
+        Col("device", "device"), Col("time ms", "time_ns", ms), Col("share %", "share_pct", pct),
+        Col("kernel type", "kernel_type", left=True),
+    ])
+    _section(lines, "Top kernels per kernel type (the rest in Others)", t.get("kernel_breakdown"), [
+        Col("device", "device"), Col("type", "kernel_type", left=True), Col("total ms", "total_ns", ms),
+        Col("share %", "share_pct", pct), Col("count", "count", count), Col("mean us", "mean_ns", us),
+        Col("min us", "min_ns", us), Col("max us", "max_ns", us), Col("std us", "std_ns", us),
+        Col("names", "names", count), Col("name", "name", short, left=True),
+    ])
     _section(lines, "Launch APIs", t.get("launch_apis"), [
         Col("calls", "calls", count), Col("total ms", "total_ns", ms), Col("max us", "max_ns", us),
         Col("GPU ops", "gpu_ops", count), Col("kernels", "kernels", count), Col("kind", "kind", left=True),
