@@ -27,7 +27,7 @@ columns with the launch calls that GPU ops join in memory, and a ``StatsContext`
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -43,8 +43,10 @@ from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .overlap import comm_overlap
 from .stacks import joined_calls
 from .steps import Steps, gpu_steps, profiler_steps
+from .temporal import temporal_breakdown
 
 TAIL_PERCENTS = (1, 5, 10)
 
@@ -74,7 +76,10 @@ class ExtraTable:
 
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
-EXTRA_TABLES: dict[str, ExtraTable] = {}
+EXTRA_TABLES: dict[str, ExtraTable] = {
+    "overlap": ExtraTable(lambda cols, ctx: comm_overlap(cols, gpu_step=ctx.gpu_step), default=True),
+    "temporal": ExtraTable(lambda cols, ctx: temporal_breakdown(cols, gpu_step=ctx.gpu_step), default=True),
+}
 
 
 def _empty() -> pd.DataFrame:
@@ -94,6 +99,8 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    overlap: pd.DataFrame = field(default_factory=_empty)
+    temporal: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
