@@ -159,14 +159,28 @@ def pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
 EXPOSED_COLUMNS = ["device", "ts", "dur", "kernel", "nccl_kernels", "comm_ns"]
 
 
-def exposed_comm(cols: TraceColumns) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Exposed:
+    """Exposed communication intervals (``exposed_intervals``), by device then time."""
+
+    device: np.ndarray
+    ts: np.ndarray  # int64 ns
+    dur: np.ndarray  # int64 ns
+    first_kernel: np.ndarray  # row in ``cols.gpu`` of the first kernel of the run it lies in
+    nccl_kernels: np.ndarray  # kernels in that run
+    comm_ns: np.ndarray  # length of that run
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def exposed_intervals(cols: TraceColumns) -> Exposed:
     """The exposed communication of each device: the maximal intervals in which a
     communication kernel runs and no computation kernel runs on any stream of the device.
 
-    One row per interval, by device then time: ``device``, ``ts`` and ``dur`` (ns), and the
-    run of communication it lies in (communication kernels whose intervals overlap or touch):
-    the name of its first kernel (``kernel``), its kernels (``nccl_kernels``) and its length
-    (``comm_ns``). The ``dur`` of a device add up to its ``exposed_ns`` in ``comm_overlap``.
+    Each lies in one run of communication (communication kernels whose intervals overlap or
+    touch): its first kernel (by start, then file order), its kernels and its length come
+    with it. The ``dur`` of a device add up to its ``exposed_ns`` in ``comm_overlap``.
     """
     ops = op_times(cols, gpu_step=np.zeros(len(cols.gpu), np.int64))
     parts = []
@@ -179,15 +193,20 @@ def exposed_comm(cols: TraceColumns) -> pd.DataFrame:
             continue
         comm_rows = comm_rows[np.lexsort((cols.gpu.ordinal[ops.rows[comm_rows]], ops.start[comm_rows]))]
         run_start, run_end, first = merge_intervals(ops.start[comm_rows], ops.end[comm_rows])
-        gaps = complement(*comp, int(run_start[0]), int(run_end[-1]))
-        start, end, run = intersect(run_start, run_end, *gaps)
+        start, end, run = intersect(run_start, run_end, *complement(*comp, int(run_start[0]), int(run_end[-1])))
         kernels = np.diff(np.append(first, len(comm_rows)))
-        parts.append(pd.DataFrame({
-            "device": np.full(len(start), device, np.int64), "ts": start, "dur": end - start,
-            "kernel": np.asarray(cols.names, dtype=object)[cols.gpu.name[ops.rows[comm_rows[first[run]]]]]
-            if len(run) else np.zeros(0, object),
-            "nccl_kernels": kernels[run], "comm_ns": (run_end - run_start)[run],
-        }, columns=EXPOSED_COLUMNS))
+        parts.append((np.full(len(start), device, np.int64), start, end - start, ops.rows[comm_rows[first[run]]],
+                      kernels[run], (run_end - run_start)[run]))
     if not parts:
-        return pd.DataFrame({c: np.zeros(0, object if c == "kernel" else np.int64) for c in EXPOSED_COLUMNS})
-    return pd.concat(parts, ignore_index=True)
+        return Exposed(*(np.zeros(0, np.int64) for _ in range(6)))
+    return Exposed(*(np.concatenate(column).astype(np.int64) for column in zip(*parts)))
+
+
+def exposed_comm(cols: TraceColumns) -> pd.DataFrame:
+    """``exposed_intervals`` as a table (``EXPOSED_COLUMNS``): ``kernel`` is the name of the
+    first kernel of the run of communication."""
+    found = exposed_intervals(cols)
+    names = np.asarray(cols.names or [""], dtype=object)
+    return pd.DataFrame({"device": found.device, "ts": found.ts, "dur": found.dur,
+                         "kernel": names[cols.gpu.name[found.first_kernel]], "nccl_kernels": found.nccl_kernels,
+                         "comm_ns": found.comm_ns}, columns=EXPOSED_COLUMNS)

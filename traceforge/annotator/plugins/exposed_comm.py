@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...analyses.overlap import exposed_comm
+from ...analyses.overlap import exposed_comm, exposed_intervals
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack
 from ...io.jsontext import Texts, join_rows
@@ -23,24 +23,22 @@ SORT_INDEX = 0  # above the streams of the device
 
 def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """One slice track per device with exposed communication, and the exposed ms as a figure."""
-    table = exposed_comm(cols)
-    total = int(table["dur"].sum())
+    found = exposed_intervals(cols)
+    total = int(found.dur.sum())
     figures = {"exposed_comm_ms": total / 1e6}
-    if not len(table):
+    if not len(found):
         return Injections([], ["exposed comm: none (no NCCL kernel runs without a compute kernel)"], figures=figures)
-    labels, label = np.unique(table["kernel"].to_numpy(dtype=object).astype(str), return_inverse=True)
-    args = join_rows([b'{"nccl_kernels":', Texts.numbers(table["nccl_kernels"].to_numpy()), b',"comm_us":',
-                      Texts.numbers(table["comm_ns"].to_numpy(), 3), b"}"])
-    device = table["device"].to_numpy()
+    names, label = np.unique(cols.gpu.name[found.first_kernel], return_inverse=True)
+    args = join_rows([b'{"nccl_kernels":', Texts.numbers(found.nccl_kernels), b',"comm_us":',
+                      Texts.numbers(found.comm_ns, 3), b"}"])
     tracks = []
-    for d in np.unique(device).tolist():
-        rows = np.flatnonzero(device == d)
+    for d in np.unique(found.device).tolist():
+        rows = np.flatnonzero(found.device == d)
         tracks.append(SliceTrack(
-            pid=cols.gpu_pid(d), title=TITLE, sort_index=SORT_INDEX, ts=table["ts"].to_numpy()[rows],
-            dur=table["dur"].to_numpy()[rows], labels=labels.tolist(), label=label[rows], args=args.take(rows),
-            allocator=ctx.allocator,
+            pid=cols.gpu_pid(d), title=TITLE, sort_index=SORT_INDEX, ts=found.ts[rows], dur=found.dur[rows],
+            labels=cols.name_of(names), label=label[rows], args=args.take(rows), allocator=ctx.allocator,
         ))
-    summary = (f"exposed comm: {len(table):,} slices on {len(tracks)} device track{'s' * (len(tracks) != 1)}, "
+    summary = (f"exposed comm: {len(found):,} slices on {len(tracks)} device track{'s' * (len(tracks) != 1)}, "
                f"{ns_to_us_text(total)} us of NCCL time with no compute kernel running")
     return Injections(tracks, [summary], figures=figures)
 
