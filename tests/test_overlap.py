@@ -164,8 +164,9 @@ def write_trace(path, ops: list[tuple], steps: list[tuple] = (), launches: list[
     ts, dur); ``launches``: (correlation, ts) of a cudaLaunchKernel each."""
     events = []
     for i, op in enumerate(ops):
-        name, ts, dur, stream, device, cat, corr = (*op, 0, "kernel", 1000 + i)[:7] if len(op) == 4 else \
-            (*op, "kernel", 1000 + i)[:7] if len(op) == 5 else (*op, 1000 + i)[:7] if len(op) == 6 else op
+        name, ts, dur, stream, *given = op
+        defaults = (0, "kernel", 1000 + i)
+        device, cat, corr = (*given, *defaults[len(given):])
         events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
                        "args": {"device": device, "stream": stream, "correlation": corr}})
     for number, ts, dur in steps:
