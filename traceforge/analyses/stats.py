@@ -46,8 +46,10 @@ from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .overlap import comm_overlap
 from .stacks import joined_calls
 from .steps import Steps, gpu_steps, profiler_steps
+from .temporal import temporal_breakdown
 
 TAIL_PERCENTS = (1, 5, 10)
 
@@ -78,6 +80,8 @@ class ExtraTable:
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
 EXTRA_TABLES: dict[str, ExtraTable] = {
+    "overlap": ExtraTable(lambda cols, ctx: comm_overlap(cols, gpu_step=ctx.gpu_step), default=True),
+    "temporal": ExtraTable(lambda cols, ctx: temporal_breakdown(cols, gpu_step=ctx.gpu_step), default=True),
     "kernel_types": ExtraTable(lambda cols, ctx: kernel_types(cols)),
     "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(cols)),
 }
@@ -100,6 +104,8 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    overlap: pd.DataFrame = field(default_factory=_empty)
+    temporal: pd.DataFrame = field(default_factory=_empty)
     kernel_types: pd.DataFrame = field(default_factory=_empty)
     kernel_breakdown: pd.DataFrame = field(default_factory=_empty)
 

@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 
 from ...analyses.gpu_busy import KERNEL_WAIT_NS
+from ...analyses.overlap import WHOLE_TRACE
 from ...analyses.stats import TraceStats, default_tables
 from ...api.files import stats
 from ...util.exacttime import ns_to_us_text, to_ns
@@ -82,6 +83,11 @@ def _largest(df: pd.DataFrame, column: str, top: int) -> pd.DataFrame:
     return df.take(order[np.arange(len(order)) - first < top])
 
 
+def _step(step: object) -> str:
+    """A per-step table's step: ``all`` for the whole-trace row (``overlap.WHOLE_TRACE``)."""
+    return "all" if int(step) == WHOLE_TRACE else str(step)
+
+
 def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines: list[str] = []
     ranks = pd.unique(pd.concat([df["rank"] for df in tables.values()]))
@@ -155,6 +161,19 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     _section(lines, "Launches issued while the previous launch's kernels still ran (largest overlaps)", t.get("launch_overlaps"), [
         Col("overlap us", "overlap_ns", us), Col("correlation", "correlation"), Col("next", "next_correlation"),
         Col("api", "api", left=True), Col("kernel", "kernel", short, left=True),
+    ])
+    _section(lines, "Communication/computation overlap (NCCL time under compute kernels; exposed = NCCL time with no "
+             "compute kernel on the device; step all = whole trace)", t.get("overlap"), [
+        Col("step", "step", _step), Col("NCCL kernels", "comm_kernels", count), Col("comm ms", "comm_ns", ms),
+        Col("overlapped ms", "overlapped_ns", ms), Col("exposed ms", "exposed_ns", ms),
+        Col("overlap %", "overlap_pct", pct),
+    ])
+    _section(lines, "Temporal breakdown (share of the GPU span from first op start to last op end; step all = whole "
+             "trace)", t.get("temporal"), [
+        Col("step", "step", _step), Col("GPU ops", "gpu_ops", count), Col("span ms", "span_ns", ms),
+        Col("idle ms", "idle_ns", ms), Col("compute ms", "compute_ns", ms), Col("non-compute ms", "non_compute_ns", ms),
+        Col("idle %", "idle_pct", pct), Col("compute %", "compute_pct", pct),
+        Col("non-compute %", "non_compute_pct", pct),
     ])
     if s is not None and len(s):
         r = s.iloc[0]

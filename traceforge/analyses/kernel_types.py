@@ -1,0 +1,71 @@
+"""HTA's four kernel types of a GPU op, and the set of GPU ops HTA's analyses read.
+
+Types (HTA's ``get_kernel_type``, first match wins):
+
+- ``COMMUNICATION``: the name starts with ``nccl`` and has ``Kernel`` later;
+- ``MEMORY``: the name starts with ``Memcpy``, ``Memset`` or ``dma``; here also every op
+  the trace marks as a copy or memset (nsys's ``[CUDA memcpy HtoD]`` spelling included);
+- ``COMPUTATION``: any other name, unless it contains ``Sync`` or ``Memcpy``, or starts with
+  ``Memset`` (HTA's ``is_compute_kernel``);
+- ``OTHER``: those last names, which HTA counts neither as computation nor as communication.
+
+``hta_choices_mask`` gives the GPU ops HTA's ``TraceAnalysis`` keeps (by default it drops the
+last profiler step); ``hta_times`` gives their intervals rounded the way HTA rounds
+fractional-µs timestamps.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..columns.scan import KERNEL, TraceColumns
+from .launches import launch_of_gpu
+from .steps import Steps
+
+COMMUNICATION, MEMORY, COMPUTATION, OTHER = 0, 1, 2, 3
+KERNEL_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
+_COMM = re.compile(r"nccl.*Kernel")
+_MEMORY = re.compile(r"Memcpy|Memset|dma")
+_NOT_COMPUTE = re.compile(r"nccl.*Kernel|.*Memcpy|Memset|.*Sync")
+
+
+def type_of_name(name: str) -> int:
+    """The kernel type of one GPU op name (module docstring)."""
+    if _COMM.match(name):
+        return COMMUNICATION
+    if _MEMORY.match(name):
+        return MEMORY
+    return OTHER if _NOT_COMPUTE.match(name) else COMPUTATION
+
+
+def kernel_types(cols: TraceColumns) -> np.ndarray:
+    """The kernel type of each row of ``cols.gpu`` (int8): each distinct name typed once."""
+    gpu = cols.gpu
+    used = np.unique(gpu.name)
+    of_name = np.zeros(len(cols.names) or 1, np.int8)
+    of_name[used] = [type_of_name(cols.names[i]) for i in used.tolist()]
+    out = of_name[gpu.name]
+    out[gpu.kind != KERNEL] = MEMORY
+    return out
+
+
+def hta_choices_mask(cols: TraceColumns, steps: Steps) -> np.ndarray:
+    """The GPU ops HTA's ``TraceAnalysis(include_last_profiler_step=False)`` keeps: with two
+    profiler steps or more, only those whose launch call is in the trace and starts before the
+    last step's start (so GPU ops without a launch call go too); with fewer, every op."""
+    if len(steps) < 2:
+        return np.ones(len(cols.gpu), bool)
+    launch_of = launch_of_gpu(cols)
+    keep = launch_of >= 0
+    keep[keep] = cols.launches.ts[launch_of[keep]] < int(steps.start.max())
+    return keep
+
+
+def hta_times(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's rounding of fractional-µs times, in ns: the start up to a whole µs, the end down
+    to one (HTA 0.5 ``round_down_time_stamps``); an op shorter than that becomes empty."""
+    start = -(-ts // 1000) * 1000
+    stop = end // 1000 * 1000
+    return start, np.maximum(stop, start)
