@@ -18,6 +18,13 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
   launched; ``launch_kernels``: which GPU ops each API launched (e.g. the kernels that go
   through ``cudaLaunchKernelExC``).
 - ``launch_overlaps``: the overlapping consecutive launch pairs.
+- ``idle_intervals`` (asked for only): per (device, stream, idle category), the gaps' count,
+  total, mean, min, p50, p90, max (``idle_intervals``).
+- ``queue`` (asked for only): per (device, stream), the queue length's change points (count,
+  mean, p50, p95, max) and the time at each quartile of its max and at CUDA's launch-queue
+  limit (``queue_summary``).
+- ``memcpy`` (asked for only): per (device, copy kind), copies, bytes, busy time, mean and peak
+  rate (``memcpy_summary``).
 
 Those are the core tables, made together. Each table of ``EXTRA_TABLES`` is made only when
 asked for (``trace_stats(tables=...)``), or by default if it is marked so; it reads the
@@ -27,7 +34,7 @@ columns with the launch calls that GPU ops join in memory, and a ``StatsContext`
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -41,8 +48,11 @@ from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
+from .idle_intervals import idle_intervals
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .memcpy_summary import memcpy_summary
+from .queue_summary import queue_summary
 from .stacks import joined_calls
 from .steps import Steps, gpu_steps, profiler_steps
 
@@ -74,7 +84,11 @@ class ExtraTable:
 
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
-EXTRA_TABLES: dict[str, ExtraTable] = {}
+EXTRA_TABLES: dict[str, ExtraTable] = {
+    "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
+    "queue": ExtraTable(lambda cols, ctx: queue_summary(cols)),
+    "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
+}
 
 
 def _empty() -> pd.DataFrame:
@@ -94,6 +108,9 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    idle_intervals: pd.DataFrame = field(default_factory=_empty)
+    queue: pd.DataFrame = field(default_factory=_empty)
+    memcpy: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
