@@ -14,6 +14,8 @@ integer ns (pandas' ``describe``, which HTA prints, interpolates between two gap
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..columns.scan import TraceColumns
@@ -25,6 +27,7 @@ PERCENTILES = (50, 90)
 COLUMNS = ["device", "stream", "category", "count", "total_ns", "mean_ns", "min_ns",
            *[f"p{p}_ns" for p in PERCENTILES], "max_ns"]
 DEFAULT_MIN_GAP_NS = 10_000  # the idle-gap track's default: gaps shorter than 10 µs are not drawn
+GAP_COLUMNS = ["device", "stream", "category", "start_ns", "end_ns", "dur_ns", "next_op"]
 
 
 def idle_intervals(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS,
@@ -55,3 +58,33 @@ def idle_intervals(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS,
     out = pd.DataFrame(rows, columns=COLUMNS)
     int_columns = [c for c in COLUMNS if c.endswith("_ns") and c != "mean_ns"] + ["count", "stream"]
     return out.astype({c: np.int64 for c in int_columns})
+
+
+def long_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS
+              ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per (device, stream) with such gaps: (device, stream, start, end, category code, row of the
+    GPU op that ends the gap), for the idle gaps of at least ``min_gap_ns``."""
+    for g in stream_gaps(cols, kernel_wait_ns=kernel_wait_ns):
+        keep = g.gaps >= min_gap_ns
+        if keep.any():
+            yield g.device, g.stream, g.gap_start[keep], g.gap_end[keep], g.category[keep], g.opener[keep]
+
+
+def idle_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS
+              ) -> pd.DataFrame:
+    """One row per idle gap of at least ``min_gap_ns`` (``long_gaps``): device, stream, category,
+    start_ns, end_ns, dur_ns, and next_op, the name of the GPU op that ends it."""
+    parts = list(long_gaps(cols, min_gap_ns=min_gap_ns, kernel_wait_ns=kernel_wait_ns))
+    names = np.asarray(cols.names, dtype=object)
+    start = np.concatenate([p[2] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64)
+    end = np.concatenate([p[3] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64)
+    code = np.concatenate([p[4] for p in parts] or [np.zeros(0, np.int8)])
+    opener = np.concatenate([p[5] for p in parts] or [np.zeros(0, np.int64)])
+    sizes = [len(p[2]) for p in parts]
+    return pd.DataFrame({
+        "device": np.repeat(np.array([p[0] for p in parts], np.int64), sizes),
+        "stream": np.repeat(np.array([p[1] for p in parts], np.int64), sizes),
+        "category": np.asarray(IDLE_CATEGORIES, dtype=object)[code],
+        "start_ns": start, "end_ns": end, "dur_ns": end - start,
+        "next_op": names[cols.gpu.name[opener]] if len(opener) else np.zeros(0, object),
+    }, columns=GAP_COLUMNS)
