@@ -18,15 +18,18 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
-from .gpu_busy import merge_intervals
+from .gpu_busy import launched_before, merge_intervals
 from .memcpy_bw import RATE_SCALE, bandwidth_steps, copy_rows
 
 COLUMNS = ["device", "kind", "copies", "bytes", "busy_ns", "mean_gbps", "peak_gbps", "peak_units"]
 
 
-def memcpy_summary(cols: TraceColumns) -> pd.DataFrame:
+def memcpy_summary(cols: TraceColumns, *, launched_before_ns: int | None = None) -> pd.DataFrame:
     """One row per (device, kind) with copies, in ``bandwidth_steps``' order (device, then kind
-    as first met); see the module docstring."""
+    as first met); see the module docstring. ``launched_before_ns`` keeps only the copies whose
+    launch call started before it (HTA's choice with ``launches.last_step_start``)."""
+    if launched_before_ns is not None:
+        cols = launched_before(cols, launched_before_ns)
     rows, kinds = copy_rows(cols)
     gpu = cols.gpu
     device = gpu.device[rows]
