@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -76,8 +75,9 @@ def test_a_toy_analysis_is_a_flag_with_its_options(toy_env):
 def test_a_toy_analysis_runs_in_all_and_in_the_rank_summary(toy_env, tmp_path):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
-    for rank in (0, 1):
-        shutil.copy(SAMPLE, ranks / f"rank{rank}.json.gz")
+    raw = gzip.open(SAMPLE).read()
+    for rank in (0, 1):  # one trace per rank: the sample's distributedInfo says rank 0
+        (ranks / f"rank{rank}.json.gz").write_bytes(gzip.compress(raw.replace(b'"rank": 0', f'"rank": {rank}'.encode(), 1)))
     out = tmp_path / "out"
     done = _run(toy_env, "annotate", str(ranks), "--all", "--toy-every", "3", "-o", str(out), "-q")
     assert done.returncode == 0, done.stderr

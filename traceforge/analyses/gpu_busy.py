@@ -25,6 +25,9 @@ come from merged intervals, so overlapping ops never give negative idle time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from ..columns.scan import TraceColumns
@@ -38,6 +41,8 @@ STREAM_COLUMNS = [
     "before_first_ns", "after_last_ns", "host_wait_gaps", "kernel_wait_gaps", "other_gaps",
 ]
 DEVICE_COLUMNS = ["device", "streams", "ops", "busy_ns", "idle_ns", "busy_pct"]
+IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")  # codes 0, 1, 2 of ``StreamGaps.category``
+HOST_WAIT, KERNEL_WAIT, OTHER = range(3)
 
 
 def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,8 +67,68 @@ def launch_start(cols: TraceColumns) -> np.ndarray:
     return out
 
 
+def launched_before(cols: TraceColumns, cut_ns: int) -> TraceColumns:
+    """``cols`` with only the GPU ops whose launch call (in the trace) started before ``cut_ns``:
+    HTA's view of a trace, which drops the last profiler step and every GPU op whose launch
+    call is missing."""
+    launched = launch_start(cols)
+    keep = (launched != _NO_LAUNCH) & (launched < cut_ns)
+    return replace(cols, gpu=cols.gpu.take(np.flatnonzero(keep)))
+
+
 def _pct(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class StreamGaps:
+    """One stream's merged busy intervals and the gaps between them, each with its category.
+
+    Gap i runs from ``ends[i]`` to ``starts[i + 1]``; ``category[i]`` is its code in
+    ``IDLE_CATEGORIES``; ``opener[i]`` is the row (in ``cols.gpu``) of the op that ends it.
+    """
+
+    device: int
+    stream: int
+    ops: int  # every op of the stream, timed or not
+    starts: np.ndarray
+    ends: np.ndarray
+    category: np.ndarray  # int8, one per gap
+    opener: np.ndarray  # int64 rows, one per gap
+
+    @property
+    def gap_start(self) -> np.ndarray:
+        return self.ends[:-1]
+
+    @property
+    def gap_end(self) -> np.ndarray:
+        return self.starts[1:]
+
+    @property
+    def gaps(self) -> np.ndarray:
+        """Each gap's length in ns (> 0: touching intervals are merged)."""
+        return self.starts[1:] - self.ends[:-1]
+
+
+def stream_gaps(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> Iterator[StreamGaps]:
+    """The idle gaps of each (device, stream), sorted by device then stream, one stream at a
+    time, classified as the module docstring says. The one definition of the categories:
+    ``busy_idle``, ``idle_intervals`` and the idle-gap track all read it."""
+    gpu = cols.gpu
+    timed = gpu.dur > 0
+    launched = launch_start(cols)
+    order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
+    for rows in _groups(order, gpu.device, gpu.stream):
+        rows_t = rows[timed[rows]]
+        ts = gpu.ts[rows_t]
+        starts, ends, first = merge_intervals(ts, ts + gpu.dur[rows_t])
+        opener = rows_t[first[1:]]
+        host = launched[opener] > ends[:-1]
+        category = np.full(len(opener), OTHER, np.int8)
+        category[~host & (starts[1:] - ends[:-1] < kernel_wait_ns)] = KERNEL_WAIT
+        category[host] = HOST_WAIT
+        yield StreamGaps(int(gpu.device[rows[0]]), int(gpu.stream[rows[0]]), len(rows), starts, ends, category,
+                         opener)
 
 
 def busy_idle(
@@ -73,28 +138,19 @@ def busy_idle(
     gpu = cols.gpu
     span_ns = span[1] - span[0]
     timed = gpu.dur > 0
-    launched = launch_start(cols)
-
-    def timeline(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``merge_intervals`` of the rows with a positive duration (ends made per group: one
-        stream can hold nearly every op of a big trace)."""
-        ts = gpu.ts[rows]
-        return merge_intervals(ts, ts + gpu.dur[rows])
 
     streams = []
-    order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
-    for rows in _groups(order, gpu.device, gpu.stream):
-        rows_t = rows[timed[rows]]
-        starts, ends, first = timeline(rows_t)
-        row = {"device": int(gpu.device[rows[0]]), "stream": int(gpu.stream[rows[0]]), "ops": len(rows)}
-        row.update(_idle_breakdown(starts, ends, launched[rows_t[first]], span, kernel_wait_ns))
+    for g in stream_gaps(cols, kernel_wait_ns=kernel_wait_ns):
+        row = {"device": g.device, "stream": g.stream, "ops": g.ops}
+        row.update(_idle_breakdown(g, span))
         streams.append(row)
 
     devices = []
     order = np.lexsort((gpu.ordinal, gpu.ts, gpu.device))
     for rows in _groups(order, gpu.device):
         rows_t = rows[timed[rows]]
-        starts, ends, _ = timeline(rows_t)
+        ts = gpu.ts[rows_t]
+        starts, ends, _ = merge_intervals(ts, ts + gpu.dur[rows_t])
         busy = int((ends - starts).sum())
         devices.append({
             "device": int(gpu.device[rows[0]]), "streams": len(np.unique(gpu.stream[rows])), "ops": len(rows),
@@ -121,31 +177,19 @@ def _idle(starts: np.ndarray, ends: np.ndarray, span: tuple[int, int]) -> int:
     return int(starts[0] - span[0]) + int((starts[1:] - ends[:-1]).sum()) + int(span[1] - ends[-1])
 
 
-def _idle_breakdown(
-    starts: np.ndarray, ends: np.ndarray, opener_launch: np.ndarray, span: tuple[int, int], kernel_wait_ns: int
-) -> dict[str, int | float]:
+def _idle_breakdown(g: StreamGaps, span: tuple[int, int]) -> dict[str, int | float]:
     span_ns = span[1] - span[0]
-    busy = int((ends - starts).sum())
-    if len(starts) == 0:
+    busy = int((g.ends - g.starts).sum())
+    if len(g.starts) == 0:
         before, after = span_ns, 0
-        gap = np.zeros(0, np.int64)
-        host = kernel = np.zeros(0, bool)
     else:
-        before, after = int(starts[0] - span[0]), int(span[1] - ends[-1])
-        gap = starts[1:] - ends[:-1]
-        host = opener_launch[1:] > ends[:-1]
-        kernel = ~host & (gap < kernel_wait_ns)
-    other = ~host & ~kernel
-    return {
-        "busy_ns": busy,
-        "idle_ns": _idle(starts, ends, span),
-        "busy_pct": _pct(busy, span_ns),
-        "host_wait_ns": int(gap[host].sum()),
-        "kernel_wait_ns": int(gap[kernel].sum()),
-        "other_ns": int(gap[other].sum()),
-        "before_first_ns": before,
-        "after_last_ns": after,
-        "host_wait_gaps": int(host.sum()),
-        "kernel_wait_gaps": int(kernel.sum()),
-        "other_gaps": int(other.sum()),
-    }
+        before, after = int(g.starts[0] - span[0]), int(span[1] - g.ends[-1])
+    gaps = g.gaps
+    row: dict[str, int | float] = {"busy_ns": busy, "idle_ns": _idle(g.starts, g.ends, span),
+                                   "busy_pct": _pct(busy, span_ns)}
+    for code, name in enumerate(IDLE_CATEGORIES):
+        row[f"{name}_ns"] = int(gaps[g.category == code].sum())
+    row.update({"before_first_ns": before, "after_last_ns": after})
+    for code, name in enumerate(IDLE_CATEGORIES):
+        row[f"{name}_gaps"] = int(np.count_nonzero(g.category == code))
+    return row

@@ -20,6 +20,13 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
 - ``launch_overlaps``: the overlapping consecutive launch pairs.
 - ``kernel_types`` / ``kernel_breakdown`` (on request): HTA's kernel breakdown with the ``hta``
   preset's types, every GPU op kept (``kernel_breakdown``).
+- ``idle_intervals`` (asked for only): per (device, stream, idle category), the gaps' count,
+  total, mean, min, p50, p90, max (``idle_intervals``).
+- ``queue`` (asked for only): per (device, stream), the queue length's change points (count,
+  mean, p50, p95, max) and the time at each quartile of its max and at CUDA's launch-queue
+  limit (``queue_summary``).
+- ``memcpy`` (asked for only): per (device, copy kind), copies, bytes, busy time, mean and peak
+  rate (``memcpy_summary``).
 
 Those are the core tables, made together. Each table of ``EXTRA_TABLES`` is made only when
 asked for (``trace_stats(tables=...)``), or by default if it is marked so; it reads the
@@ -43,10 +50,13 @@ from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
+from .idle_intervals import idle_intervals
 from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .memcpy_summary import memcpy_summary
 from .overlap import comm_overlap
+from .queue_summary import queue_summary
 from .stacks import joined_calls
 from .steps import Steps, gpu_steps, profiler_steps
 from .temporal import temporal_breakdown
@@ -84,6 +94,9 @@ EXTRA_TABLES: dict[str, ExtraTable] = {
     "temporal": ExtraTable(lambda cols, ctx: temporal_breakdown(cols, gpu_step=ctx.gpu_step), default=True),
     "kernel_types": ExtraTable(lambda cols, ctx: kernel_types(cols)),
     "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(cols)),
+    "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
+    "queue": ExtraTable(lambda cols, ctx: queue_summary(cols)),
+    "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
 }
 
 
@@ -108,6 +121,9 @@ class TraceStats:
     temporal: pd.DataFrame = field(default_factory=_empty)
     kernel_types: pd.DataFrame = field(default_factory=_empty)
     kernel_breakdown: pd.DataFrame = field(default_factory=_empty)
+    idle_intervals: pd.DataFrame = field(default_factory=_empty)
+    queue: pd.DataFrame = field(default_factory=_empty)
+    memcpy: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

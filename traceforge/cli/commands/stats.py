@@ -8,6 +8,7 @@ import numpy as np
 
 from ...analyses.gpu_busy import KERNEL_WAIT_NS
 from ...analyses.overlap import WHOLE_TRACE
+from ...analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES
 from ...analyses.stats import TraceStats, default_tables
 from ...api.files import stats
 from ...util.exacttime import ns_to_us_text, to_ns
@@ -175,6 +176,7 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("idle %", "idle_pct", pct), Col("compute %", "compute_pct", pct),
         Col("non-compute %", "non_compute_pct", pct),
     ])
+    _summary_sections(lines, t)
     if s is not None and len(s):
         r = s.iloc[0]
         lines += ["", f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive kernel launches "
@@ -182,3 +184,34 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
                   "(all of them: --table launch_overlaps --top 0)"]
     lines.append("")
     return lines
+
+
+def _gbps(value: object) -> str:
+    return f"{float(value):,.3f}"
+
+
+def _summary_sections(lines: list[str], t: dict[str, pd.DataFrame]) -> None:
+    """The idle-interval, queue and memcpy tables (``--table idle_intervals / queue / memcpy``)."""
+    _section(lines, "Idle gaps per stream and category (between merged busy intervals; percentiles nearest-rank)",
+             t.get("idle_intervals"), [
+        Col("device", "device"), Col("stream", "stream"), Col("category", "category", left=True),
+        Col("count", "count", count), Col("total ms", "total_ns", ms), Col("mean us", "mean_ns", us),
+        Col("min us", "min_ns", us), Col("p50 us", "p50_ns", us), Col("p90 us", "p90_ns", us),
+        Col("max us", "max_ns", us),
+    ])
+    queue = t.get("queue")
+    at_limit = [Col(f"at limit {CUDA_LAUNCH_QUEUE_LIMIT} ms", "at_limit_ns", ms)] if (
+        queue is not None and len(queue) and (queue["at_limit_ns"] > 0).any()) else []
+    _section(lines, "Queue length per stream (launched, not yet started): change points, and ms at or above "
+             "each quartile of the stream's max", queue, [
+        Col("device", "device"), Col("stream", "stream"), Col("points", "points", count),
+        Col("mean", "mean", lambda v: f"{float(v):,.1f}"), Col("p50", "p50", count), Col("p95", "p95", count),
+        Col("max", "max", count), Col("span ms", "span_ns", ms),
+        *[Col(f">={q}% ms", f"ge_q{q}_ns", ms) for q in QUARTILES], *at_limit,
+    ])
+    _section(lines, "Memcpy/memset bandwidth per device and kind (busy: union of the copies; mean: bytes / busy)",
+             t.get("memcpy"), [
+        Col("device", "device"), Col("kind", "kind", left=True), Col("copies", "copies", count),
+        Col("MB", "bytes", lambda v: f"{int(v) / 1e6:,.3f}"), Col("busy ms", "busy_ns", ms),
+        Col("mean GB/s", "mean_gbps", _gbps), Col("peak GB/s", "peak_gbps", _gbps),
+    ])
