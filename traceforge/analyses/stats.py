@@ -27,7 +27,7 @@ columns with the launch calls that GPU ops join in memory, and a ``StatsContext`
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -40,9 +40,11 @@ from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
+from .gpu_annotations import gpu_annotation_times
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
+from .memory_timeline import memory_peaks, memory_step_peaks
 from .stacks import joined_calls
 from .steps import Steps, gpu_steps, profiler_steps
 
@@ -71,10 +73,15 @@ class ExtraTable:
 
     make: Callable[[TraceColumns, StatsContext], pd.DataFrame]
     default: bool = False
+    memory: bool = False  # reads the [memory] events (``scan(memory=True)``: parsed, so only when asked for)
 
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
-EXTRA_TABLES: dict[str, ExtraTable] = {}
+EXTRA_TABLES: dict[str, ExtraTable] = {
+    "memory": ExtraTable(lambda cols, ctx: memory_peaks(cols), memory=True),
+    "memory_steps": ExtraTable(lambda cols, ctx: memory_step_peaks(cols, ctx.steps), memory=True),
+    "gpu_annotations": ExtraTable(lambda cols, ctx: gpu_annotation_times(cols)),
+}
 
 
 def _empty() -> pd.DataFrame:
@@ -94,6 +101,9 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    memory: pd.DataFrame = field(default_factory=_empty)
+    memory_steps: pd.DataFrame = field(default_factory=_empty)
+    gpu_annotations: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -128,6 +138,11 @@ CORE_TABLES = ("summary", "devices", "streams", "activity", "tails", "top_kernel
 def default_tables() -> tuple[str, ...]:
     """What ``trace_stats`` makes when not told: the core tables and the extra tables marked default."""
     return CORE_TABLES + tuple(name for name, extra in EXTRA_TABLES.items() if extra.default)
+
+
+def reads_memory(tables: Collection[str] | None) -> bool:
+    """Whether any of ``tables`` (default ``default_tables()``) reads the [memory] events."""
+    return any(EXTRA_TABLES[t].memory for t in (default_tables() if tables is None else tables) if t in EXTRA_TABLES)
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
