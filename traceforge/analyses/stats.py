@@ -49,12 +49,14 @@ from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
+from .gpu_annotations import gpu_annotation_times
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .idle_intervals import idle_intervals
 from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
 from .launches import join_gpu_to_launch
 from .memcpy_summary import memcpy_summary
+from .memory_timeline import memory_peaks, memory_step_peaks
 from .overlap import comm_overlap
 from .queue_summary import queue_summary
 from .stacks import joined_calls
@@ -86,6 +88,7 @@ class ExtraTable:
 
     make: Callable[[TraceColumns, StatsContext], pd.DataFrame]
     default: bool = False
+    memory: bool = False  # reads the [memory] events (``scan(memory=True)``: parsed, so only when asked for)
 
 
 # name -> ExtraTable; each name is also a field of TraceStats, in the same order.
@@ -97,6 +100,9 @@ EXTRA_TABLES: dict[str, ExtraTable] = {
     "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
     "queue": ExtraTable(lambda cols, ctx: queue_summary(cols)),
     "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
+    "memory": ExtraTable(lambda cols, ctx: memory_peaks(cols), memory=True),
+    "memory_steps": ExtraTable(lambda cols, ctx: memory_step_peaks(cols, ctx.steps), memory=True),
+    "gpu_annotations": ExtraTable(lambda cols, ctx: gpu_annotation_times(cols)),
 }
 
 
@@ -124,6 +130,9 @@ class TraceStats:
     idle_intervals: pd.DataFrame = field(default_factory=_empty)
     queue: pd.DataFrame = field(default_factory=_empty)
     memcpy: pd.DataFrame = field(default_factory=_empty)
+    memory: pd.DataFrame = field(default_factory=_empty)
+    memory_steps: pd.DataFrame = field(default_factory=_empty)
+    gpu_annotations: pd.DataFrame = field(default_factory=_empty)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -158,6 +167,11 @@ CORE_TABLES = ("summary", "devices", "streams", "activity", "tails", "top_kernel
 def default_tables() -> tuple[str, ...]:
     """What ``trace_stats`` makes when not told: the core tables and the extra tables marked default."""
     return CORE_TABLES + tuple(name for name, extra in EXTRA_TABLES.items() if extra.default)
+
+
+def reads_memory(tables: Collection[str] | None) -> bool:
+    """Whether any of ``tables`` (default ``default_tables()``) reads the [memory] events."""
+    return any(EXTRA_TABLES[t].memory for t in (default_tables() if tables is None else tables) if t in EXTRA_TABLES)
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,

@@ -25,6 +25,7 @@ class ScanPlan:
     launch_apis: frozenset[str] | None  # None: every launch call
     near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
     stack_marks: tuple[NameMask, ...]  # the CPU ops call stacks pass through
+    memory_events: bool = False  # Kineto's [memory] instants (parsed one by one: only when read)
 
     @property
     def cpu_side(self) -> bool:
@@ -36,9 +37,11 @@ class ScanPlan:
         apis = [a.setting("launch_apis", options) for a in chosen]
         marks = (a.setting("stack_marks", options) for a in chosen)
         return cls(None if None in apis else frozenset().union(*apis),
-                   any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None))
+                   any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None),
+                   any(a.setting("memory_events", options) for a in chosen))
 
     def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
+        kwargs["memory"] = self.memory_events
         if self.stack_marks and not self.near_launches and self.launch_apis is not None:
             # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
             cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True, reader=reader,

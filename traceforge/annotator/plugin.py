@@ -84,6 +84,8 @@ class Analysis:
     launch_apis: frozenset[str] | None | Setting = None
     # Draws arrows from stream launch calls: it needs the CPU-side slices near them, not all CPU ops.
     arrows_from_launches: bool = False
+    # Reads Kineto's [memory] instants (``TraceColumns.memory``): the scan parses them only then.
+    memory_events: bool | Setting = False
     # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
     # calls it reads and of the ops this function of the names marks (None: reads no stack).
     stack_marks: NameMask | None | Setting = None

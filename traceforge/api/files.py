@@ -61,7 +61,7 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
 
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
-                                for rank, _, cols in ranked(paths, reads.stats_columns)])
+                                for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, tables))])
 
 
 def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:

@@ -6,11 +6,12 @@ for them (one read each). ``Trace`` (``api.trace``) reads once for all of them i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..analyses.counters.tables import has_counters
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
+from ..analyses.stats import reads_memory
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns, scan
 
@@ -46,10 +47,11 @@ def counter_columns(path: str, ncu: str | None = None, **scan_options) -> TraceC
     return stack_ops(cols) if has_counters(cols, ncu) else cols
 
 
-def stats_columns(path: str) -> TraceColumns:
-    """What ``trace_stats`` reads: the CPU ops' durations and the launch calls' totals, which
-    wait on disk."""
-    return scan(path, spill_cpu_ops=True, spill_launch=lambda name: True)
+def stats_columns(path: str, tables: Collection[str] | None = None) -> TraceColumns:
+    """What ``trace_stats`` reads for ``tables`` (default: the default tables): the CPU ops'
+    durations and the launch calls' totals, which wait on disk; the [memory] events only for
+    the tables that read them."""
+    return scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, memory=reads_memory(tables))
 
 
 def export_columns(path: str) -> TraceColumns:

@@ -52,7 +52,7 @@ class Trace:
     def read(cls, path: str | os.PathLike) -> Trace:
         """Scan ``path`` once (``-``: standard input, which is then read in full)."""
         path = os.fspath(path)
-        cols = scan(path, cpu_ops=True, spill_cpu_ops=True)
+        cols = scan(path, cpu_ops=True, spill_cpu_ops=True, memory=True)
         if cols.spilled_cpu_ops is not None:
             cols.spilled_cpu_ops.keep_open()  # every stack analysis reads it again
         return cls(path, cols)

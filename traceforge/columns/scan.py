@@ -12,11 +12,13 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import orjson
 
 from ..io import rows as R
 from ..io.background import prefetched
@@ -24,7 +26,7 @@ from ..io.placed_patch import EventPlaces
 from ..io.reader import EventBatch, TraceReader
 from ..util.distinct import factorized
 from ..util.exacttime import to_ns
-from .phases import FLOW, METADATA, SLICE, phase_code
+from .phases import FLOW, METADATA, OTHER, SLICE, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -37,7 +39,15 @@ _RANGE_CATS = {"cuda_profiler_range"}
 
 _GPU, _LAUNCH, _CPU, _RANGE = "gpu", "launch", "cpu", "range"
 STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step with
+GPU_ANNOTATION_CAT = "gpu_user_annotation"  # a user annotation's range on a GPU stream (ph X)
+MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True), kept by scan(memory=True)
+MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved")
+COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
+RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
+_ANNOTATION_FIELDS = _SLICE_FIELDS + " device:n4 stream:n4"
+_MEMORY_FIELDS = "ordinal:n4 ts track:i4 device_type:i1 device:n4 bytes allocated reserved"
+_COPY_RATE_FIELDS = "ordinal:n4 rate"
 _KIND_BY_CAT: dict[str, str] = {}
 for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
     for _c in _cats:
@@ -111,6 +121,12 @@ class TraceColumns:
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
     # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
     steps: Table = field(default_factory=lambda: GrowingColumns(_SLICE_FIELDS).table())
+    # The gpu_user_annotation ranges, always (a few per step): device and stream are the pid and tid.
+    gpu_annotations: Table = field(default_factory=lambda: GrowingColumns(_ANNOTATION_FIELDS).table())
+    # With scan(memory=True): the [memory] instants, args MEMORY_ARGS (device_type 0 CPU, 1 CUDA).
+    memory: Table = field(default_factory=lambda: GrowingColumns(_MEMORY_FIELDS).table())
+    # Kineto's COPY_RATE_ARG (in RATE_SCALE units) of the copies whose dur is a whole µs (see memcpy_bw).
+    copy_rates: Table = field(default_factory=lambda: GrowingColumns(_COPY_RATE_FIELDS).table())
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -171,6 +187,7 @@ def scan(
     spill_cpu_ops: bool = False,
     spill_launch: Callable[[str], bool] | None = None,
     op_args: bool = False,
+    memory: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -184,10 +201,12 @@ def scan(
     likewise puts the launch calls it picks (of those kept) in ``spilled_launches``.
     ``op_args``: also keep args ``External id`` (GPU ops, launch calls, CPU ops) and ``shared
     memory`` (GPU ops) as columns ``external_id`` and ``shared_memory`` (-1 where absent or not
-    an int), for export.
+    an int), for export. ``memory``: also keep Kineto's ``[memory]`` instants (``TraceColumns.memory``;
+    each is parsed, and traces taken with ``profile_memory=True`` have millions).
     """
     reader = reader or TraceReader(path, display_name=display_name)
-    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args)
+    builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args,
+                             memory)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -224,7 +243,7 @@ class _ColumnBuilder:
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
-                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False):
+                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False, memory: bool = False):
         self.scanner = scanner
         self.op_args = op_args
         self.cpu_ops = cpu_ops
@@ -257,6 +276,11 @@ class _ColumnBuilder:
         self.ranges = GrowingColumns(_SLICE_FIELDS)
         self.steps = GrowingColumns(_SLICE_FIELDS)
         self._step_name = _ByString(bool, False)
+        self.gpu_annotations = GrowingColumns(_ANNOTATION_FIELDS)
+        self._annotation_cat = _ByString(bool, False)
+        self.memory = GrowingColumns(_MEMORY_FIELDS) if memory else None
+        self._memory_name = _ByString(bool, False)
+        self.copy_rates = GrowingColumns(_COPY_RATE_FIELDS)
         self.range_args: list[dict] = []
         self.counts: Counter = Counter()
         self.skipped: Counter = Counter()
@@ -297,6 +321,13 @@ class _ColumnBuilder:
         steps = np.flatnonzero((kind == _KIND_CODES[_CPU]) & timed & self._step_name[head[R.NAME]])
         if len(steps):
             self.steps.extend(*self._slice_fields(batch, R.columns(rows, steps, _SLICE_ROW_FIELDS), steps))
+        annotations = np.flatnonzero((ph_code == SLICE) & timed & self._annotation_cat[head[R.CAT]])
+        if len(annotations):
+            self._add_gpu_annotations(batch, rows, annotations)
+        if self.memory is not None:
+            memory = np.flatnonzero((ph_code == OTHER) & (flags & R.F_TS != 0) & self._memory_name[head[R.NAME]])
+            if len(memory):
+                self._add_memory(batch, rows, memory)
         if not self.cpu_ops:
             kind[kind == _KIND_CODES[_CPU]] = -1
         if self.keep_launch is not None:
@@ -309,6 +340,37 @@ class _ColumnBuilder:
             if bad:
                 self.skipped[f"{name} event without a numeric ts/dur"] += bad
             self._add_kind(code, batch, rows, np.flatnonzero(mine & timed))
+
+    def _add_gpu_annotations(self, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
+        r = R.columns(rows, at, _SLICE_ROW_FIELDS)
+        track = r[R.TRACK]
+        self.gpu_annotations.extend(*self._slice_fields(batch, r, at), self._pid_int[track], self._tid_int[track])
+
+    def _add_memory(self, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
+        """The ``[memory]`` instants ``at``: their args are read from the parsed events (one by one:
+        only these events); one without an int for each of ``MEMORY_ARGS`` is skipped."""
+        values, kept = [], []
+        for i, e in zip(at.tolist(), _events_at(batch, at)):
+            args = _args_of(e)
+            v = [args.get(k) for k in MEMORY_ARGS]
+            if all(type(x) is int and _INT64[0] <= x <= _INT64[1] for x in v):
+                values.append(v)
+                kept.append(i)
+        if len(kept) < len(at):
+            self.skipped[f"{MEMORY_EVENT} event without int args {', '.join(MEMORY_ARGS)}"] += len(at) - len(kept)
+        if not kept:
+            return
+        kept_at = np.array(kept, np.int64)
+        r = R.columns(rows, kept_at, (R.TS, R.TRACK))
+        v = np.array(values, np.int64).reshape(-1, len(MEMORY_ARGS))
+        self.memory.extend(kept_at + batch.first, r[R.TS], self._track_id[r[R.TRACK]], *v.T)
+
+    def _add_copy_rates(self, batch: EventBatch, at: np.ndarray, ordinal: np.ndarray) -> None:
+        """Kineto's ``COPY_RATE_ARG`` of the copies ``at`` (rows of ``batch``), where it is a number."""
+        rates = [_args_of(e).get(COPY_RATE_ARG) for e in _events_at(batch, at)]
+        has = np.array([type(x) in (int, float) and math.isfinite(x) and x >= 0 for x in rates], bool)
+        units = np.array([round(x * RATE_SCALE) for x, ok in zip(rates, has) if ok], np.int64)
+        self.copy_rates.extend(ordinal[has], units)
 
     def _slice_fields(self, batch: EventBatch, r: dict[int, np.ndarray], at: np.ndarray) -> tuple[np.ndarray, ...]:
         """Ordinal, ts, dur, track id and name id of the rows ``at`` of ``batch`` (``r``: their columns)."""
@@ -331,6 +393,11 @@ class _ColumnBuilder:
             )
             if self.places is not None:
                 self.places.extend(*_places(batch, r))
+            # Older Kineto truncates a copy's dur to whole µs; its rate arg comes from the ns duration.
+            copies = (self._gpu_kind[r[R.CAT]] != KERNEL) & (flags & R.F_BYTES != 0)
+            whole_us = np.flatnonzero(copies & (dur > 0) & (dur % 1000 == 0))
+            if len(whole_us):
+                self._add_copy_rates(batch, at[whole_us], ordinal[whole_us])
         elif code == _KIND_CODES[_LAUNCH]:
             kernel = r[R.KERNEL]
             kernel_id = np.full(len(kernel), -1, np.int32)
@@ -382,6 +449,8 @@ class _ColumnBuilder:
             self._gpu_kind = np.append(self._gpu_kind, np.array(
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
             self._step_name.extend([t.startswith(STEP_PREFIX) for t in texts])
+            self._annotation_cat.extend([t == GPU_ANNOTATION_CAT for t in texts])
+            self._memory_name.extend([t == MEMORY_EVENT for t in texts])
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
@@ -434,6 +503,9 @@ class _ColumnBuilder:
             cpu_ops=self.cpu.table(),
             ranges=self.ranges.table(),
             steps=self.steps.table(),
+            gpu_annotations=self.gpu_annotations.table(),
+            copy_rates=self.copy_rates.table(),
+            **({} if self.memory is None else {"memory": self.memory.table()}),
             range_args=self.range_args,
             names=self.names.values,
             tracks=self.tracks.values,
@@ -563,6 +635,23 @@ def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
             if type(value) is int and _INT64[0] <= value <= _INT64[1]:
                 row[column], flags = value, flags | flag
     row[R.FLAGS] = flags
+
+
+def _events_at(batch: EventBatch, at: np.ndarray) -> list:
+    """The events ``at`` of ``batch`` as dicts (times as the parser reads them: use the rows'),
+    their bytes parsed in one call rather than one by one."""
+    if batch.raw_rows is not None:
+        view = batch.view
+        try:
+            return orjson.loads(b"[" + b",".join([view[a:b] for a, b in batch.spans[at].tolist()]) + b"]")
+        except orjson.JSONDecodeError:  # ints beyond 64 bits: the events one by one
+            pass
+    return [batch.event(i) for i in at.tolist()]
+
+
+def _args_of(e: dict) -> dict:
+    args = e.get("args")
+    return args if type(args) is dict else {}
 
 
 def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.memcpy_bw import bandwidth_steps, memcpy_bandwidth
+from ...analyses.memcpy_bw import bandwidth_steps, left_out_note, memcpy_bandwidth
 from ...columns.scan import TraceColumns
-from ...emit.tracks import CounterTrack
-from ..plugin import Analysis, counter_tracks_build
+from ...emit.tracks import CounterTrack, Injections
+from ..plugin import Analysis, AnnotateContext, counter_tracks_build
 
 
 def memcpy_bw_tracks(cols: TraceColumns) -> list[CounterTrack]:
@@ -21,12 +21,24 @@ def memcpy_bw_tracks(cols: TraceColumns) -> list[CounterTrack]:
     ]
 
 
+_tracks_build = counter_tracks_build("memcpy bandwidth", memcpy_bw_tracks)
+
+
+def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    """The tracks, and a summary that says why copies without ``bytes`` (ROCm) have none."""
+    injections = _tracks_build(cols, ctx)
+    note = left_out_note(cols)
+    if note is not None:
+        injections.summary[-1] += f"; {note}"
+    return injections
+
+
 def _table(cols: TraceColumns, options: Mapping[str, Any]):
     return memcpy_bandwidth(cols)
 
 
 ANALYSIS = Analysis(
     "memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
-    counter_tracks_build("memcpy bandwidth", memcpy_bw_tracks), order=20, launch_apis=frozenset(),
+    build, order=20, launch_apis=frozenset(),
     table=_table,
 )

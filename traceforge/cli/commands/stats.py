@@ -98,6 +98,15 @@ def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
     return lines
 
 
+def _mb(value: object) -> str:
+    """Bytes as MB (10^6 bytes); -1 (no level) as "-"."""
+    return "-" if int(value) < 0 else f"{int(value) / 1e6:,.1f}"
+
+
+def _ts(ns: object) -> str:
+    return "-" if int(ns) < 0 else ns_to_us_text(int(ns))
+
+
 def _section(lines: list[str], title: str, df: pd.DataFrame | None, cols: list[Col]) -> None:
     if df is not None and len(df):
         lines += ["", title, *render(df, cols)]
@@ -177,6 +186,26 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("non-compute %", "non_compute_pct", pct),
     ])
     _summary_sections(lines, t)
+    _section(lines, "Memory per device from the [memory] events (MB = 10^6 bytes; ts in us)", t.get("memory"), [
+        Col("device", "device_type", left=True), Col("id", "device"), Col("events", "events", count),
+        Col("peak alloc MB", "peak_allocated", _mb), Col("at us", "peak_allocated_ts", _ts),
+        Col("final alloc MB", "final_allocated", _mb), Col("peak reserved MB", "peak_reserved", _mb),
+        Col("at us", "peak_reserved_ts", _ts), Col("final reserved MB", "final_reserved", _mb),
+    ])
+    _section(lines, "Memory per profiler step (level entering the step, peak over it, level at its end; MB)",
+             t.get("memory_steps"), [
+        Col("device", "device_type", left=True), Col("id", "device"), Col("step", "step"),
+        Col("events", "events", count), Col("start alloc", "start_allocated", _mb),
+        Col("peak alloc", "peak_allocated", _mb), Col("end alloc", "end_allocated", _mb),
+        Col("peak reserved", "peak_reserved", _mb),
+    ])
+    _section(lines, "GPU user annotations (gpu_user_annotation) per device: share of the device's annotated time "
+             "and of its GPU span", t.get("gpu_annotations"), [
+        Col("device", "device"), Col("count", "count", count), Col("total ms", "total_ns", ms),
+        Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
+        Col("annotated %", "pct_of_annotated", pct), Col("span %", "pct_of_span", pct),
+        Col("name", "name", short, left=True),
+    ])
     if s is not None and len(s):
         r = s.iloc[0]
         lines += ["", f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive kernel launches "

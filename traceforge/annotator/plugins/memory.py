@@ -1,0 +1,49 @@
+"""``--memory``: counter tracks of allocated and reserved memory per device, from Kineto's
+``[memory]`` instants (``analyses.memory_timeline`` defines them): ``Memory allocated MB`` and
+``Memory reserved MB``, in the GPU's process for a CUDA device and in the host's process for
+the CPU, in MB (10^6 bytes) written with six decimals, so every byte count is exact."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...analyses.memory_timeline import CPU_DEVICE_TYPE, device_memory, device_type_name, memory_timeline
+from ...columns.scan import MEMORY_EVENT, TraceColumns
+from ...emit.tracks import CounterTrack, Injections
+from ..plugin import Analysis, AnnotateContext
+
+MB_DECIMALS = 6  # values are bytes; written as MB (10^6 bytes), exactly
+
+
+def memory_tracks(cols: TraceColumns) -> list[CounterTrack]:
+    """Two counter tracks per device: ``Memory allocated MB`` and ``Memory reserved MB``."""
+    tracks = []
+    for d in device_memory(cols):
+        pid = cols.tracks[d.track][0] if d.device_type == CPU_DEVICE_TYPE else cols.gpu_pid(d.device)
+        key = "MB" if d.device_type in (CPU_DEVICE_TYPE, 1) else f"{device_type_name(d.device_type)} {d.device} MB"
+        ts, allocated, reserved = d.levels()
+        tracks += [CounterTrack(pid=pid, name="Memory allocated", key=key, ts=ts, values=allocated,
+                                decimals=MB_DECIMALS),
+                   CounterTrack(pid=pid, name="Memory reserved", key=key, ts=ts, values=reserved, decimals=MB_DECIMALS)]
+    return tracks
+
+
+def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    tracks = memory_tracks(cols)
+    if not tracks:
+        return Injections([], [f"memory: no tracks: the trace has no {MEMORY_EVENT} events "
+                               "(torch.profiler writes them with profile_memory=True)"])
+    points = sum(len(t.ts) for t in tracks)
+    return Injections(tracks, [f"memory: {len(tracks)} counter tracks, {points:,} points, "
+                               f"from {len(cols.memory):,} {MEMORY_EVENT} events"])
+
+
+def _table(cols: TraceColumns, options: Mapping[str, Any]):
+    return memory_timeline(cols)
+
+
+ANALYSIS = Analysis(
+    "memory", "allocated and reserved memory per device (and host) from the [memory] events: counter tracks in MB",
+    build, order=90, launch_apis=frozenset(), memory_events=True, table=_table,
+)
