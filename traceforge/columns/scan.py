@@ -24,7 +24,7 @@ from ..io.placed_patch import EventPlaces
 from ..io.reader import EventBatch, TraceReader
 from ..util.distinct import factorized
 from ..util.exacttime import to_ns
-from .phases import FLOW, METADATA, SLICE, phase_code
+from .phases import FLOW, METADATA, SLICE, earliest_ts, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -111,6 +111,7 @@ class TraceColumns:
     dropped_cpu_ops: int = 0  # CPU ops in the trace that a caller did not select
     # The profiler steps (CPU ops named STEP_PREFIX + N), whatever CPU ops a scan keeps.
     steps: Table = field(default_factory=lambda: GrowingColumns(_SLICE_FIELDS).table())
+    trace_start_ns: int | None = None  # the earliest ts >= 0 of any event but metadata (as ``trim`` has it)
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -198,7 +199,7 @@ def scan(
 
 _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
 # The row fields each step reads (gathered in one pass: ``rows.columns``).
-_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
+_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID, R.TS)
 _SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
 _DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
 _TIMES = R.F_TS | R.F_DUR
@@ -263,6 +264,7 @@ class _ColumnBuilder:
         self.track_names: dict[tuple, str] = {}
         self.process_names: dict[object, str] = {}
         self.max_flow_id = -1
+        self.trace_start_ns: int | None = None
         # Per kind, the row fields its columns are made of (args and places only when asked for).
         base = _SLICE_ROW_FIELDS + (R.FLAGS,)
         self._fields = {
@@ -288,6 +290,9 @@ class _ColumnBuilder:
         for i in np.flatnonzero(ph_code == METADATA).tolist():
             _note_metadata(batch.event(i), self.track_names, self.process_names)
         flags = head[R.FLAGS]
+        low = earliest_ts(head[R.TS], flags & R.F_TS != 0, ph_code)
+        if low is not None and (self.trace_start_ns is None or low < self.trace_start_ns):
+            self.trace_start_ns = low
         flows = (ph_code == FLOW) & (flags & R.F_ID != 0)
         if flows.any():
             self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
@@ -448,6 +453,7 @@ class _ColumnBuilder:
             kernel_dims=self.dims.values,
             spilled_cpu_ops=self.spilled_cpu,
             spilled_launches=self.spilled_launch,
+            trace_start_ns=self.trace_start_ns,
         )
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from ...analyses.rules import DEFAULT_RULES, PRESETS
 from ...api.files import diff
+from ..options import add_filter_arguments, filters_of
 from ..output import FORMATS, Col, count, emit, ms, render, short
 
 TEXT_TOP = 20
@@ -27,11 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"kernel categories: a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
     p.add_argument("--top", type=int, metavar="N",
                    help=f"rows of the per-name table (default {TEXT_TOP} in text, all in csv/json; 0: all)")
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = diff(args.a, args.b, rules=args.rules)
+    result = diff(args.a, args.b, rules=args.rules, where=filters_of(args))
     tables = result.tables()
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     if top > 0:
