@@ -29,8 +29,8 @@ LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
 CPU_CATS = {"cpu_op", "user_annotation", "python_function"}
 
 
-def _ns(value: Decimal) -> int:
-    ns = value * 1000
+def _ns(value: Decimal | int) -> int:
+    ns = Decimal(value) * 1000
     assert ns == ns.to_integral_value()
     return int(ns)
 
@@ -240,8 +240,8 @@ def test_trace_methods_equal_the_path_level_functions_with_filters(sample):
     assert trace.classify(where=where)["instances"].sum() < whole["instances"].sum()
 
 
-def _annotated_filtered(path, out, window: tuple[int, int]):
-    r = run_cli("annotate", str(path), "--queue-length", "--steps", "11-12", "-o", str(out))
+def _annotated_filtered(path, out, steps: str, window: tuple[int, int]):
+    r = run_cli("annotate", str(path), "--queue-length", "--steps", steps, "-o", str(out))
     assert r.returncode == 0, r.stderr
     doc = json.loads(raw_json(out), parse_float=Decimal)
     before = json.loads(raw_json(path), parse_float=Decimal)["traceEvents"]
@@ -253,8 +253,13 @@ def _annotated_filtered(path, out, window: tuple[int, int]):
 
 
 def test_annotate_with_steps_adds_tracks_of_those_steps_only(sample, events, tmp_path):
-    _annotated_filtered(sample.path, tmp_path / "out.json.gz", _steps_truth(events, 11, 12))
+    _annotated_filtered(sample.path, tmp_path / "out.json.gz", "11-12", _steps_truth(events, 11, 12))
     out = tmp_path / "bytes.json"
     assert run_cli("annotate", str(sample.path), "--queue-length", "--steps", "11-12", "-o", str(out)).returncode == 0
     raw = raw_json(sample.path)
     assert out.read_bytes().startswith(raw[:raw.rindex(b"]")].rstrip())  # the events' bytes, verbatim
+
+
+def test_annotate_with_steps_on_a_real_trace(tmp_path):
+    path = TRACES["negative_queue"]
+    _annotated_filtered(path, tmp_path / "out.json.gz", "551-552", steps_window(scan(str(path)), 551, 552))
