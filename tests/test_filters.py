@@ -17,7 +17,7 @@ import traceforge
 from traceforge import Filters
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS
 from traceforge.analyses.stats import TraceStats
-from traceforge.analyses.steps import steps_window
+from traceforge.analyses.steps import gpu_steps, steps_window
 from traceforge.api import reads
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
@@ -263,3 +263,22 @@ def test_annotate_with_steps_adds_tracks_of_those_steps_only(sample, events, tmp
 def test_annotate_with_steps_on_a_real_trace(tmp_path):
     path = TRACES["negative_queue"]
     _annotated_filtered(path, tmp_path / "out.json.gz", "551-552", steps_window(scan(str(path)), 551, 552))
+
+
+def test_kernel_names_in_steps_equal_htas_filters():
+    # HTA 0.5.0 (pandas 2.3), rank 0 of hta/negative_queue_length_values_check:
+    #   t = TraceAnalysis(trace_dir=...).t; gpu = t.get_trace(0); gpu = gpu[gpu["stream"] >= 0]
+    #   NameFilter("void at::native", symbol_table=t.symbol_table)(IterationFilter([551, 552])(gpu))
+    #     -> 1,886 rows, dur sum 12,375 µs;  NameFilter("ampere", ...) -> 2 rows, 199 µs
+    #   IterationFilter([551, 552])(gpu) -> 2,750 rows, 158,062 µs
+    # HTA's NameFilter is re.match (anchored), ours re.search: hence the ^.
+    cols = scan(str(TRACES["negative_queue"]))
+    in_steps = np.isin(gpu_steps(cols), [551, 552])
+    assert (int(in_steps.sum()), int(cols.gpu.dur[in_steps].sum())) == (2750, 158_062_000)
+    for regex, count, dur_us in (("^void at::native", 1886, 12_375), ("^ampere", 2, 199)):
+        kept = Filters(kernel=regex).apply(cols)
+        mine = np.isin(gpu_steps(kept), [551, 552])
+        assert (int(mine.sum()), int(kept.gpu.dur[mine].sum())) == (count, dur_us * 1000)
+    # --steps keeps a window: those ops and the ones overlapping it from steps 550 and 553
+    window = Filters(steps="551-552").apply(cols)
+    assert (len(window.gpu), int(window.gpu.dur.sum())) == (3657, 223_663_000)
