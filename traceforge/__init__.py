@@ -14,6 +14,7 @@ Python API (the CLI is a thin layer over it)::
     traceforge.annotate("trace.json.gz", "out.json.gz", analyses=["queue_length", "memcpy_bw"])
     traceforge.repair("trace.json.gz", "fixed.json.gz", rebase_time=True)
     traceforge.trim("trace.json.gz", "part.json.gz", steps="3-5")
+    traceforge.stats("trace.json.gz", where=traceforge.Filters(steps="2-3", kernel="gemm"))  # any analysis, filtered
     with traceforge.output_compression("small"):  # traces written inside: smaller, slower
         traceforge.annotate("trace.json.gz", "out.json.gz", all=True)
 
@@ -25,6 +26,7 @@ not a readable trace; all derive from ``TraceforgeError``.
 from __future__ import annotations
 
 from ._version import __version__
+from .analyses.filters import Filters
 from .annotator.registry import ANALYSES
 from .annotator.run import AnnotateResult, annotate
 from .api.files import (
@@ -48,7 +50,7 @@ from .rewrite.repair import RepairResult, repair
 from .rewrite.trim import TrimResult, trim
 
 __all__ = [
-    "ANALYSES", "AnnotateResult", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
+    "ANALYSES", "AnnotateResult", "Filters", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
     "classify_kernels", "counters", "diff", "export", "launch_stats", "load", "memcpy_bandwidth",
     "output_compression", "patterns", "queue_length", "repair", "scan", "stats", "trace_info", "trim",

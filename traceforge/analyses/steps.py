@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.scan import TraceColumns
-from .launches import launch_of_gpu
+from ..errors import UsageError
+from .launches import STREAM_LAUNCH_APIS, is_call_of, launch_of_gpu
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 NO_STEP = -1
@@ -70,3 +71,27 @@ def gpu_steps(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
     joined = launch_of >= 0
     when[joined] = cols.launches.ts[launch_of[joined]]
     return steps.containing(when)
+
+
+def steps_window(cols: TraceColumns, first: int, last: int) -> tuple[int, int]:
+    """[start, end) in ns of ProfilerStep#``first`` .. #``last``: from the start of the first
+    step's CPU range to the end of the last one's, extended to the end of the GPU work
+    launched during them (it runs after the CPU side). A GPU op is launched during them when
+    a launch call that puts work on a stream (``STREAM_LAUNCH_APIS``) with its correlation
+    starts in [start, end of the CPU ranges). Launch calls may be on disk (read a chunk at a
+    time). A UsageError names the steps the trace has when none of these is there."""
+    steps = profiler_steps(cols)
+    rows = np.flatnonzero((steps.number >= first) & (steps.number <= last))
+    if not len(rows):
+        found = np.unique(steps.number)
+        have = f"steps {found.min()}-{found.max()}" if len(found) else "no ProfilerStep#N ranges"
+        raise UsageError(f"steps {first}-{last}: the trace has {have}")
+    start, cpu_end = int(steps.start[rows].min()), int(steps.end[rows].max())
+    is_stream_api = is_call_of(cols.names, STREAM_LAUNCH_APIS)
+    during = [chunk.correlation[is_stream_api[chunk.name] & (chunk.correlation >= 0) & (chunk.ts >= start)
+                                & (chunk.ts < cpu_end)]
+              for part in cols.all_launches for chunk in part.chunks() if len(chunk)]
+    gpu = cols.gpu
+    launched = np.isin(gpu.correlation, np.concatenate(during)) & (gpu.correlation >= 0) if during else []
+    ends = (gpu.ts[launched] + gpu.dur[launched]) if len(launched) else np.zeros(0, np.int64)
+    return start, max(cpu_end, int(ends.max())) if len(ends) else cpu_end

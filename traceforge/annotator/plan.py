@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses.filters import Filters
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_rows
 from ..analyses.stacks import NameMask, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
@@ -40,12 +41,13 @@ class ScanPlan:
                    any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None),
                    any(a.setting("memory_events", options) for a in chosen))
 
-    def scan(self, path: str, reader: TraceReader, **kwargs: Any) -> TraceColumns:
+    def scan(self, path: str, reader: TraceReader, where: Filters | None = None, **kwargs: Any) -> TraceColumns:
+        """The columns the analyses read, of what ``where`` keeps."""
         kwargs["memory"] = self.memory_events
         if self.stack_marks and not self.near_launches and self.launch_apis is not None:
             # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
-            cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True, reader=reader,
-                        **kwargs)
+            cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True,
+                                 reader=reader, **kwargs)
             return stack_ops(cols, self._marked(cols.names), also_calls=self._calls_read(cols.names))
         some_ops = self.near_launches or bool(self.stack_marks)
         if self.launch_apis is None or self.stack_marks:  # every launch call
@@ -55,8 +57,8 @@ class ScanPlan:
             keep, spill = None, lambda name: not read(name)
         else:
             keep, spill = calls_of(self.launch_apis), None
-        return scan(path, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
-                    spill_launch=spill, **kwargs)
+        return filtered_scan(path, where, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
+                             spill_launch=spill, **kwargs)
 
     def _marked(self, names: list[str]) -> np.ndarray:
         return np.logical_or.reduce([m(names) for m in self.stack_marks])
@@ -88,3 +90,12 @@ class ScanPlan:
         # Calls of other APIs (waiting on disk): those near a stream launch come back.
         return replace(cols, launches=merged_by_ordinal(cols.launches, cols.spilled_launches.select(windows.near)),
                        spilled_launches=None)
+
+
+def filtered_scan(path: str, where: Filters | None, **scan_options: Any) -> TraceColumns:
+    """``scan(path, **scan_options)`` of what ``where`` keeps (``Filters.apply``): the scan also
+    keeps what the filters read, and the columns come back as ``scan_options`` asked for them."""
+    if not where:
+        return scan(path, **scan_options)
+    wide, narrowed = where.widened(scan_options)
+    return narrowed(where.apply(scan(path, **wide)))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
 from ..io.codec import AtomicOutput, check_writable, spool_stdin
@@ -57,6 +58,7 @@ def annotate(
     *,
     analyses: list[str] | tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
+    where: Filters | None = None,
     **flags: bool,
 ) -> AnnotateResult:
     """Annotate ``path`` with the named analyses (``registry.ANALYSES``) into ``out``.
@@ -65,6 +67,8 @@ def annotate(
     ``annotate("t.json.gz", queue_length=True, memcpy_bw=True)`` or ``all=True``.
     ``options`` are the analyses' (CLI ``--x-y`` -> ``x_y``), plus ``side_by_side=False`` to run
     the analyses one at a time (when other work keeps the cores busy; see ``schedule.side_by_side``).
+    ``where``: the analyses see only what these filters keep (``analyses.filters``); every event
+    of the trace is still copied.
     """
     chosen = registry.chosen(analyses, flags)
     started = time.perf_counter()
@@ -72,13 +76,14 @@ def annotate(
     check_writable(out)
     options = registry.with_defaults(chosen, options)
     if any(a.setting("patches_args", options) for a in chosen):
-        appended, built = _two_passes(path, out, chosen, options)
+        appended, built = _two_passes(path, out, chosen, options, where)
     else:
-        appended, built = _one_pass(path, out, chosen, options)
+        appended, built = _one_pass(path, out, chosen, options, where)
     return AnnotateResult(out, appended, built.summary, time.perf_counter() - started, built.figures)
 
 
-def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, Injections]:
+def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None
+              ) -> tuple[int, Injections]:
     """Copy events out while scanning them; the new tracks go after the last event."""
     with AtomicOutput(out, inputs=(path,)) as sink:
         events = EventSink(sink)
@@ -88,19 +93,20 @@ def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, An
             events.head(reader.head)
             events.events(batch.view)
 
-        cols = ScanPlan.of(chosen, options).scan(path, reader, on_batch=copy)
+        cols = ScanPlan.of(chosen, options).scan(path, reader, where, on_batch=copy)
         events.head(reader.head)
         injections = schedule.run_analyses(cols, chosen, options)
         return events.finish(injections.blocks(), reader.tail), injections
 
 
-def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any]) -> tuple[int, Injections]:
+def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None
+                ) -> tuple[int, Injections]:
     """Scan, analyse, then copy the trace again patching the args analyses asked for (their
     tracks made meanwhile where memory allows: ``schedule.BesideCopy``)."""
     source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
     try:
         reader = TraceReader(source, display_name=path)
-        cols = ScanPlan.of(chosen, options).scan(source, reader, places=True)
+        cols = ScanPlan.of(chosen, options).scan(source, reader, where, places=True)
         beside = schedule.BesideCopy(cols, chosen, options) if schedule.beside_copy(cols, options) else None
         injections = beside.args if beside is not None else schedule.run_analyses(cols, chosen, options)
         extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)

@@ -1,5 +1,8 @@
 """The path-level functions: one read of a file for one analysis, with the scan that keeps
-just what it reads (``reads``). ``traceforge.load`` reads once for many instead."""
+just what it reads (``reads``). ``traceforge.load`` reads once for many instead.
+
+Each takes ``where``: a ``Filters`` (``--steps``, ``--window``, ``--kernel``, ``--op``); the
+analysis sees only what it keeps, e.g. ``traceforge.stats(path, where=Filters(steps="2-3"))``."""
 
 from __future__ import annotations
 
@@ -8,11 +11,11 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
+from ..analyses.filters import Filters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
-from ..columns.scan import scan
 from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
@@ -25,22 +28,22 @@ if TYPE_CHECKING:
     from ..analyses.trace_diff import TraceDiff
 
 
-def queue_length(path: str, *, launched_before_ns: int | None = None) -> pd.DataFrame:
+def queue_length(path: str, *, launched_before_ns: int | None = None, where: Filters | None = None) -> pd.DataFrame:
     """Queue length change points of every (device, stream): device, stream, ts (ns), queue_length."""
     from ..analyses.queue_length import queue_length as compute
 
-    return compute(scan(path, cpu_ops=False), launched_before_ns=launched_before_ns)
+    return compute(reads.gpu_only_columns(path, where), launched_before_ns=launched_before_ns)
 
 
-def memcpy_bandwidth(path: str) -> pd.DataFrame:
+def memcpy_bandwidth(path: str, *, where: Filters | None = None) -> pd.DataFrame:
     """Bandwidth change points of every (device, copy kind): device, kind, ts (ns), gbps."""
     from ..analyses.memcpy_bw import memcpy_bandwidth as compute
 
-    return compute(scan(path, cpu_ops=False))
+    return compute(reads.gpu_only_columns(path, where))
 
 
-def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None
-                 ) -> pd.DataFrame:
+def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
+                 where: Filters | None = None) -> pd.DataFrame:
     """One row per GPU op with its launch call: cpu_duration, gpu_duration, launch_delay (ns;
     negative kept, flagged in negative_delay), the launching CPU op, ... (see
     ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
@@ -48,12 +51,12 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     from ..analyses.launch_delay import launch_table_consuming
 
     apis = apis or STREAM_LAUNCH_APIS
-    return launch_table_consuming(reads.launch_columns(path, calls_of(apis)), apis=apis,
+    return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
                                   launched_before_ns=launched_before_ns)
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
-          tables: Collection[str] | None = None) -> TraceStats:
+          tables: Collection[str] | None = None, where: Filters | None = None) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
     (see ``analyses.stats``); ``tables`` picks which are made (default ``default_tables()``). Each trace's rank is its ``distributedInfo.rank``, else the number
     in its file name (``rank3``), else its position among the inputs."""
@@ -61,7 +64,7 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
 
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
-                                for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, tables))])
+                                for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, where, tables))])
 
 
 def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
@@ -76,14 +79,15 @@ def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[in
         yield rank, path, loaded
 
 
-def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None) -> dict[str, pd.DataFrame]:
+def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None, where: Filters | None = None
+           ) -> dict[str, pd.DataFrame]:
     """One DataFrame per activity kind (exact ns); also written as CSV / Parquet if a directory is given."""
     from ..analyses.export_tables import tables_by_kind
     from ..io.table_files import check_parquet, write_tables
 
     if parquet_dir is not None:
         check_parquet()
-    chunks = list(tables_by_kind(reads.export_columns(path)))
+    chunks = list(tables_by_kind(reads.export_columns(path, where)))
     write_tables(chunks, csv_dir=csv_dir, parquet_dir=parquet_dir)
     frames: dict[str, list[pd.DataFrame]] = {}
     for chunk in chunks:
@@ -91,28 +95,29 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
     return {kind: pd.concat(parts, ignore_index=True) for kind, parts in frames.items()}
 
 
-def classified(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None
-               ) -> Classified:
+def classified(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
+               where: Filters | None = None) -> Classified:
     """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``."""
     elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
-    return classify_columns(reads.gpu_columns(path), load_rules(rules), elapsed_ns=elapsed_ns)
+    return classify_columns(reads.gpu_columns(path, where), load_rules(rules), elapsed_ns=elapsed_ns)
 
 
-def classify(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> pd.DataFrame:
+def classify(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
+             where: Filters | None = None) -> pd.DataFrame:
     """GPU time per (device, category) of a trace or nsys ``cuda_gpu_trace`` CSV: instances,
     duration_ns (summed), nonoverlapped_ns (each instant once, to the op that started first),
     union_ns (the category's own busy time), share of the window; a ``non-GPU`` row per device
     fills the window (GPU span, or ``elapsed_s``). ``rules``: a preset name or a JSON/TOML file."""
-    return classified(path, rules, elapsed_s=elapsed_s).table
+    return classified(path, rules, elapsed_s=elapsed_s, where=where).table
 
 
-def classify_kernels(path: str, rules: str | RuleSet = DEFAULT_RULES) -> pd.DataFrame:
+def classify_kernels(path: str, rules: str | RuleSet = DEFAULT_RULES, *, where: Filters | None = None) -> pd.DataFrame:
     """Per (device, GPU op name): its category (and stage), instances, duration_ns, nonoverlapped_ns."""
-    return classified(path, rules).kernels
+    return classified(path, rules, where=where).kernels
 
 
 def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_gbps: float | None = None,
-             peak_tensor_pct: float | None = None) -> CounterTables:
+             peak_tensor_pct: float | None = None, where: Filters | None = None) -> CounterTables:
     """Hardware counters per kernel from the trace's CUPTI range-profiler events and/or an
     ``ncu --csv --page raw`` file: ``.kernels`` (counters, operator stack, FLOPs, TFLOP/s,
     DRAM/L2 bytes, GB/s, tensor %, arithmetic intensity, efficiency), ``.operators`` (per
@@ -121,23 +126,23 @@ def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_
 
     options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
                                       peak_tensor_pct=peak_tensor_pct)
-    return counter_tables(reads.counter_columns(path, options["ncu"]), **options)
+    return counter_tables(reads.counter_columns(path, options["ncu"], where), **options)
 
 
 def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
-         per_step: bool | None = None) -> TraceDiff:
+         per_step: bool | None = None, where: Filters | None = None) -> TraceDiff:
     """Trace ``b`` against ``a`` (B - A): ``.ops`` per GPU op name, ``.categories`` (classifier
     ``rules``), ``.cpu_ops`` per CPU operator; ``tables`` picks which are made (default all);
     ``per_step``: values per profiler step too (default: when the step counts differ). See
-    ``analyses.trace_diff``. One trace's columns are held at a time: its totals are all that
-    is left of it when the other is read."""
+    ``analyses.trace_diff``. ``where`` filters each trace (its own steps, its own start). One
+    trace's columns are held at a time: its totals are all that is left of it when the other is read."""
     from ..analyses.trace_diff import compared, reads_cpu_ops, totals
 
     rules = load_rules(rules)
     cpu_ops = reads_cpu_ops(tables)
-    before = totals(reads.diff_columns(a, cpu_ops=cpu_ops), rules, tables)
-    return compared(before, totals(reads.diff_columns(b, cpu_ops=cpu_ops), rules, tables), tables=tables,
-                    per_step=per_step)
+    before = totals(reads.diff_columns(a, cpu_ops=cpu_ops, where=where), rules, tables)
+    return compared(before, totals(reads.diff_columns(b, cpu_ops=cpu_ops, where=where), rules, tables),
+                    tables=tables, per_step=per_step)
 
 
 def patterns(
@@ -150,6 +155,7 @@ def patterns(
     max_len: int | None = None,
     top_k: int = DEFAULT_TOP_K,
     started_before_ns: int | None = None,
+    where: Filters | None = None,
 ) -> pd.DataFrame:
     """Top GPU op sequences: what each instance of ``op`` (exact name) or ``op_regex`` launched,
     or, with neither, repeated runs mined per stream. One row per pattern, best first: rank,
@@ -157,6 +163,6 @@ def patterns(
     gpu_share, operator, kernel_names (full); ``df.attrs`` has total_gpu_ns, coverage, note.
     ``started_before_ns`` keeps instances starting before it (HTA drops the last step)."""
     mined = op is None and op_regex is None
-    cols = scan(path, cpu_ops=False) if mined else reads.operator_columns(path, op, op_regex)
+    cols = reads.gpu_only_columns(path, where) if mined else reads.operator_columns(path, op, op_regex, where)
     return find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
                          top_k=top_k, started_before_ns=started_before_ns).table_with_totals()

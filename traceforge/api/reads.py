@@ -1,7 +1,8 @@
 """What each analysis reads of a trace file: the scan that keeps just that, and no more.
 
 The analyses take columns; these are the scans the path-level functions and the CLI make
-for them (one read each). ``Trace`` (``api.trace``) reads once for all of them instead.
+for them (one read each). ``Trace`` (``api.trace``) reads once for all of them instead. Each takes ``where``: the
+columns of what these filters keep (``analyses.filters``).
 """
 
 from __future__ import annotations
@@ -9,66 +10,74 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from ..analyses.counters.tables import has_counters
+from ..analyses.filters import Filters
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
+from ..annotator.plan import filtered_scan
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
-from ..columns.scan import TraceColumns, scan
+from ..columns.scan import TraceColumns
 
 
-def gpu_columns(path: str) -> TraceColumns:
+def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:
     """The GPU ops of a Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told
     apart by content: no launch call or CPU op (classify and diff read none)."""
     if path != "-" and is_nsys_gpu_trace(path):
-        return read_nsys_gpu_trace(path)
-    return scan(path, cpu_ops=False, keep_launch=lambda name: False)
+        return where.apply(read_nsys_gpu_trace(path)) if where else read_nsys_gpu_trace(path)
+    return filtered_scan(path, where, cpu_ops=False, keep_launch=lambda name: False)
 
 
 def stack_columns(path: str, *, marked: NameMask | None = None, joined_launches: bool = False,
-                  also_calls: NameMask | None = None, **kwargs) -> TraceColumns:
+                  also_calls: NameMask | None = None, where: Filters | None = None, **kwargs) -> TraceColumns:
     """``scan(path, **kwargs)`` keeping only the CPU ops (and, with ``joined_launches``, the
     launch calls) that call stacks pass through (``stacks.stack_ops``); they wait on disk during
     the scan."""
-    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, spill_launch=(lambda name: True) if joined_launches else None,
-                **kwargs)
+    cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True,
+                         spill_launch=(lambda name: True) if joined_launches else None, **kwargs)
     return stack_ops(cols, None if marked is None else marked(cols.names),
                      also_calls=None if also_calls is None else also_calls(cols.names))
 
 
-def operator_columns(path: str, op: str | None, op_regex: str | None) -> TraceColumns:
+def operator_columns(path: str, op: str | None, op_regex: str | None, where: Filters | None = None) -> TraceColumns:
     """What ``find_patterns`` reads for ``op`` / ``op_regex``: the operators' call stacks."""
-    return stack_columns(path, marked=operator_marks(op, op_regex), joined_launches=True)
+    return stack_columns(path, marked=operator_marks(op, op_regex), joined_launches=True, where=where)
 
 
-def counter_columns(path: str, ncu: str | None = None, **scan_options) -> TraceColumns:
+def counter_columns(path: str, ncu: str | None = None, where: Filters | None = None, **scan_options) -> TraceColumns:
     """What ``counter_tables`` reads. The CPU ops wait on disk during the scan; only if there
     are counters to place do those that can be on a launch call's stack come back."""
-    cols = scan(path, cpu_ops=True, spill_cpu_ops=True, **scan_options)
+    cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, **scan_options)
     return stack_ops(cols) if has_counters(cols, ncu) else cols
 
 
-def stats_columns(path: str, tables: Collection[str] | None = None) -> TraceColumns:
-    """What ``trace_stats`` reads for ``tables`` (default: the default tables): the CPU ops'
-    durations and the launch calls' totals, which wait on disk; the [memory] events only for
-    the tables that read them."""
-    return scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, memory=reads_memory(tables))
+def stats_columns(path: str, where: Filters | None = None, tables: Collection[str] | None = None) -> TraceColumns:
+    """What ``trace_stats`` reads for ``tables`` (default: the default tables), of what ``where``
+    keeps: the CPU ops' durations and the launch calls' totals, which wait on disk; the [memory]
+    events only for the tables that read them."""
+    return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True,
+                         memory=reads_memory(tables))
 
 
-def export_columns(path: str) -> TraceColumns:
+def export_columns(path: str, where: Filters | None = None) -> TraceColumns:
     """What ``tables_by_kind`` reads: everything, the CPU ops and launch calls on disk."""
-    return scan(path, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True)
+    return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True)
 
 
-def launch_columns(path: str, keep_launch: Callable[[str], bool]) -> TraceColumns:
+def launch_columns(path: str, keep_launch: Callable[[str], bool], where: Filters | None = None) -> TraceColumns:
     """What ``launch_table`` reads: the launch calls ``keep_launch`` picks and their stacks."""
-    return stack_columns(path, keep_launch=keep_launch)
+    return stack_columns(path, keep_launch=keep_launch, where=where)
 
 
-def diff_columns(path: str, *, cpu_ops: bool) -> TraceColumns:
+def gpu_only_columns(path: str, where: Filters | None = None) -> TraceColumns:
+    """The GPU ops of a trace, no CPU op (queue length, memcpy bandwidth, mined patterns)."""
+    return filtered_scan(path, where, cpu_ops=False)
+
+
+def diff_columns(path: str, *, cpu_ops: bool, where: Filters | None = None) -> TraceColumns:
     """What ``trace_diff.totals`` reads: the GPU ops (or an nsys CSV's), and with ``cpu_ops`` the
     CPU ops, which wait on disk and are summed a chunk at a time; no launch call."""
     if not cpu_ops:
-        return gpu_columns(path)
+        return gpu_columns(path, where)
     if path != "-" and is_nsys_gpu_trace(path):
         return read_nsys_gpu_trace(path)
-    return scan(path, cpu_ops=True, spill_cpu_ops=True, keep_launch=lambda name: False)
+    return filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, keep_launch=lambda name: False)

@@ -4,7 +4,8 @@ The one scan keeps compact columns: GPU ops and launch calls in memory, CPU ops 
 disk (most of a trace), read back only by the analyses that walk call stacks, and only the
 ops those stacks pass through. Each method returns what the path-level function of the same
 name returns for the file (``traceforge.queue_length(path)`` and
-``traceforge.load(path).queue_length()`` are equal); times are integer ns.
+``traceforge.load(path).queue_length()`` are equal); times are integer ns. Each method takes
+``where`` (a ``Filters``) as the path-level function does: the analysis sees only what it keeps.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.counters.tables import has_counters
+from ..analyses.filters import Filters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launch_delay import launch_ops, launch_table
 from ..analyses.launches import STREAM_LAUNCH_APIS, is_call_of
@@ -70,14 +72,16 @@ class Trace:
         """The columns, for analyses of your own (``analyses.*`` take them); do not change them."""
         return self._view()
 
-    def _view(self) -> TraceColumns:
-        """A copy of the columns' record (their arrays shared) for an analysis to rebind freely."""
-        return replace(self._cols)
+    def _view(self, where: Filters | None = None) -> TraceColumns:
+        """A copy of the columns' record (their arrays shared) for an analysis to rebind freely;
+        of what ``where`` keeps, if given."""
+        return where.apply(replace(self._cols)) if where else replace(self._cols)
 
-    def _stacks(self, marked: np.ndarray | None = None, launch_apis: frozenset[str] | None = None) -> TraceColumns:
+    def _stacks(self, marked: np.ndarray | None = None, launch_apis: frozenset[str] | None = None,
+                where: Filters | None = None) -> TraceColumns:
         """The columns with the CPU ops on call stacks read back (of launch calls of ``launch_apis``
         only, when given, as a scan keeping only those would have them)."""
-        cols = self._view()
+        cols = self._view(where)
         if launch_apis is not None:
             keep = is_call_of(cols.names, launch_apis)[cols.launches.name]
             cols.launches = cols.launches.take(np.flatnonzero(keep))
@@ -87,89 +91,91 @@ class Trace:
         """What is in the trace: events by phase and category, devices, streams, time span."""
         return summarize(self._view(), input_codec(self.path) if self.path != "-" else "")
 
-    def queue_length(self, *, launched_before_ns: int | None = None) -> pd.DataFrame:
+    def queue_length(self, *, launched_before_ns: int | None = None, where: Filters | None = None) -> pd.DataFrame:
         """Queue length change points per (device, stream): device, stream, ts (ns), queue_length."""
         from ..analyses.queue_length import queue_length
 
-        return queue_length(self._view(), launched_before_ns=launched_before_ns)
+        return queue_length(self._view(where), launched_before_ns=launched_before_ns)
 
-    def memcpy_bandwidth(self) -> pd.DataFrame:
+    def memcpy_bandwidth(self, *, where: Filters | None = None) -> pd.DataFrame:
         """Bandwidth change points per (device, copy kind): device, kind, ts (ns), gbps."""
         from ..analyses.memcpy_bw import memcpy_bandwidth
 
-        return memcpy_bandwidth(self._view())
+        return memcpy_bandwidth(self._view(where))
 
-    def launch_stats(self, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None
-                     ) -> pd.DataFrame:
+    def launch_stats(self, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
+                     where: Filters | None = None) -> pd.DataFrame:
         """One row per GPU op with its launch call (see ``traceforge.launch_stats``)."""
         apis = apis or STREAM_LAUNCH_APIS
-        cols = self._stacks(launch_apis=apis)
+        cols = self._stacks(launch_apis=apis, where=where)
         return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns, op_names=launch_ops(cols))
 
     def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None,
-              tables: Collection[str] | None = None) -> TraceStats:
+              tables: Collection[str] | None = None, where: Filters | None = None) -> TraceStats:
         """Streams, activity, top kernels, idle time, ... (see ``analyses.stats``); ``tables``
         picks which are made."""
-        cols = self._view()
+        cols = self._view(where)
         rank = rank if rank is not None else rank_of(cols)
         return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
                            kernel_wait_ns=kernel_wait_ns, tables=tables)
 
-    def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> Classified:
+    def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
+                   where: Filters | None = None) -> Classified:
         """GPU time per category and per kernel (``.table``, ``.kernels``) by ``rules``."""
         elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
-        return classify_columns(self._view(), load_rules(rules), elapsed_ns=elapsed_ns)
+        return classify_columns(self._view(where), load_rules(rules), elapsed_ns=elapsed_ns)
 
-    def classify(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None) -> pd.DataFrame:
+    def classify(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
+                 where: Filters | None = None) -> pd.DataFrame:
         """GPU time per (device, category) (see ``traceforge.classify``)."""
-        return self.classified(rules, elapsed_s=elapsed_s).table
+        return self.classified(rules, elapsed_s=elapsed_s, where=where).table
 
-    def classify_kernels(self, rules: str | RuleSet = DEFAULT_RULES) -> pd.DataFrame:
+    def classify_kernels(self, rules: str | RuleSet = DEFAULT_RULES, *, where: Filters | None = None) -> pd.DataFrame:
         """Per (device, GPU op name): its category, instances, duration_ns, nonoverlapped_ns."""
-        return self.classified(rules).kernels
+        return self.classified(rules, where=where).kernels
 
     def patterns(self, op: str | None = None, *, op_regex: str | None = None, nested: bool = False,
                  min_len: int = DEFAULT_MIN_LEN, max_len: int | None = None, top_k: int = DEFAULT_TOP_K,
-                 started_before_ns: int | None = None) -> pd.DataFrame:
+                 started_before_ns: int | None = None, where: Filters | None = None) -> pd.DataFrame:
         """Top GPU op sequences (see ``traceforge.patterns``)."""
         if op is None and op_regex is None:
-            cols = self._view()
+            cols = self._view(where)
         else:
-            cols = self._stacks(operator_marks(op, op_regex)(self._cols.names))
+            cols = self._stacks(operator_marks(op, op_regex)(self._cols.names), where=where)
         return find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
                              top_k=top_k, started_before_ns=started_before_ns).table_with_totals()
 
     def counters(self, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_gbps: float | None = None,
-                 peak_tensor_pct: float | None = None) -> CounterTables:
+                 peak_tensor_pct: float | None = None, where: Filters | None = None) -> CounterTables:
         """Hardware counters per kernel (see ``traceforge.counters``)."""
         from ..analyses.counters import checked_counter_options, counter_tables
 
         options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
                                           peak_tensor_pct=peak_tensor_pct)
-        cols = self._stacks() if has_counters(self._cols, options["ncu"]) else self._view()
+        cols = self._stacks(where=where) if has_counters(self._cols, options["ncu"]) else self._view(where)
         return counter_tables(cols, **options)
 
     def diff(self, other: Trace, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
-             per_step: bool | None = None) -> TraceDiff:
+             per_step: bool | None = None, where: Filters | None = None) -> TraceDiff:
         """``other`` against this trace, other minus this (see ``traceforge.diff``)."""
         from ..analyses.trace_diff import compare
 
-        return compare(self._view(), other._view(), rules, tables=tables, per_step=per_step)
+        return compare(self._view(where), other._view(where), rules, tables=tables, per_step=per_step)
 
-    def table(self, analysis: str, **options: Any) -> pd.DataFrame:
+    def table(self, analysis: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
         """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),
         with its options (those not given take their declared defaults)."""
         declared = ANALYSES.get(analysis)
         if declared is None or declared.table is None:
             having = [name for name, a in ANALYSES.items() if a.table is not None]
             raise UsageError(f"no analysis named {analysis!r} has a table (these do: {', '.join(having)})")
-        return declared.table(self._view(), with_defaults([declared], options))
+        return declared.table(self._view(where), with_defaults([declared], options))
 
     def annotate(self, out: str | None = None, *, analyses: Iterable[str] = (), options: dict[str, Any] | None = None,
-                 **flags: bool) -> AnnotateResult:
+                 where: Filters | None = None, **flags: bool) -> AnnotateResult:
         """Write the trace with the chosen analyses' tracks to ``out`` (see ``traceforge.annotate``).
         The copy needs the trace's bytes, so the file is read again."""
-        return annotate(self.path, out, analyses=tuple(analyses), options=options, **flags)
+        return annotate(self.path, out, analyses=tuple(analyses), options=options, where=where, **flags)
 
 
 class Traces:
@@ -202,8 +208,8 @@ class Traces:
     def queue_length(self, **kwargs: Any) -> pd.DataFrame:
         return self._each("queue_length", **kwargs)
 
-    def memcpy_bandwidth(self) -> pd.DataFrame:
-        return self._each("memcpy_bandwidth")
+    def memcpy_bandwidth(self, **kwargs: Any) -> pd.DataFrame:
+        return self._each("memcpy_bandwidth", **kwargs)
 
     def launch_stats(self, **kwargs: Any) -> pd.DataFrame:
         return self._each("launch_stats", **kwargs)
@@ -214,11 +220,12 @@ class Traces:
     def patterns(self, op: str | None = None, **kwargs: Any) -> pd.DataFrame:
         return self._each("patterns", op=op, **kwargs)
 
-    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None) -> TraceStats:
+    def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
+              where: Filters | None = None) -> TraceStats:
         """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
         from ..analyses.stats import TraceStats
 
-        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables)
+        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables, where=where)
                                     for rank, trace in self.by_rank.items()])
 
 

@@ -26,7 +26,7 @@ from ..io.placed_patch import EventPlaces
 from ..io.reader import EventBatch, TraceReader
 from ..util.distinct import factorized
 from ..util.exacttime import to_ns
-from .phases import FLOW, METADATA, OTHER, SLICE, phase_code
+from .phases import FLOW, METADATA, OTHER, SLICE, earliest_ts, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
 
 # Event kinds, by category (both vocabularies; matched case-insensitively).
@@ -127,6 +127,7 @@ class TraceColumns:
     memory: Table = field(default_factory=lambda: GrowingColumns(_MEMORY_FIELDS).table())
     # Kineto's COPY_RATE_ARG (in RATE_SCALE units) of the copies whose dur is a whole µs (see memcpy_bw).
     copy_rates: Table = field(default_factory=lambda: GrowingColumns(_COPY_RATE_FIELDS).table())
+    trace_start_ns: int | None = None  # the earliest ts >= 0 of any event but metadata (as ``trim`` has it)
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -217,7 +218,7 @@ def scan(
 
 _KIND_CODES = {_GPU: 0, _LAUNCH: 1, _CPU: 2, _RANGE: 3}
 # The row fields each step reads (gathered in one pass: ``rows.columns``).
-_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID)
+_HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID, R.TS)
 _SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
 _DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
 _TIMES = R.F_TS | R.F_DUR
@@ -287,6 +288,7 @@ class _ColumnBuilder:
         self.track_names: dict[tuple, str] = {}
         self.process_names: dict[object, str] = {}
         self.max_flow_id = -1
+        self.trace_start_ns: int | None = None
         # Per kind, the row fields its columns are made of (args and places only when asked for).
         base = _SLICE_ROW_FIELDS + (R.FLAGS,)
         self._fields = {
@@ -312,6 +314,9 @@ class _ColumnBuilder:
         for i in np.flatnonzero(ph_code == METADATA).tolist():
             _note_metadata(batch.event(i), self.track_names, self.process_names)
         flags = head[R.FLAGS]
+        low = earliest_ts(head[R.TS], flags & R.F_TS != 0, ph_code)
+        if low is not None and (self.trace_start_ns is None or low < self.trace_start_ns):
+            self.trace_start_ns = low
         flows = (ph_code == FLOW) & (flags & R.F_ID != 0)
         if flows.any():
             self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
@@ -520,6 +525,7 @@ class _ColumnBuilder:
             kernel_dims=self.dims.values,
             spilled_cpu_ops=self.spilled_cpu,
             spilled_launches=self.spilled_launch,
+            trace_start_ns=self.trace_start_ns,
         )
 
 

@@ -168,6 +168,16 @@ class SpilledColumns:
         trim_heap()  # the chunks read leave holes in the heap that the analyses after do not fit
         return kept.table()
 
+    def filtered(self, keep: Callable[[Table], np.ndarray], chunk: int = 1 << 18) -> SpilledColumns:
+        """The rows ``keep`` (a mask per chunk, in order) picks, on disk again: a new file, written a
+        chunk at a time. This one is left as it was (not a last use)."""
+        out = SpilledColumns(self._spec)
+        for rows in self.blocks(chunk, reuse=True):
+            picked = rows[keep(self.as_table(rows))]
+            out._file.write(picked.data)
+            out.size += len(picked)
+        return out
+
     def load(self) -> Table:
         return self.select(lambda chunk: slice(None))
 

@@ -16,13 +16,13 @@ Kept events are copied byte for byte; nothing is added.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, join_gpu_to_launch, stream_launch_rows
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.steps import steps_window as columns_steps_window
 from ..columns import phases
 from ..columns.scan import scan
 from ..columns.table import SpilledColumns
@@ -34,12 +34,10 @@ from ..io.event_edits import EventEdits
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import write_trace
 from ..perfetto.importer import flow_id
-from ..util.durations import parse_duration_ns
 from ..util.exacttime import json_time_ns, ns_to_us_text
+from ..util.time_window import parse_steps, parse_window, slice_in_window
 
 ALWAYS, SLICE, POINT, FLOW = range(4)
-_STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
-_STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 
 
 @dataclass
@@ -159,7 +157,7 @@ def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]
     for chunk in ev.rows.chunks():
         s, e, kind = chunk.start, chunk.end, chunk.kind
         point = (kind == POINT) & (s >= start_ns) & (s < end_ns)
-        slice_ = (kind == SLICE) & (s < end_ns) & ((e > start_ns) | ((e == s) & (s >= start_ns)))
+        slice_ = (kind == SLICE) & slice_in_window(s, e, start_ns, end_ns)
         parts.append((kind == ALWAYS) | point | slice_)
     keep = np.concatenate(parts) if parts else np.zeros(0, bool)
     cut = 0
@@ -187,67 +185,10 @@ def _whole_flows_inside(ids: np.ndarray, keys: np.ndarray, inside: np.ndarray) -
     return out
 
 
-def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None) -> tuple[int, int]:
-    """``START:END`` (µs, or with a unit: ``1.5ms``) into exact ns.
-
-    A value with a leading ``+`` is relative to the trace start (its earliest ts that is
-    not negative, metadata aside); an empty START or END means the trace's start or its end.
-    """
-    if text.count(":") != 1:
-        raise UsageError(f"window {text!r}: write START:END in µs, e.g. 1712195495519689:1712195495619689 "
-                         "or +100ms:+300ms (from the trace start)")
-    bounds = []
-    whole_trace = (trace_start_ns or 0, trace_end_ns + 1 if trace_end_ns is not None else 2**63 - 1)
-    for part, default in zip(text.split(":"), whole_trace):
-        part = part.strip()
-        if not part:
-            bounds.append(default)
-            continue
-        relative = part.startswith("+")
-        try:
-            ns = parse_duration_ns(part[1:] if relative else part)
-        except UsageError:
-            raise UsageError(f"window: {part!r} is not a time (µs, or with a unit like 1.5ms)") from None
-        if relative:
-            if trace_start_ns is None:
-                raise UsageError("window: the trace has no timestamps to be relative to")
-            ns += trace_start_ns
-        bounds.append(ns)
-    if bounds[0] >= bounds[1]:
-        raise UsageError(f"window {text!r}: START must be before END")
-    return bounds[0], bounds[1]
-
-
-def parse_steps(text: str) -> tuple[int, int]:
-    """``3-5`` or ``3`` -> (first, last) ProfilerStep numbers."""
-    m = _STEPS.fullmatch(text)
-    if m is None:
-        raise UsageError(f"steps {text!r}: write N or N-M (ProfilerStep numbers), e.g. 3-5")
-    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-    if last < first:
-        raise UsageError(f"steps {text!r}: the last step comes before the first")
-    return first, last
-
-
 def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
-    """From the start of ProfilerStep#first to the end of ProfilerStep#last, extended to
-    the end of the GPU work launched during those steps (it runs after the CPU side)."""
-    # the steps are kept whatever CPU ops are; of the launch calls, only those that put work on a stream
-    cols = scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS))
-    number = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(n)) else -1 for n in cols.names], np.int64)
-    ops = cols.steps
-    step_of = number[ops.name] if len(ops) else np.zeros(0, np.int64)
-    rows = np.flatnonzero((step_of >= first) & (step_of <= last))
-    if not len(rows):
-        found = np.unique(step_of[step_of >= 0])
-        have = f"steps {found.min()}-{found.max()}" if len(found) else "no ProfilerStep#N ranges"
-        raise UsageError(f"steps {first}-{last}: the trace has {have}")
-    start, cpu_end = int(ops.ts[rows].min()), int((ops.ts[rows] + ops.dur[rows]).max())
-    launches = stream_launch_rows(cols)
-    during = launches[(cols.launches.ts[launches] >= start) & (cols.launches.ts[launches] < cpu_end)]
-    gpu_rows, _ = join_gpu_to_launch(cols, during)
-    gpu_end = int((cols.gpu.ts[gpu_rows] + cols.gpu.dur[gpu_rows]).max()) if len(gpu_rows) else cpu_end
-    return start, max(cpu_end, gpu_end)
+    """``analyses.steps.steps_window`` of ``path``'s columns (a scan of the steps and of the
+    launch calls that put work on a stream)."""
+    return columns_steps_window(scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS)), first, last)
 
 
 def trim(path: str, out: str, *, window: str | None = None, steps: str | None = None) -> TrimResult:

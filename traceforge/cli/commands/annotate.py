@@ -9,7 +9,7 @@ from ...annotator.registry import ANALYSES
 from ...annotator.run import annotate
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import add_options
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures
 from . import add_compression_argument
 
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_compression_argument(p)
     options = p.add_argument_group("analysis options")
     add_options(options, [o for a in ANALYSES.values() for o in a.options])
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
     flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures",
-                             "compression"}
+                             "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
     if getattr(args, "rank_figures", True):  # one of several ranks
@@ -51,7 +52,7 @@ def annotate_one(args: argparse.Namespace) -> Figures:
         # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.
         options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
     with output_compression(args.compression):
-        result = annotate(args.input, args.output, analyses=chosen, options=options)
+        result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args))
     figures.update(result.figures)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)

@@ -13,7 +13,7 @@ from ...analyses.kernel_names import short_kernel_name
 from ...annotator.plugins.counters import COUNTER_OPTIONS, counter_options
 from ...api.reads import counter_columns
 from ...util.lazy_pandas import pd
-from ..options import add_options
+from ..options import add_filter_arguments, add_options, filters_of
 
 TABLES = ("kernels", "operators", "problems")
 PROBLEMS_SHOWN = 20
@@ -32,12 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_options(p, COUNTER_OPTIONS)
     p.add_argument("--format", choices=("text", "csv", "json"), default="text")
     p.add_argument("--table", choices=TABLES, default="kernels", help="which table --format csv prints")
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     options = counter_options(vars(args))
-    tables = counter_tables(counter_columns(args.input, options["ncu"], display_name=args.input), **options)
+    tables = counter_tables(counter_columns(args.input, options["ncu"], filters_of(args), display_name=args.input), **options)
     if args.format == "csv":
         getattr(tables, args.table).to_csv(sys.stdout, index=False)
     elif args.format == "json":

@@ -10,6 +10,7 @@ from ...analyses.rules import DEFAULT_RULES, PRESETS
 from ...analyses.trace_diff import TABLES
 from ...api.files import diff
 from ...errors import UsageError
+from ..options import add_filter_arguments, filters_of
 from ..output import FORMATS, Col, count, emit, ms, render, short
 
 TEXT_TOP = 20
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="values per profiler step (default: when the traces' step counts differ)")
     p.add_argument("--top", type=int, metavar="N",
                    help=f"rows of the per-name tables (default {TEXT_TOP} in text, all in csv/json; 0: all)")
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = tuple(dict.fromkeys(args.table or TABLES))
     if args.format == "csv" and len(wanted) != 1:
         raise UsageError(f"diff --format csv writes one table: name it with --table ({', '.join(TABLES)})")
-    result = diff(args.a, args.b, rules=args.rules, tables=wanted, per_step=args.per_step)
+    result = diff(args.a, args.b, rules=args.rules, tables=wanted, per_step=args.per_step, where=filters_of(args))
     made = result.tables()
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     tables = {name: made[name].head(top) if top > 0 and name != "categories" else made[name]

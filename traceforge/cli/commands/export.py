@@ -8,6 +8,7 @@ import sys
 from ...analyses.export_tables import tables_by_kind
 from ...api.reads import export_columns
 from ...io.table_files import check_parquet, write_tables
+from ..options import add_filter_arguments, filters_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst)")
     p.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
     p.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
+    add_filter_arguments(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -29,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("say where to write: --csv DIR and/or --parquet DIR")
     if args.parquet is not None:
         check_parquet()
-    written = write_tables(tables_by_kind(export_columns(args.input)), csv_dir=args.csv, parquet_dir=args.parquet)
+    written = write_tables(tables_by_kind(export_columns(args.input, filters_of(args))), csv_dir=args.csv, parquet_dir=args.parquet)
     rows = ", ".join(dict.fromkeys(f"{path.stem} {n:,}" for path, n in written))
     print(f"wrote {len(written)} files ({rows})", file=sys.stderr)
     for path, _ in written:

@@ -22,6 +22,7 @@ from ...util.durations import duration_arg
 from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
+from ..options import add_filter_arguments, filters_of
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
@@ -49,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, metavar="N", help="worst N of each outlier list (default 10)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="text (default); csv: the statistics table, times in us; json: everything, times in ns")
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
-    cols = launch_columns(args.input, calls_of(STREAM_LAUNCH_APIS))
+    cols = launch_columns(args.input, calls_of(STREAM_LAUNCH_APIS), filters_of(args))
     figures = gpu_figures(cols)
     table = launch_table_consuming(cols)
     del cols  # the table holds what is left to report

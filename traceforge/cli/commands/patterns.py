@@ -10,14 +10,14 @@ import sys
 import orjson
 
 from ...analyses.pattern_table import ARROW, Patterns
+from ...annotator.plan import filtered_scan
 from ...annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
 from ...annotator.run import annotate
 from ...api.reads import operator_columns
-from ...columns.scan import scan
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import add_options
+from ..options import add_filter_arguments, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument
 
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
                    "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each")
     add_compression_argument(p)
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -54,15 +55,15 @@ def patterns_one(args: argparse.Namespace) -> Figures:
     figures: Figures = {}
     if args.output is None:
         if args.op is not None or args.op_regex is not None:
-            cols = operator_columns(args.input, args.op, args.op_regex)
+            cols = operator_columns(args.input, args.op, args.op_regex, filters_of(args))
         else:
-            cols = scan(args.input, cpu_ops=False, keep_launch=lambda name: False)
+            cols = filtered_scan(args.input, filters_of(args), cpu_ops=False, keep_launch=lambda name: False)
         figures.update(gpu_figures(cols))
         result = patterns_from_options(cols, options)
     else:
         found: list[Patterns] = []
         with output_compression(args.compression):
-            written = annotate(args.input, args.output, analyses=["patterns"],
+            written = annotate(args.input, args.output, analyses=["patterns"], where=filters_of(args),
                                options={**options, "on_patterns": found.append,
                                         "on_columns": lambda cols: figures.update(gpu_figures(cols))})
         result = found[0]

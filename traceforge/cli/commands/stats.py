@@ -13,6 +13,7 @@ from ...analyses.stats import TraceStats, default_tables
 from ...api.files import stats
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
+from ..options import add_filter_arguments, filters_of
 from ..output import FORMATS, Col, count, emit, ms, pct, render, short, us
 
 TABLES = TraceStats.names()
@@ -49,12 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel-wait-us", type=_us, default=KERNEL_WAIT_NS, metavar="US",
                    help="idle gaps shorter than this between ops already queued are kernel wait "
                    f"(default {ns_to_us_text(KERNEL_WAIT_NS)}, HTA's consecutive_kernel_delay)")
+    add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or default_tables()
-    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted)
+    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args))
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
     emit(tables, args.format, lambda: _text(tables))
