@@ -87,7 +87,7 @@ def test_current_rss_is_this_process():
 def test_ranks_run_side_by_side_only_one_at_a_time(monkeypatch, jobs, cluster, expected):
     seen = {}
 
-    def fake(path, out, *, analyses, options):
+    def fake(path, out, *, analyses, options, where=None):
         seen.update(options)
         return annotate_module.AnnotateResult(out or "x", 0)
 
