@@ -8,6 +8,7 @@ import json
 from collections import defaultdict
 from decimal import Decimal
 
+import orjson
 import pytest
 
 from traceforge.analyses.memory_timeline import memory_peaks, memory_step_peaks, memory_timeline
@@ -198,3 +199,22 @@ def test_memory_step_peaks_on_df_index():
         entering = before[-1][2] if before else -1
         assert (row.events, row.start_allocated) == (len(inside), entering)
         assert row.peak_allocated == max([entering, *inside])
+
+
+def test_memory_args_that_are_not_ints_skip_the_event_in_both_scanners(tmp_path, backend):
+    good = {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 1024, "Total Reserved": 2048}
+    partial = {k: v for k, v in good.items() if k != "Total Reserved"}
+
+    def event(ts: int, args: dict) -> dict:
+        return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": args}
+
+    path = tmp_path / "m.json"
+    path.write_bytes(orjson.dumps({"traceEvents": [
+        event(1, good), event(2, {**good, "Bytes": 1.5}), event(3, partial),
+        event(4, {**good, "Bytes": -512, "Total Allocated": 512})]}))
+    memory = scan(str(path), memory=True).memory
+    assert memory.ts.tolist() == [1000, 4000]
+    assert memory.bytes.tolist() == [512, -512] and memory.allocated.tolist() == [1024, 512]
+    assert memory.reserved.tolist() == [2048, 2048] and memory.device.tolist() == [0, 0]
+    assert memory.device_type.tolist() == [1, 1]

@@ -24,6 +24,7 @@ enum {
     FIELD_FLAGS, FIELD_ID, FIELD_ARGS_AT, FIELD_CORRELATION, FIELD_DEVICE,
     FIELD_STREAM, FIELD_BYTES, FIELD_KERNEL, FIELD_GRID, FIELD_BLOCK = FIELD_GRID + 3,
     FIELD_EXTERNAL_ID = FIELD_BLOCK + 3, FIELD_SHARED_MEMORY,
+    FIELD_ALLOCATED, FIELD_RESERVED, FIELD_DEVICE_TYPE,  /* a [memory] instant's args */
     FIELD_TS_AT, FIELD_TS_END,  /* where the ts value's text is (-1: no ts key, -2: more than one) */
     NFIELDS
 };
@@ -38,7 +39,10 @@ enum {
     F_GRID_SEEN = 1 << 20, F_BLOCK_SEEN = 1 << 21,  /* valid grid / block, while parsing */
     /* args "External id" / "shared memory" as 64-bit ints (only export reads them; any other
      * value counts as absent, so they never make an event odd) */
-    F_EXTERNAL_ID = 1 << 22, F_SHARED_MEMORY = 1 << 23
+    F_EXTERNAL_ID = 1 << 22, F_SHARED_MEMORY = 1 << 23,
+    /* a [memory] instant's args "Total Allocated", "Total Reserved", "Device Type" (its
+     * "Device Id" and "Bytes" go to DEVICE and BYTES), 64-bit ints; never odd, as above */
+    F_ALLOCATED = 1 << 24, F_RESERVED = 1 << 25, F_DEVICE_TYPE = 1 << 26
 };
 
 enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
@@ -596,6 +600,11 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
     if (KEY("bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES, F_ODD);
     if (KEY("External id")) return parse_int_field(p, row, FIELD_EXTERNAL_ID, F_EXTERNAL_ID, 0);
     if (KEY("shared memory")) return parse_int_field(p, row, FIELD_SHARED_MEMORY, F_SHARED_MEMORY, 0);
+    if (KEY("Total Allocated")) return parse_int_field(p, row, FIELD_ALLOCATED, F_ALLOCATED, 0);
+    if (KEY("Total Reserved")) return parse_int_field(p, row, FIELD_RESERVED, F_RESERVED, 0);
+    if (KEY("Device Type")) return parse_int_field(p, row, FIELD_DEVICE_TYPE, F_DEVICE_TYPE, 0);
+    if (KEY("Device Id")) return parse_int_field(p, row, FIELD_DEVICE, F_DEVICE, 0);
+    if (KEY("Bytes")) return parse_int_field(p, row, FIELD_BYTES, F_BYTES, 0);
     if (KEY("kernel")) {
         int64_t id;
         if (parse_interned(p, ev->strings, &id) < 0) return -1;
@@ -615,7 +624,8 @@ static int on_args_member(Parser *p, void *ctx, const unsigned char *key, Py_ssi
 }
 
 static const int64_t ARGS_FLAGS = F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | F_GRID_SEEN |
-                                  F_BLOCK_SEEN | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY;
+                                  F_BLOCK_SEEN | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY |
+                                  F_ALLOCATED | F_RESERVED | F_DEVICE_TYPE;
 
 static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ssize_t key_len, int key_escaped) {
     Event *ev = ctx;
@@ -677,6 +687,7 @@ static int on_event_member(Parser *p, void *ctx, const unsigned char *key, Py_ss
             row[FIELD_FLAGS] &= ~ARGS_FLAGS;
             row[FIELD_CORRELATION] = row[FIELD_DEVICE] = row[FIELD_STREAM] = row[FIELD_BYTES] = 0;
             row[FIELD_EXTERNAL_ID] = row[FIELD_SHARED_MEMORY] = 0;
+            row[FIELD_ALLOCATED] = row[FIELD_RESERVED] = row[FIELD_DEVICE_TYPE] = 0;
             row[FIELD_KERNEL] = -1;
             if (p->b[p->pos] != '{') return skip_value(p);
             Py_ssize_t members_end;
@@ -868,6 +879,8 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"CORRELATION", FIELD_CORRELATION}, {"DEVICE", FIELD_DEVICE},
         {"STREAM", FIELD_STREAM}, {"BYTES", FIELD_BYTES}, {"KERNEL", FIELD_KERNEL}, {"GRID", FIELD_GRID},
         {"BLOCK", FIELD_BLOCK}, {"EXTERNAL_ID", FIELD_EXTERNAL_ID}, {"SHARED_MEMORY", FIELD_SHARED_MEMORY},
+        {"ALLOCATED", FIELD_ALLOCATED}, {"RESERVED", FIELD_RESERVED}, {"DEVICE_TYPE", FIELD_DEVICE_TYPE},
+        {"F_ALLOCATED", F_ALLOCATED}, {"F_RESERVED", F_RESERVED}, {"F_DEVICE_TYPE", F_DEVICE_TYPE},
         {"TS_AT", FIELD_TS_AT}, {"TS_END", FIELD_TS_END},
         {"F_EXTERNAL_ID", F_EXTERNAL_ID}, {"F_SHARED_MEMORY", F_SHARED_MEMORY},
         {"F_TS", F_TS}, {"F_DUR", F_DUR}, {"F_ODD", F_ODD}, {"F_ID", F_ID},

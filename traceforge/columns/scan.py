@@ -47,6 +47,9 @@ RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
 _ANNOTATION_FIELDS = _SLICE_FIELDS + " device:n4 stream:n4"
 _MEMORY_FIELDS = "ordinal:n4 ts track:i4 device_type:i1 device:n4 bytes allocated reserved"
+# The scanner's fields of a [memory] instant's args (MEMORY_ARGS), and the flags saying each is an int.
+_MEMORY_ROW_FIELDS = (R.FLAGS, R.TS, R.TRACK, R.DEVICE_TYPE, R.DEVICE, R.BYTES, R.ALLOCATED, R.RESERVED)
+_MEMORY_FLAGS = R.F_DEVICE_TYPE | R.F_DEVICE | R.F_BYTES | R.F_ALLOCATED | R.F_RESERVED
 _COPY_RATE_FIELDS = "ordinal:n4 rate"
 _KIND_BY_CAT: dict[str, str] = {}
 for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
@@ -352,23 +355,14 @@ class _ColumnBuilder:
         self.gpu_annotations.extend(*self._slice_fields(batch, r, at), self._pid_int[track], self._tid_int[track])
 
     def _add_memory(self, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
-        """The ``[memory]`` instants ``at``: their args are read from the parsed events (one by one:
-        only these events); one without an int for each of ``MEMORY_ARGS`` is skipped."""
-        values, kept = [], []
-        for i, e in zip(at.tolist(), _events_at(batch, at)):
-            args = _args_of(e)
-            v = [args.get(k) for k in MEMORY_ARGS]
-            if all(type(x) is int and _INT64[0] <= x <= _INT64[1] for x in v):
-                values.append(v)
-                kept.append(i)
-        if len(kept) < len(at):
-            self.skipped[f"{MEMORY_EVENT} event without int args {', '.join(MEMORY_ARGS)}"] += len(at) - len(kept)
-        if not kept:
-            return
-        kept_at = np.array(kept, np.int64)
-        r = R.columns(rows, kept_at, (R.TS, R.TRACK))
-        v = np.array(values, np.int64).reshape(-1, len(MEMORY_ARGS))
-        self.memory.extend(kept_at + batch.first, r[R.TS], self._track_id[r[R.TRACK]], *v.T)
+        """The ``[memory]`` instants ``at`` (their args ``MEMORY_ARGS`` are in the rows); one
+        without an int for each is skipped."""
+        r = R.columns(rows, at, _MEMORY_ROW_FIELDS)
+        whole = (r[R.FLAGS] & _MEMORY_FLAGS) == _MEMORY_FLAGS
+        if not whole.all():
+            self.skipped[f"{MEMORY_EVENT} event without int args {', '.join(MEMORY_ARGS)}"] += int((~whole).sum())
+        self.memory.extend(at[whole] + batch.first, r[R.TS][whole], self._track_id[r[R.TRACK][whole]],
+                           *(r[f][whole] for f in (R.DEVICE_TYPE, R.DEVICE, R.BYTES, R.ALLOCATED, R.RESERVED)))
 
     def _add_copy_rates(self, batch: EventBatch, at: np.ndarray, ordinal: np.ndarray) -> None:
         """Kineto's ``COPY_RATE_ARG`` of the copies ``at`` (rows of ``batch``), where it is a number."""
@@ -635,21 +629,36 @@ def _resolve_odd(row: np.ndarray, e: dict, scanner: R.RowScanner) -> None:
         if all(type(d) is list and len(d) == 3 and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in d)
                for d in (grid, block)):
             row[R.GRID:R.GRID + 3], row[R.BLOCK:R.BLOCK + 3], flags = grid, block, flags | R.F_DIMS
-        for key, column, flag in (("External id", R.EXTERNAL_ID, R.F_EXTERNAL_ID),
-                                  ("shared memory", R.SHARED_MEMORY, R.F_SHARED_MEMORY)):
+        for key, column, flag in _NEVER_ODD_INT_ARGS:
             value = args.get(key)
             if type(value) is int and _INT64[0] <= value <= _INT64[1]:
                 row[column], flags = value, flags | flag
     row[R.FLAGS] = flags
 
 
+# Args read as 64-bit ints where they are one (else as absent): export's and a [memory] instant's.
+_NEVER_ODD_INT_ARGS = (
+    ("External id", R.EXTERNAL_ID, R.F_EXTERNAL_ID), ("shared memory", R.SHARED_MEMORY, R.F_SHARED_MEMORY),
+    ("Total Allocated", R.ALLOCATED, R.F_ALLOCATED), ("Total Reserved", R.RESERVED, R.F_RESERVED),
+    ("Device Type", R.DEVICE_TYPE, R.F_DEVICE_TYPE), ("Device Id", R.DEVICE, R.F_DEVICE), ("Bytes", R.BYTES, R.F_BYTES),
+)
+
+
+def _event_bytes(batch: EventBatch, at: np.ndarray) -> list[bytes] | None:
+    """The bytes of the events ``at`` of ``batch``, where the batch was read from bytes."""
+    if batch.raw_rows is None:
+        return None
+    view = batch.view
+    return [view[a:b] for a, b in batch.spans[at].tolist()]
+
+
 def _events_at(batch: EventBatch, at: np.ndarray) -> list:
     """The events ``at`` of ``batch`` as dicts (times as the parser reads them: use the rows'),
     their bytes parsed in one call rather than one by one."""
-    if batch.raw_rows is not None:
-        view = batch.view
+    blobs = _event_bytes(batch, at)
+    if blobs is not None:
         try:
-            return orjson.loads(b"[" + b",".join([view[a:b] for a, b in batch.spans[at].tolist()]) + b"]")
+            return orjson.loads(b"[" + b",".join(blobs) + b"]")
         except orjson.JSONDecodeError:  # ints beyond 64 bits: the events one by one
             pass
     return [batch.event(i) for i in at.tolist()]

@@ -21,15 +21,18 @@ from .. import _native
 from .jsontext import json_bytes
 
 # the scanner's column and flag names, re-exported: constants, the same in every backend
+ALLOCATED = _native.scanner.ALLOCATED
 ARGS_AT = _native.scanner.ARGS_AT
 BLOCK = _native.scanner.BLOCK
 BYTES = _native.scanner.BYTES
 CAT = _native.scanner.CAT
 CORRELATION = _native.scanner.CORRELATION
 DEVICE = _native.scanner.DEVICE
+DEVICE_TYPE = _native.scanner.DEVICE_TYPE
 DUR = _native.scanner.DUR
 END = _native.scanner.END
 EXTERNAL_ID = _native.scanner.EXTERNAL_ID
+F_ALLOCATED = _native.scanner.F_ALLOCATED
 F_ARGS = _native.scanner.F_ARGS
 F_ARGS_EMPTY = _native.scanner.F_ARGS_EMPTY
 F_ARGS_ONE_NUMBER = _native.scanner.F_ARGS_ONE_NUMBER
@@ -37,6 +40,7 @@ F_BP_E = _native.scanner.F_BP_E
 F_BYTES = _native.scanner.F_BYTES
 F_CORRELATION = _native.scanner.F_CORRELATION
 F_DEVICE = _native.scanner.F_DEVICE
+F_DEVICE_TYPE = _native.scanner.F_DEVICE_TYPE
 F_DIMS = _native.scanner.F_DIMS
 F_DUR = _native.scanner.F_DUR
 F_DUR_FRAC = _native.scanner.F_DUR_FRAC
@@ -46,6 +50,7 @@ F_EXTRA = _native.scanner.F_EXTRA
 F_ID = _native.scanner.F_ID
 F_ID_KEY = _native.scanner.F_ID_KEY
 F_ODD = _native.scanner.F_ODD
+F_RESERVED = _native.scanner.F_RESERVED
 F_SCOPE_T = _native.scanner.F_SCOPE_T
 F_SHARED_MEMORY = _native.scanner.F_SHARED_MEMORY
 F_STREAM = _native.scanner.F_STREAM
@@ -58,6 +63,7 @@ KERNEL = _native.scanner.KERNEL
 NAME = _native.scanner.NAME
 NFIELDS = _native.scanner.NFIELDS
 PH = _native.scanner.PH
+RESERVED = _native.scanner.RESERVED
 SHARED_MEMORY = _native.scanner.SHARED_MEMORY
 START = _native.scanner.START
 STREAM = _native.scanner.STREAM

@@ -48,7 +48,8 @@ import orjson
 BLOCK = GRID + 3
 EXTERNAL_ID = BLOCK + 3
 SHARED_MEMORY = EXTERNAL_ID + 1
-TS_AT = SHARED_MEMORY + 1
+ALLOCATED, RESERVED, DEVICE_TYPE = SHARED_MEMORY + 1, SHARED_MEMORY + 2, SHARED_MEMORY + 3  # a [memory] instant's
+TS_AT = DEVICE_TYPE + 1
 TS_END = TS_AT + 1
 NFIELDS = TS_END + 1
 
@@ -58,12 +59,13 @@ F_TS_FRAC, F_DUR_FRAC, F_DUR_KEY, F_EXTRA, F_BP_E = 2048, 4096, 8192, 16384, 327
 F_ARGS_ONE_NUMBER, F_ID_KEY, F_SCOPE_T = 1 << 16, 1 << 17, 1 << 18
 _F_GRID_SEEN, _F_BLOCK_SEEN = 1 << 20, 1 << 21
 F_EXTERNAL_ID, F_SHARED_MEMORY = 1 << 22, 1 << 23
+F_ALLOCATED, F_RESERVED, F_DEVICE_TYPE = 1 << 24, 1 << 25, 1 << 26
 
 OK, END_OF_ARRAY, INCOMPLETE, STOPPED = 0, 1, 2, 3
 
 _MAX_DEPTH = 512
 _ARGS_FLAGS = (F_ARGS | F_ARGS_EMPTY | F_CORRELATION | F_DEVICE | F_STREAM | F_BYTES | _F_GRID_SEEN | _F_BLOCK_SEEN
-               | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY)
+               | F_ARGS_ONE_NUMBER | F_EXTERNAL_ID | F_SHARED_MEMORY | F_ALLOCATED | F_RESERVED | F_DEVICE_TYPE)
 _INT64_MAX = (1 << 63) - 1
 _NS_WHOLE_MAX = _INT64_MAX // 1000 - 1  # the largest whole µs whose ns the C scanner takes
 _INT32_MAX = (1 << 31) - 1
@@ -604,6 +606,7 @@ class _Exact:
                 row[FLAGS] &= ~_ARGS_FLAGS
                 row[CORRELATION] = row[DEVICE] = row[STREAM] = row[BYTES] = 0
                 row[EXTERNAL_ID] = row[SHARED_MEMORY] = 0
+                row[ALLOCATED] = row[RESERVED] = row[DEVICE_TYPE] = 0
                 row[KERNEL] = -1
                 if b[self.pos] != 123:
                     return self.skip_value()
@@ -630,6 +633,11 @@ _INT_ARGS = {
     b"bytes": (BYTES, F_BYTES, F_ODD),
     b"External id": (EXTERNAL_ID, F_EXTERNAL_ID, 0),
     b"shared memory": (SHARED_MEMORY, F_SHARED_MEMORY, 0),
+    b"Total Allocated": (ALLOCATED, F_ALLOCATED, 0),
+    b"Total Reserved": (RESERVED, F_RESERVED, 0),
+    b"Device Type": (DEVICE_TYPE, F_DEVICE_TYPE, 0),
+    b"Device Id": (DEVICE, F_DEVICE, 0),
+    b"Bytes": (BYTES, F_BYTES, 0),
 }
 
 
@@ -927,6 +935,7 @@ def _fast_event(b: bytes, n: int, pos: int, strings: Interner, tracks: Interner)
             flags &= ~_ARGS_FLAGS
             row[CORRELATION] = row[DEVICE] = row[STREAM] = row[BYTES] = 0
             row[EXTERNAL_ID] = row[SHARED_MEMORY] = 0
+            row[ALLOCATED] = row[RESERVED] = row[DEVICE_TYPE] = 0
             row[KERNEL] = -1
             if b[v] == 123:
                 row[FLAGS] = flags
