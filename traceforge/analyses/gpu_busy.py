@@ -33,6 +33,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
+from .launches import launched_before as launched_before_mask
 
 KERNEL_WAIT_NS = 30_000
 _NO_LAUNCH = np.iinfo(np.int64).min
@@ -68,12 +69,9 @@ def launch_start(cols: TraceColumns) -> np.ndarray:
 
 
 def launched_before(cols: TraceColumns, cut_ns: int) -> TraceColumns:
-    """``cols`` with only the GPU ops whose launch call (in the trace) started before ``cut_ns``:
-    HTA's view of a trace, which drops the last profiler step and every GPU op whose launch
-    call is missing."""
-    launched = launch_start(cols)
-    keep = (launched != _NO_LAUNCH) & (launched < cut_ns)
-    return replace(cols, gpu=cols.gpu.take(np.flatnonzero(keep)))
+    """``cols`` with only the GPU ops whose launch call (in the trace) started before ``cut_ns``
+    (``launches.launched_before``): HTA's view of a trace, with the last step's start."""
+    return replace(cols, gpu=cols.gpu.take(np.flatnonzero(launched_before_mask(cols, cut_ns))))
 
 
 def _pct(part: int, whole: int) -> float:

@@ -19,7 +19,7 @@ copy, memset) has one. Per device, in exact ns (a negative ``dur`` counts as 0):
   kernel's own row). ``duration_ratio`` adds HTA's second cut, see ``folded``.
 
 Which ops take part: all of them by default (every step, ops without a launch call); pass
-``ops`` (a mask of ``cols.gpu`` rows) to choose, e.g. ``hta_ops(cols)`` for HTA's choice.
+``ops`` (a mask of ``cols.gpu`` rows) to choose, e.g. ``steps.hta_ops(cols)`` for HTA's choice.
 ``types`` keeps only some types (HTA's ``include_memory_kernels=False`` leaves MEMORY out).
 """
 
@@ -34,9 +34,7 @@ from ..errors import UsageError
 from ..util.lazy_pandas import pd
 from .classify import label_ops
 from .gpu_busy import merge_intervals
-from .launches import last_step_start, launch_of_gpu
 from .rules import RuleSet, load_rules
-from .steps import profiler_steps
 
 HTA_RULES = "hta"
 TYPE_ORDER = ("COMPUTATION", "COMMUNICATION", "MEMORY")  # HTA's bit order, which names its overlap rows
@@ -47,20 +45,6 @@ TYPE_COLUMNS = ["device", "kernel_type", "time_ns", "share_pct"]
 KERNEL_COLUMNS = ["device", "kernel_type", "name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns",
                   "share_pct", "names"]
 _MAX_TYPES = 62  # a set of types is a bit mask in an int64
-
-
-def hta_ops(cols: TraceColumns) -> np.ndarray:
-    """HTA's choice of GPU ops (a mask of ``cols.gpu`` rows): with two profiler steps or more,
-    only the ops whose launch call (any runtime or driver call, joined on correlation) starts
-    before the last step does. HTA drops the last step and every op without a launch call
-    from all its analyses; with fewer than two steps it keeps every op."""
-    keep = np.ones(len(cols.gpu), bool)
-    if len(profiler_steps(cols)) < 2:
-        return keep
-    launch = launch_of_gpu(cols)
-    keep &= launch >= 0
-    keep[keep] = cols.launches.ts[launch[keep]] < last_step_start(cols)
-    return keep
 
 
 def type_order(rules: RuleSet) -> list[str]:

@@ -9,9 +9,8 @@ Types (HTA's ``get_kernel_type``, first match wins):
   ``Memset`` (HTA's ``is_compute_kernel``);
 - ``OTHER``: those last names, which HTA counts neither as computation nor as communication.
 
-``hta_choices_mask`` gives the GPU ops HTA's ``TraceAnalysis`` keeps (by default it drops the
-last profiler step); ``hta_times`` gives their intervals rounded the way HTA rounds
-fractional-µs timestamps.
+``hta_times`` gives GPU ops' intervals rounded the way HTA rounds fractional-µs timestamps
+(the ops HTA keeps are ``steps.hta_ops``).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import re
 import numpy as np
 
 from ..columns.scan import KERNEL, TraceColumns
-from .launches import launch_of_gpu
-from .steps import Steps
 
 COMMUNICATION, MEMORY, COMPUTATION, OTHER = 0, 1, 2, 3
 KERNEL_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
@@ -49,18 +46,6 @@ def kernel_types(cols: TraceColumns) -> np.ndarray:
     out = of_name[gpu.name]
     out[gpu.kind != KERNEL] = MEMORY
     return out
-
-
-def hta_choices_mask(cols: TraceColumns, steps: Steps) -> np.ndarray:
-    """The GPU ops HTA's ``TraceAnalysis(include_last_profiler_step=False)`` keeps: with two
-    profiler steps or more, only those whose launch call is in the trace and starts before the
-    last step's start (so GPU ops without a launch call go too); with fewer, every op."""
-    if len(steps) < 2:
-        return np.ones(len(cols.gpu), bool)
-    launch_of = launch_of_gpu(cols)
-    keep = launch_of >= 0
-    keep[keep] = cols.launches.ts[launch_of[keep]] < int(steps.start.max())
-    return keep
 
 
 def hta_times(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

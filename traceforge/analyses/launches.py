@@ -98,3 +98,12 @@ def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray | None = None) -> 
     np.take(sorted_rows, out, out=out)
     out[missing] = -1
     return out
+
+
+def launched_before(cols: TraceColumns, cut_ns: int) -> np.ndarray:
+    """Which GPU ops (a mask of ``cols.gpu`` rows) have a launch call in ``cols.launches`` that
+    starts before ``cut_ns``: HTA's view of a trace with ``cut_ns`` the last step's start."""
+    launch_of = launch_of_gpu(cols)
+    keep = launch_of >= 0
+    keep[keep] = cols.launches.ts[launch_of[keep]] < cut_ns
+    return keep

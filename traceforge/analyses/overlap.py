@@ -25,7 +25,7 @@ Where this differs from HTA (docs/hta.md, "Communication overlap and temporal br
 HTA drops the last profiler step and every GPU op whose launch call is not in the trace,
 rounds fractional-µs times to whole µs (start up, end down), and takes one union over all
 devices of a rank; here every op counts, at its exact ns, per device. ``hta=True`` makes
-HTA's first two choices (``kernel_types.hta_choices_mask``, ``hta_times``).
+HTA's first two choices (``steps.hta_ops``, ``kernel_types.hta_times``).
 Ops with ``dur <= 0`` take no time. Intervals that touch merge; a tie (a compute kernel
 ending where an NCCL kernel starts) overlaps nothing.
 """
@@ -39,8 +39,8 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from .gpu_busy import merge_intervals
-from .kernel_types import COMMUNICATION, COMPUTATION, hta_choices_mask, hta_times, kernel_types
-from .steps import NO_STEP, gpu_steps, profiler_steps
+from .kernel_types import COMMUNICATION, COMPUTATION, hta_times, kernel_types
+from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
 
 WHOLE_TRACE = -1  # the ``step`` of the row over the whole trace
 OVERLAP_COLUMNS = ["step", "comm_kernels", "comm_ns", "overlapped_ns", "exposed_ns", "overlap_pct"]
@@ -65,7 +65,7 @@ def op_times(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta: boo
     gpu = cols.gpu
     steps = profiler_steps(cols) if gpu_step is None or hta else None
     step = gpu_steps(cols, steps) if gpu_step is None else gpu_step
-    rows = np.flatnonzero(hta_choices_mask(cols, steps)) if hta else np.arange(len(gpu))
+    rows = np.flatnonzero(hta_ops(cols, steps)) if hta else np.arange(len(gpu))
     start = gpu.ts[rows].astype(np.int64)
     end = start + np.maximum(gpu.dur[rows], 0)
     if hta:

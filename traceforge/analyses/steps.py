@@ -6,8 +6,9 @@ contains the start of the op's launch call (as HTA assigns ``iteration`` through
 correlation id). An op whose launch call is not in the columns belongs to the step whose
 CPU range contains the op's own start, if any. Every other op has step -1.
 
-Unlike HTA, no step is left out (HTA drops the last one from every analysis; pass
-``launches.last_step_start`` where an analysis offers HTA's choice).
+Unlike HTA, no step is left out. HTA drops the last one, and every GPU op whose launch call is
+not in the trace, from all its analyses: ``hta_ops`` is that choice of GPU ops, for the
+analyses that offer it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
-from .launches import STREAM_LAUNCH_APIS, is_call_of, launch_of_gpu
+from .launches import STREAM_LAUNCH_APIS, is_call_of, launch_of_gpu, launched_before
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 NO_STEP = -1
@@ -57,6 +58,17 @@ def profiler_steps(cols: TraceColumns) -> Steps:
     ts, end = ranges.ts[keep].astype(np.int64), (ranges.ts[keep] + np.maximum(ranges.dur[keep], 0)).astype(np.int64)
     order = np.lexsort((number[keep], ts))
     return Steps(number[keep][order], ts[order], end[order])
+
+
+def hta_ops(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
+    """The GPU ops HTA 0.5's ``TraceAnalysis`` keeps (a mask of ``cols.gpu`` rows): with two
+    profiler steps or more, those whose launch call (any runtime or driver call in
+    ``cols.launches``, joined on correlation) starts before the last step starts; with fewer,
+    every op."""
+    steps = profiler_steps(cols) if steps is None else steps
+    if len(steps) < 2:
+        return np.ones(len(cols.gpu), bool)
+    return launched_before(cols, int(steps.start.max()))
 
 
 def gpu_steps(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
