@@ -154,19 +154,11 @@ def test_filters_given_together_all_apply(sample, events):
                                                 and "elementwise" in e["name"]])
 
 
-# Tables whose rows are ordered by a name's id (the order names are first met in the file, which a
-# trimmed file changes): launch_kernels by API, top_kernels' ties in total time. Their rows are
-# compared as a set; every other table row by row.
-BY_NAME_ID = ("launch_kernels", "top_kernels")
-
-
 def _stats_equal(a: TraceStats, b: TraceStats) -> None:
     for name, df in a.tables().items():
         other = b.tables()[name]
         if name == "summary":
             df, other = df.drop(columns="trace"), other.drop(columns="trace")
-        if name in BY_NAME_ID:
-            df, other = (t.sort_values(list(t.columns), kind="stable") for t in (df, other))
         pd.testing.assert_frame_equal(df.reset_index(drop=True), other.reset_index(drop=True), check_exact=True,
                                       obj=name)
 

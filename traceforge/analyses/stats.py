@@ -290,9 +290,10 @@ def top_kernels(cols: TraceColumns) -> pd.DataFrame:
     out.insert(2, "mean_ns", out["total_ns"] / out["count"])
     total = int(out["total_ns"].sum())
     out["pct"] = 100.0 * out["total_ns"] / total if total else 0.0
-    out = out.reset_index().sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    out = out.reset_index()
     out["name"] = np.asarray(cols.names, dtype=object)[out["name"].to_numpy()] if len(out) else []
-    return out.reset_index(drop=True)
+    # ties by name text, not by where a name first appears: a trimmed trace gives the same order
+    return out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -308,13 +309,13 @@ def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.
 
     per_kernel = _per_api_kernel(launches.name[launch_rows], gpu.name[gpu_rows], gpu.kind[gpu_rows],
                                  np.maximum(gpu.dur[gpu_rows], 0), len(names))
-    per_kernel = per_kernel.sort_values(["api", "count", "total_ns"], ascending=[True, False, False], kind="stable")
-    per_kernel = per_kernel.reset_index(drop=True)
     if len(per_kernel):
         per_kernel["api"] = names[per_kernel["api"].to_numpy()]
         per_kernel["kernel"] = names[per_kernel["kernel"].to_numpy()]
         per_kernel["kind"] = per_kernel["kind"].map(GPU_ACTIVITY)
-    return apis, per_kernel
+    per_kernel = per_kernel.sort_values(["api", "count", "total_ns", "kernel", "kind"],
+                                        ascending=[True, False, False, True, True], kind="stable")
+    return apis, per_kernel.reset_index(drop=True)
 
 
 def _per_api_kernel(api: np.ndarray, kernel: np.ndarray, kind: np.ndarray, dur: np.ndarray, n_names: int
