@@ -18,7 +18,7 @@ import pytest
 import traceforge
 from traceforge.analyses.activity import canonical_kind
 from traceforge.analyses.launch_overlap import launch_overlaps
-from traceforge.analyses.stats import trace_stats, wall_span
+from traceforge.analyses.stats import TraceStats, trace_stats, wall_span
 from traceforge.analyses.trace_diff import compare
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
@@ -342,3 +342,16 @@ def test_stats_makes_only_the_tables_asked_for(sample):
     out = run_cli("stats", str(sample.path), "--table", "devices", "--table", "streams", "--format", "json")
     assert out.returncode == 0, out.stderr
     assert list(json.loads(out.stdout)) == ["devices", "streams"]
+
+
+def test_stats_csv_is_one_table_that_pandas_reads(sample):
+    r = run_cli("stats", str(sample.path), "--format", "csv")
+    assert r.returncode == 1 and not r.stdout
+    assert r.stderr.strip().splitlines() == [
+        f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(TraceStats.names())})"]
+    full = traceforge.stats(str(sample.path), tables=TraceStats.names())
+    for name in ("streams", "overlap", "temporal", "kernel_types"):
+        r = run_cli("stats", str(sample.path), "--format", "csv", "--table", name)
+        assert r.returncode == 0, r.stderr
+        read = pd.read_csv(io.StringIO(r.stdout))
+        assert list(read.columns) == list(full.tables()[name].columns) and len(read) == len(full.tables()[name])

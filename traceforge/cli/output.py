@@ -7,11 +7,12 @@ JSON: ``{table: [row, ...]}``, integers exact.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
 
+from ..errors import UsageError
 from ..util.lazy_pandas import pd
 
 FORMATS = ("text", "csv", "json")
@@ -60,16 +61,22 @@ def render(df: pd.DataFrame, cols: list[Col], indent: str = "  ") -> list[str]:
     return lines
 
 
+def check_one_csv_table(command: str, fmt: str, wanted: Sequence[str], choices: Sequence[str]) -> None:
+    """A CSV holds one table (so ``pandas.read_csv`` reads it): with ``--format csv``, ``--table``
+    must name exactly one of ``choices``; said before any work is done."""
+    if fmt == "csv" and len(wanted) != 1:
+        raise UsageError(f"{command} --format csv writes one table: name it with --table ({', '.join(choices)})")
+
+
 def emit(tables: dict[str, pd.DataFrame], fmt: str, text: Callable[[], list[str]]) -> None:
-    """Print ``tables`` as CSV or JSON, or the ``text`` lines."""
+    """Print ``tables`` as JSON, or the one table as CSV (``check_one_csv_table``), or the
+    ``text`` lines."""
     out = sys.stdout
     if fmt == "json":
         doc = {name: df.to_dict("records") for name, df in tables.items()}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     elif fmt == "csv":
-        for i, (name, df) in enumerate(tables.items()):
-            if len(tables) > 1:
-                out.write(("\n" if i else "") + f"# {name}\n")
-            out.write(df.to_csv(index=False))
+        (df,) = tables.values()
+        out.write(df.to_csv(index=False))
     else:
         out.write("\n".join(text()) + "\n")

@@ -9,9 +9,8 @@ import math
 from ...analyses.rules import DEFAULT_RULES, PRESETS
 from ...analyses.trace_diff import TABLES
 from ...api.files import diff
-from ...errors import UsageError
 from ..options import add_filter_arguments, filters_of
-from ..output import FORMATS, Col, count, emit, ms, render, short
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, render, short
 
 TEXT_TOP = 20
 _TITLES = {"categories": "Per category", "ops": "Per GPU op name", "cpu_ops": "Per CPU operator"}
@@ -45,8 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     wanted = tuple(dict.fromkeys(args.table or TABLES))
-    if args.format == "csv" and len(wanted) != 1:
-        raise UsageError(f"diff --format csv writes one table: name it with --table ({', '.join(TABLES)})")
+    check_one_csv_table("diff", args.format, wanted, TABLES)
     result = diff(args.a, args.b, rules=args.rules, tables=wanted, per_step=args.per_step, where=filters_of(args))
     made = result.tables()
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)

@@ -14,7 +14,7 @@ from ...api.files import stats
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from ..options import add_filter_arguments, filters_of
-from ..output import FORMATS, Col, count, emit, ms, pct, render, short, us
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    wanted = args.table or default_tables()
+    wanted = tuple(dict.fromkeys(args.table or default_tables()))
+    check_one_csv_table("stats", args.format, wanted, TABLES)
     result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args))
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
