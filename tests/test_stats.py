@@ -347,11 +347,11 @@ def test_stats_makes_only_the_tables_asked_for(sample):
 def test_stats_csv_is_one_table_that_pandas_reads(sample):
     r = run_cli("stats", str(sample.path), "--format", "csv")
     assert r.returncode == 1 and not r.stdout
-    assert r.stderr.strip().splitlines() == [
+    assert r.stderr.decode().strip().splitlines() == [
         f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(TraceStats.names())})"]
     full = traceforge.stats(str(sample.path), tables=TraceStats.names())
     for name in ("streams", "overlap", "temporal", "kernel_types"):
         r = run_cli("stats", str(sample.path), "--format", "csv", "--table", name)
         assert r.returncode == 0, r.stderr
-        read = pd.read_csv(io.StringIO(r.stdout))
+        read = pd.read_csv(io.BytesIO(r.stdout))
         assert list(read.columns) == list(full.tables()[name].columns) and len(read) == len(full.tables()[name])
