@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, OTHER, kernel_types
+from traceforge.analyses.hta_types import COMMUNICATION, COMPUTATION, MEMORY, OTHER, op_types
 from traceforge.analyses.overlap import WHOLE_TRACE, comm_overlap, exposed_comm
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
@@ -193,7 +193,7 @@ def test_kernel_types_are_htas(tmp_path):
         ("dma_copy", 0, 1, 7), ("cudaStreamSync_kernel", 0, 1, 7), ("myMemcpyKernel", 0, 1, 7), ("sgemm", 0, 1, 7),
         ("[CUDA memcpy HtoD]", 0, 1, 7, 0, "gpu_memcpy"),
     ])
-    assert kernel_types(scan(path)).tolist() == [COMMUNICATION, COMMUNICATION, COMPUTATION, MEMORY, MEMORY, MEMORY,
+    assert op_types(scan(path)).tolist() == [COMMUNICATION, COMMUNICATION, COMPUTATION, MEMORY, MEMORY, MEMORY,
                                                  OTHER, OTHER, COMPUTATION, MEMORY]
 
 

@@ -1,7 +1,7 @@
 """Communication/computation overlap: how much of the NCCL time runs under compute kernels.
 
 HTA's ``get_comm_comp_overlap``, in exact integer ns, per device, rank and profiler step.
-Kernel types are HTA's (``kernel_types``): communication is ``nccl...Kernel``, computation
+Kernel types are HTA's (``hta_types``): communication is ``nccl...Kernel``, computation
 any kernel that is not communication, memory (copies, memsets) or HTA's "other" (names with
 ``Sync``). On each device:
 
@@ -25,7 +25,7 @@ Where this differs from HTA (docs/hta.md, "Communication overlap and temporal br
 HTA drops the last profiler step and every GPU op whose launch call is not in the trace,
 rounds fractional-µs times to whole µs (start up, end down), and takes one union over all
 devices of a rank; here every op counts, at its exact ns, per device. ``hta=True`` makes
-HTA's first two choices (``steps.hta_ops``, ``kernel_types.hta_times``).
+HTA's first two choices (``steps.hta_ops``, ``hta_types.hta_times``).
 Ops with ``dur <= 0`` take no time. Intervals that touch merge; a tie (a compute kernel
 ending where an NCCL kernel starts) overlaps nothing.
 """
@@ -39,7 +39,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from .gpu_busy import merge_intervals
-from .kernel_types import COMMUNICATION, COMPUTATION, hta_times, kernel_types
+from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
 from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
 
 WHOLE_TRACE = -1  # the ``step`` of the row over the whole trace
@@ -70,7 +70,7 @@ def op_times(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta: boo
     end = start + np.maximum(gpu.dur[rows], 0)
     if hta:
         start, end = hta_times(start, end)
-    return OpTimes(rows, start, end, kernel_types(cols)[rows], step[rows], gpu.device[rows])
+    return OpTimes(rows, start, end, op_types(cols)[rows], step[rows], gpu.device[rows])
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

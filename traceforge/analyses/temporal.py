@@ -1,7 +1,7 @@
 """Temporal breakdown: how a rank's GPU time splits into idle, compute and non-compute.
 
 HTA's ``get_temporal_breakdown``, in exact integer ns, per rank and profiler step. For a set
-of GPU ops on one device (kernel types as in ``kernel_types``):
+of GPU ops on one device (HTA's kernel types, ``hta_types``):
 
 - ``span_ns``: from the first op's start to the last op's end (HTA's "kernel time");
 - ``idle_ns``: the part of the span no GPU op covers (span less the union of the ops);
@@ -27,7 +27,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
-from .kernel_types import COMPUTATION
+from .hta_types import COMPUTATION
 from .overlap import op_times, pct, step_groups, table_steps, union
 
 TEMPORAL_COLUMNS = ["step", "gpu_ops", "span_ns", "idle_ns", "compute_ns", "non_compute_ns", "idle_pct",

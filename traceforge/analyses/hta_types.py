@@ -1,4 +1,4 @@
-"""HTA's four kernel types of a GPU op, and the set of GPU ops HTA's analyses read.
+"""HTA's four kernel types of a GPU op (``op_types``), and HTA's rounding of times.
 
 Types (HTA's ``get_kernel_type``, first match wins):
 
@@ -9,8 +9,11 @@ Types (HTA's ``get_kernel_type``, first match wins):
   ``Memset`` (HTA's ``is_compute_kernel``);
 - ``OTHER``: those last names, which HTA counts neither as computation nor as communication.
 
-``hta_times`` gives GPU ops' intervals rounded the way HTA rounds fractional-µs timestamps
-(the ops HTA keeps are ``steps.hta_ops``).
+The overlap and temporal breakdown read these types, as HTA's own analyses do. The ``hta``
+classifier preset (``classify --rules hta``, the kernel breakdown) folds ``OTHER`` into
+``COMPUTATION`` instead, so that every GPU op has one category (docs/hta.md). ``hta_times``
+gives GPU ops' intervals rounded the way HTA rounds fractional-µs timestamps (the ops HTA
+keeps are ``steps.hta_ops``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def type_of_name(name: str) -> int:
     return OTHER if _NOT_COMPUTE.match(name) else COMPUTATION
 
 
-def kernel_types(cols: TraceColumns) -> np.ndarray:
+def op_types(cols: TraceColumns) -> np.ndarray:
     """The kernel type of each row of ``cols.gpu`` (int8): each distinct name typed once."""
     gpu = cols.gpu
     used = np.unique(gpu.name)
