@@ -19,7 +19,7 @@ their inputs until nothing changes (once per hop between CPU and GPU along the p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +47,7 @@ class CriticalPath:
     summary: pd.DataFrame
     segments: pd.DataFrame
     has_syncs: bool
+    metadata: dict = field(default_factory=dict)  # the trace's top-level keys (its rank)
 
 
 def summary_columns() -> list[str]:
@@ -57,6 +58,8 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     """The critical path of each instance of ``annotation`` (None: each ProfilerStep#N; a
     name: CPU ops and ranges whose name contains it; "": the whole trace), or of the one
     numbered ``step`` (N of ProfilerStep#N, else the index from 0). Reads the columns in memory."""
+    if cols.spilled_cpu_ops is not None:  # the graph reads the operators: bring them back
+        cols = cols.with_cpu_ops(lambda chunk: chunk.dur > 0)
     inst = instances(cols, annotation)
     if step is not None:
         keep = np.flatnonzero(inst.number == step)
@@ -77,7 +80,7 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     segments["category"] = np.array(CATEGORIES, object)[segments["category"].to_numpy()]
     segments["name"] = _event_names(cols, segments["event"].to_numpy(), segments["event_row"].to_numpy())
     summary = pd.DataFrame(rows, columns=summary_columns())
-    return CriticalPath(summary, segments, graph.has_syncs)
+    return CriticalPath(summary, segments, graph.has_syncs, cols.metadata)
 
 
 def _event_names(cols: TraceColumns, table: np.ndarray, row: np.ndarray) -> np.ndarray:
