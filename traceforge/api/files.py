@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
+    from ..analyses.critical_path import CriticalPath
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
 
@@ -166,3 +167,13 @@ def patterns(
     cols = reads.gpu_only_columns(path, where) if mined else reads.operator_columns(path, op, op_regex, where)
     return find_patterns(cols, op=op, op_regex=op_regex, nested=nested, min_len=min_len, max_len=max_len,
                          top_k=top_k, started_before_ns=started_before_ns).table_with_totals()
+
+
+def critical_path(path: str, *, annotation: str | None = None, step: int | None = None,
+                  where: Filters | None = None) -> CriticalPath:
+    """The critical path of each instance of ``annotation`` (default each ProfilerStep#N; ``step``:
+    only the one numbered so), its breakdown and segments (``analyses.critical_path``)."""
+    from ..analyses.critical_path import critical_path as path_of
+    from ..annotator.plan import filtered_scan
+
+    return path_of(filtered_scan(path, where), annotation, step)

@@ -11,6 +11,7 @@ from .._version import __version__
 from ..errors import TraceforgeError
 from ..util import progress
 from .commands import annotate, check, classify, counters, info, launch_stats
+from .commands import critical_path as critical_path_cmd
 from .commands import diff as diff_cmd
 from .commands import export as export_cmd
 from .commands import open as open_cmd
@@ -23,7 +24,7 @@ QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a term
 
 # In --help order: writing tracks, Perfetto fidelity, then the tables.
 COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
-            stats_cmd, export_cmd, diff_cmd)
+            stats_cmd, export_cmd, diff_cmd, critical_path_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

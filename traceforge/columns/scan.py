@@ -51,6 +51,11 @@ _MEMORY_FIELDS = "ordinal:n4 ts track:i4 device_type:i1 device:n4 bytes allocate
 _MEMORY_ROW_FIELDS = (R.FLAGS, R.TS, R.TRACK, R.DEVICE_TYPE, R.DEVICE, R.BYTES, R.ALLOCATED, R.RESERVED)
 _MEMORY_FLAGS = R.F_DEVICE_TYPE | R.F_DEVICE | R.F_BYTES | R.F_ALLOCATED | R.F_RESERVED
 _COPY_RATE_FIELDS = "ordinal:n4 rate"
+# Kineto's CUDA synchronisation events (cat "cuda_sync", on a GPU stream track), by kind (their name).
+SYNC_CAT = "cuda_sync"
+SYNC_KINDS = ("Stream Sync", "Context Sync", "Event Sync", "Stream Wait Event")
+SYNC_ARGS = ("wait_on_stream", "wait_on_cuda_event_record_corr_id")  # the stream and record an event wait names
+_SYNC_FIELDS = "ordinal:n4 ts dur:n4 device:n4 stream:n4 correlation:n4 kind:i1 wait_stream:n4 record_correlation:n4"
 _KIND_BY_CAT: dict[str, str] = {}
 for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
     for _c in _cats:
@@ -131,6 +136,9 @@ class TraceColumns:
     # Kineto's COPY_RATE_ARG (in RATE_SCALE units) of the copies whose dur is a whole µs (see memcpy_bw).
     copy_rates: Table = field(default_factory=lambda: GrowingColumns(_COPY_RATE_FIELDS).table())
     trace_start_ns: int | None = None  # the earliest ts >= 0 of any event but metadata (as ``trim`` has it)
+    # The cuda_sync events, always (a few per step): kind is the index in SYNC_KINDS (-1 another),
+    # wait_stream and record_correlation their SYNC_ARGS (-1 where absent).
+    syncs: Table = field(default_factory=lambda: GrowingColumns(_SYNC_FIELDS).table())
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -225,6 +233,7 @@ _HEAD_FIELDS = (R.PH, R.CAT, R.NAME, R.FLAGS, R.ID, R.TS)
 _SLICE_ROW_FIELDS = (R.TS, R.DUR, R.TRACK, R.NAME)
 _DIMS_FIELDS = tuple(range(R.GRID, R.GRID + 3)) + tuple(range(R.BLOCK, R.BLOCK + 3))
 _TIMES = R.F_TS | R.F_DUR
+_SYNC_ROW_FIELDS = _SLICE_ROW_FIELDS + (R.FLAGS, R.DEVICE, R.STREAM, R.CORRELATION)
 _OP_ARG_FLAGS = {R.EXTERNAL_ID: R.F_EXTERNAL_ID, R.SHARED_MEMORY: R.F_SHARED_MEMORY}
 
 
@@ -282,6 +291,8 @@ class _ColumnBuilder:
         self._step_name = _ByString(bool, False)
         self.gpu_annotations = GrowingColumns(_ANNOTATION_FIELDS)
         self._annotation_cat = _ByString(bool, False)
+        self.syncs = GrowingColumns(_SYNC_FIELDS)
+        self._sync_cat = _ByString(bool, False)
         self.memory = GrowingColumns(_MEMORY_FIELDS) if memory else None
         self._memory_name = _ByString(bool, False)
         self.copy_rates = GrowingColumns(_COPY_RATE_FIELDS)
@@ -332,6 +343,9 @@ class _ColumnBuilder:
         annotations = np.flatnonzero((ph_code == SLICE) & timed & self._annotation_cat[head[R.CAT]])
         if len(annotations):
             self._add_gpu_annotations(batch, rows, annotations)
+        syncs = np.flatnonzero((ph_code == SLICE) & timed & self._sync_cat[head[R.CAT]])
+        if len(syncs):
+            self._add_syncs(batch, rows, syncs)
         if self.memory is not None:
             memory = np.flatnonzero((ph_code == OTHER) & (flags & R.F_TS != 0) & self._memory_name[head[R.NAME]])
             if len(memory):
@@ -353,6 +367,20 @@ class _ColumnBuilder:
         r = R.columns(rows, at, _SLICE_ROW_FIELDS)
         track = r[R.TRACK]
         self.gpu_annotations.extend(*self._slice_fields(batch, r, at), self._pid_int[track], self._tid_int[track])
+
+    def _add_syncs(self, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
+        """The cuda_sync events ``at``: device, stream and correlation from the rows, the wait
+        args (``SYNC_ARGS``) from the parsed events (a few per step)."""
+        r = R.columns(rows, at, _SYNC_ROW_FIELDS)
+        flags, track = r[R.FLAGS], r[R.TRACK]
+        names = [self._texts[i] if i >= 0 else "" for i in r[R.NAME].tolist()]
+        kind = np.array([SYNC_KINDS.index(n) if n in SYNC_KINDS else -1 for n in names], np.int8)
+        waits = [[_int64_or(_args_of(e).get(k), -1) for k in SYNC_ARGS] for e in _events_at(batch, at)]
+        wait = np.array(waits, np.int64).reshape(-1, 2)
+        self.syncs.extend(at + batch.first, r[R.TS], r[R.DUR],
+                          np.where(flags & R.F_DEVICE, r[R.DEVICE], self._pid_int[track]),
+                          np.where(flags & R.F_STREAM, r[R.STREAM], self._tid_int[track]),
+                          np.where(flags & R.F_CORRELATION, r[R.CORRELATION], -1), kind, wait[:, 0], wait[:, 1])
 
     def _add_memory(self, batch: EventBatch, rows: np.ndarray, at: np.ndarray) -> None:
         """The ``[memory]`` instants ``at`` (their args ``MEMORY_ARGS`` are in the rows); one
@@ -449,6 +477,7 @@ class _ColumnBuilder:
                 [_GPU_CATS[t.lower()] if k == _GPU else -1 for t, k in zip(texts, kinds)], np.int8))
             self._step_name.extend([t.startswith(STEP_PREFIX) for t in texts])
             self._annotation_cat.extend([t == GPU_ANNOTATION_CAT for t in texts])
+            self._sync_cat.extend([t == SYNC_CAT for t in texts])
             self._memory_name.extend([t == MEMORY_EVENT for t in texts])
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
@@ -503,6 +532,7 @@ class _ColumnBuilder:
             ranges=self.ranges.table(),
             steps=self.steps.table(),
             gpu_annotations=self.gpu_annotations.table(),
+            syncs=self.syncs.table(),
             copy_rates=self.copy_rates.table(),
             **({} if self.memory is None else {"memory": self.memory.table()}),
             range_args=self.range_args,

@@ -1,0 +1,75 @@
+"""``traceforge critical-path``: what bounds each step, the longest path through its dependency graph."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...analyses.critical_path import CATEGORY_COLUMNS
+from ...api.files import critical_path, ranked
+from ...util.lazy_pandas import pd
+from ..options import add_filter_arguments, filters_of
+from ..output import Col, check_one_csv_table, emit, ms, pct, render, short
+
+TABLES = ("summary", "segments")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "critical-path", help="the critical path of each step: what bounds it (CPU, launch, GPU, sync, idle)",
+        description="Build the dependency graph of each instance of an annotation (default each ProfilerStep#N: "
+        "CPU operator nesting and order, kernel launches, stream order, CUDA synchronisations from Kineto's "
+        "cuda_sync events) and find its longest path, as HTA's critical_path_analysis does. The breakdown "
+        "tiles each step's span; length is the path's weight (HTA's number). Many traces: one per rank, the "
+        "straggler (longest total span) first.",
+    )
+    p.add_argument("input", nargs="+", help="trace files (.json, .json.gz, .json.zst) or directories, one per rank")
+    p.add_argument("--step", type=int, metavar="N", help="only ProfilerStep#N (or instance N of --annotation)")
+    p.add_argument("--annotation", metavar="NAME",
+                   help="CPU ranges whose name contains NAME instead of ProfilerStep#N (\"\": the whole trace)")
+    p.add_argument("--table", action="append", choices=TABLES,
+                   help="the tables to print (default summary); --format csv needs exactly one")
+    p.add_argument("--format", choices=("text", "csv", "json"), default="text",
+                   help="text (default), csv (one --table, ns), json (ns)")
+    add_filter_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    wanted = args.table or ["summary"]
+    check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
+    where = filters_of(args)
+    summaries, segments = [], []
+    for rank, _, result in ranked(args.input, lambda p: _Read(p, args, where)):
+        summaries.append(result.path.summary.assign(rank=rank))
+        segments.append(result.path.segments.assign(rank=rank))
+    summary = pd.concat(summaries, ignore_index=True)
+    seg = pd.concat(segments, ignore_index=True)
+    total = summary.groupby("rank")["span_ns"].sum().sort_values(ascending=False, kind="stable")
+    order = {r: i for i, r in enumerate(total.index.tolist())}
+    summary = summary.sort_values(["rank", "start"], key=lambda c: c.map(order) if c.name == "rank" else c,
+                                  kind="stable").reset_index(drop=True)
+    tables = {"summary": summary, "segments": seg}
+    emit({t: tables[t] for t in wanted}, args.format, lambda: _text(summary, seg, wanted))
+    return 0
+
+
+class _Read:
+    def __init__(self, path: str, args: argparse.Namespace, where) -> None:
+        self.path = critical_path(path, annotation=args.annotation, step=args.step, where=where)
+        self.metadata = self.path.metadata
+
+
+def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[str]:
+    lines = []
+    if "summary" in wanted:
+        cols = [Col("rank", "rank"), Col("instance", "label", short, left=True), Col("span ms", "span_ns", ms),
+                Col("length ms", "length_ns", ms)]
+        shares = summary[list(CATEGORY_COLUMNS)].div(summary["span_ns"].where(summary["span_ns"] > 0, 1), axis=0)
+        shown = summary.assign(**{c: 100 * shares[c] for c in CATEGORY_COLUMNS})
+        cols += [Col(c[:-3] + " %", c, pct) for c in CATEGORY_COLUMNS]
+        lines += ["critical path by instance (straggler rank first; shares of the span)", *render(shown, cols)]
+    if "segments" in wanted:
+        cols = [Col("rank", "rank"), Col("inst", "instance"), Col("start ns", "start"), Col("end ns", "end"),
+                Col("bound by", "category", left=True), Col("event", "name", short, left=True)]
+        lines += ["critical path segments", *render(seg, cols)]
+    return lines
