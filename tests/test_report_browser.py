@@ -16,7 +16,7 @@ from tests.conftest import TRACES, run_cli
 from tests.test_report import four_ranks
 
 pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the report-test extra)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
 
 SYSTEM_CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 OPEN_WITHIN_S = 3.0
