@@ -1,5 +1,4 @@
-"""``traceforge report``'s page in a real headless browser (Playwright + Chromium, the
-``report-test`` extra): it makes no network request, logs no console error, and renders
+"""``traceforge report``'s page in a real headless browser (Playwright + Chromium): it makes no network request, logs no console error, and renders
 every plot non-empty; a screenshot is written beside the page. Skipped, saying why, where
 Playwright or a Chromium cannot be had (``python3 -m playwright install chromium``, or a
 system ``chromium``)."""
