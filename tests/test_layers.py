@@ -22,6 +22,7 @@ ROOT = Path(traceforge.__file__).parent
 # (``api`` is the layer the face re-exports).
 LAYERS: tuple[str | tuple[str, ...], ...] = (
     "cli",
+    "report",
     "api",
     "annotator",
     "rewrite",

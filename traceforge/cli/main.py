@@ -17,6 +17,7 @@ from .commands import export as export_cmd
 from .commands import open as open_cmd
 from .commands import patterns as patterns_cmd
 from .commands import repair as repair_cmd
+from .commands import report as report_cmd
 from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
 
@@ -24,7 +25,7 @@ QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a term
 
 # In --help order: writing tracks, Perfetto fidelity, then the tables.
 COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
-            stats_cmd, export_cmd, diff_cmd, critical_path_cmd)
+            stats_cmd, export_cmd, diff_cmd, critical_path_cmd, report_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,28 @@
+"""``traceforge report``: one self-contained HTML page of plots per rank (``report.page``),
+from the Python API (``report.collect``), one rank loaded at a time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ..api.files import ranked
+from ..api.trace import Trace
+from .collect import RankReport, rank_report
+from .downsample import DEFAULT_BUCKETS
+from .page import render, require_bokeh
+
+__all__ = ["RankReport", "rank_report", "render", "write_report"]
+
+
+def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int = DEFAULT_BUCKETS) -> list[RankReport]:
+    """Write the report of ``inputs`` (one trace per rank, or directories of them) to ``out``;
+    return each rank's data. Each trace is loaded, summarized and let go before the next."""
+    require_bokeh()  # the missing extra is an error before any trace is read
+    reports = [rank_report(rank, path, trace, buckets=buckets)
+               for rank, path, trace in ranked([os.fspath(p) for p in inputs], Trace.read)]
+    reports.sort(key=lambda r: r.rank)
+    text = render(reports)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return reports
