@@ -21,8 +21,9 @@ from .counters.names import kernel_function
 MAX_SHORT = 60
 
 # Template arguments that tell elementwise/reduce/multi-tensor kernels apart: identifiers that
-# contain one of these. Identifiers are found by one regex without backtracking and the words
-# looked for in each (``[A-Za-z_]\w*Functor\w*`` as one regex backtracks quadratically).
+# contain one of these after their first character. Identifiers are found by one regex without
+# backtracking, then the words looked for in each (the one regex ``[A-Za-z_]\w*Functor\w*``
+# found the same identifiers, but backtracked quadratically on a long one).
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _HINT_WORDS = ("Functor", "functor", "Ops", "_kernel_cuda", "_kernel_impl")
 _GENERIC = {"kernel", "globalkernel", "kernel2"}
@@ -45,7 +46,7 @@ def short_kernel_name(name: str) -> str:
             base = f"{scope[0]}::{base}" if scope else base
     else:
         hints = [h for h in _IDENTIFIER.findall(template)
-                 if any(w in h for w in _HINT_WORDS) and not h.startswith("gpu_kernel")]
+                 if any(w in h[1:] for w in _HINT_WORDS) and not h.startswith("gpu_kernel")]
         if hints:
             base = f"{base}<{hints[-1]}>"
     return base if len(base) <= MAX_SHORT else base[: MAX_SHORT - 1] + "…"
