@@ -68,6 +68,20 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
                                 for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, where, tables))])
 
 
+def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
+    """Trace ``b``'s tail concentration per activity kind against trace ``a``'s, as ratios B / A
+    (``analyses.tail_compare``); each is one trace (one rank), read for its ``tails`` alone."""
+    from ..analyses.tail_compare import compared_tails
+
+    def tails(path: str | os.PathLike) -> pd.DataFrame:
+        table = stats(path, tables=("tails",), where=where).tails
+        if table["rank"].nunique() > 1:
+            raise UsageError(f"{os.fspath(path)}: several ranks; compare one trace with another")
+        return table
+
+    return compared_tails(tails(a), tails(b))
+
+
 def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
     """(rank, path, ``read(path)``) for each trace of ``inputs`` (files or directories), one at a
     time; what ``read`` gives has the trace's top-level ``metadata``. A trace's rank is its ``distributedInfo.rank``, else the number in its file name
