@@ -32,6 +32,7 @@ from .annotator.run import AnnotateResult, annotate
 from .api.files import (
     classify,
     classify_kernels,
+    compare_tails,
     counters,
     critical_path,
     diff,
@@ -53,6 +54,6 @@ from .rewrite.trim import TrimResult, trim
 __all__ = [
     "ANALYSES", "AnnotateResult", "Filters", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
-    "classify_kernels", "counters", "critical_path", "diff", "export", "launch_stats", "load", "memcpy_bandwidth",
-    "output_compression", "patterns", "queue_length", "repair", "scan", "stats", "trace_info", "trim",
+    "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
+    "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "repair", "scan", "stats", "trace_info", "trim",
 ]

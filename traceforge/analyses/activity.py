@@ -16,6 +16,9 @@ from ..columns.scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 from ..columns.table import Table
 
 GPU_ACTIVITY = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
+# The CUPTI activity kinds a notebook user shares time over: not CPU operators, user
+# annotations, Python functions or profiler ranges, which nest around them.
+CUPTI_KINDS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver")
 _CANONICAL = {"runtime": "cuda_runtime", "driver": "cuda_driver", "operator": "cpu_op"}
 
 

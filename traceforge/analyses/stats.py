@@ -6,9 +6,12 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
   event counts, and the launch-overlap totals (``launch_overlap``).
 - ``devices`` / ``streams``: GPU busy (union of op intervals) and idle time, with HTA's
   idle breakdown per stream (``gpu_busy``).
-- ``activity``: time share per activity kind: the kind's summed durations over the sum of
-  all kinds' durations (so shares add up to 100 %). Nested events (CPU ops inside CPU ops,
-  kernels under a profiler step) each count in full, as in a sum over a per-kind CSV.
+- ``activity``: time share per CUPTI activity kind (``activity.CUPTI_KINDS``: kernel,
+  gpu_memcpy, gpu_memset, cuda_runtime, cuda_driver): the kind's summed durations over the
+  sum of those kinds' durations (so shares add up to 100 %), what a notebook computes.
+  ``activity_all`` (asked for only): the same over every scanned kind, CPU ops, user
+  annotations and profiler ranges included. Nested events (CPU ops inside CPU ops, kernels
+  under a profiler step) each count in full, as in a sum over a per-kind CSV.
 - ``tails``: per kind, how concentrated time is in the longest events: for p in 1, 5, 10,
   the top ``max(1, floor(count * p / 100))`` events by duration, their share of the kind's
   time and their mean.
@@ -48,7 +51,7 @@ from ..io.heap import trim_heap
 from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
-from .activity import GPU_ACTIVITY, cat_kinds, durations_by_kind
+from .activity import CUPTI_KINDS, GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .gpu_annotations import gpu_annotation_times
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .idle_intervals import idle_intervals
@@ -123,6 +126,7 @@ class TraceStats:
     launch_apis: pd.DataFrame
     launch_kernels: pd.DataFrame
     launch_overlaps: pd.DataFrame
+    activity_all: pd.DataFrame = field(default_factory=_empty)
     overlap: pd.DataFrame = field(default_factory=_empty)
     temporal: pd.DataFrame = field(default_factory=_empty)
     kernel_types: pd.DataFrame = field(default_factory=_empty)
@@ -162,6 +166,7 @@ def wall_span(cols: TraceColumns) -> tuple[int, int]:
 
 CORE_TABLES = ("summary", "devices", "streams", "activity", "tails", "top_kernels", "launch_apis",
                "launch_kernels", "launch_overlaps")
+TOTALS_TABLES = ("activity_all",)  # made from every event's duration, as the core tables, only when asked for
 
 
 def default_tables() -> tuple[str, ...]:
@@ -185,11 +190,13 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     if unknown:
         raise UsageError(f"tables: no table {unknown[0]!r} (there are {', '.join(TraceStats.names())})")
     span = wall_span(cols)
-    totals = _Totals.of(cols) if set(wanted) & set(CORE_TABLES) else None
+    totals = _Totals.of(cols) if set(wanted) & {*CORE_TABLES, *TOTALS_TABLES} else None
     cols = _joined_launches(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
     trim_heap()
-    made = _core_tables(cols, span, kernel_wait_ns, totals) if totals is not None else {}
+    made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
+    if "activity_all" in wanted:
+        made["activity_all"] = totals.activity_all
     context = StatsContext(cols, span, kernel_wait_ns)
     for name in wanted:
         if name in EXTRA_TABLES:
@@ -214,12 +221,13 @@ class _Totals:
     per_api: _PerApi
     launches: int
     cpu_ops: int
+    activity_all: pd.DataFrame
 
     @classmethod
     def of(cls, cols: TraceColumns) -> _Totals:
         per_kind = durations_by_kind(cols)
-        return cls(activity_shares(per_kind), tails(per_kind), _per_api(cols), sum(map(len, cols.all_launches)),
-                   sum(map(len, cols.all_cpu_ops)))
+        return cls(activity_shares(per_kind, CUPTI_KINDS), tails(per_kind), _per_api(cols),
+                   sum(map(len, cols.all_launches)), sum(map(len, cols.all_cpu_ops)), activity_shares(per_kind))
 
 
 def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals
@@ -243,9 +251,11 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
     }
 
 
-def activity_shares(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:
-    """kind, events, total_ns, share_pct (of the summed durations of every kind), from
-    ``durations_by_kind``."""
+def activity_shares(per_kind: list[tuple[str, np.ndarray]], kinds: Collection[str] | None = None) -> pd.DataFrame:
+    """kind, events, total_ns, share_pct (of the summed durations of the kinds shown), from
+    ``durations_by_kind``: of ``kinds`` only (in ``durations_by_kind``'s order), or every kind."""
+    if kinds is not None:
+        per_kind = [(k, d) for k, d in per_kind if k in kinds]
     totals = [int(d.sum()) for _, d in per_kind]
     grand = sum(totals)
     return pd.DataFrame({

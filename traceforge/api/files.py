@@ -16,6 +16,7 @@ from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..errors import UsageError
 from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
@@ -66,6 +67,20 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
     return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
                                 for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, where, tables))])
+
+
+def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
+    """Trace ``b``'s tail concentration per activity kind against trace ``a``'s, as ratios B / A
+    (``analyses.tail_compare``); each is one trace (one rank), read for its ``tails`` alone."""
+    from ..analyses.tail_compare import compared_tails
+
+    def tails(path: str | os.PathLike) -> pd.DataFrame:
+        table = stats(path, tables=("tails",), where=where).tails
+        if table["rank"].nunique() > 1:
+            raise UsageError(f"{os.fspath(path)}: several ranks; compare one trace with another")
+        return table
+
+    return compared_tails(tails(a), tails(b))
 
 
 def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
@@ -122,11 +137,18 @@ def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_
     """Hardware counters per kernel from the trace's CUPTI range-profiler events and/or an
     ``ncu --csv --page raw`` file: ``.kernels`` (counters, operator stack, FLOPs, TFLOP/s,
     DRAM/L2 bytes, GB/s, tensor %, arithmetic intensity, efficiency), ``.operators`` (per
-    top-level operator), ``.problems`` (every mismatch and unmatched row or kernel)."""
-    from ..analyses.counters import checked_counter_options, counter_tables
+    top-level operator), ``.kinds`` (llm.c's per-kernel-kind summary and totals), ``.problems``
+    (every mismatch and unmatched row or kernel). ``path`` may be an ncu CSV alone (no
+    ``ncu``, no ``where``): its rows, timed by ncu's ``gpu__time_duration.sum``."""
+    from ..analyses.counters import checked_counter_options, counter_tables, ncu_tables
+    from ..analyses.counters.ncu_csv import looks_like_ncu_csv
 
     options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
                                       peak_tensor_pct=peak_tensor_pct)
+    if looks_like_ncu_csv(os.fspath(path)):
+        if ncu is not None or where is not None:
+            raise UsageError(f"{path} is an ncu CSV: give a trace with ncu=, or the CSV alone without where=")
+        return ncu_tables(os.fspath(path), peak_dram_gbps=peak_dram_gbps, peak_tensor_pct=peak_tensor_pct)
     return counter_tables(reads.counter_columns(path, options["ncu"], where), **options)
 
 

@@ -5,6 +5,6 @@ adds the operator stack and derived metrics, and reports every mismatch;
 ``annotator/plugins/counters.py`` turns that into args and tracks for ``annotate --counters``.
 """
 
-from .tables import CounterTables, checked_counter_options, counter_tables, operator_summary
+from .tables import CounterTables, checked_counter_options, counter_tables, ncu_tables, operator_summary
 
-__all__ = ["CounterTables", "checked_counter_options", "counter_tables", "operator_summary"]
+__all__ = ["CounterTables", "checked_counter_options", "counter_tables", "ncu_tables", "operator_summary"]

@@ -6,7 +6,9 @@ a units row (empty under the id columns), then one row per profiled launch. Valu
 carry thousands separators; ``==PROF==``/``==WARNING==`` lines may be mixed in; names are
 quoted (they contain commas). ncu auto-scales units (``Kbyte``, ``usecond``,
 ``Gbyte/second``, ...): values are converted to its base units (``byte``, ``nsecond``,
-``byte/second``, ...). Non-numeric metric columns are kept aside.
+``byte/second``, ...). Non-numeric metric columns are kept aside. ``gpu__time_duration.sum``
+is also read exactly, from its text, into integer ns (``time_ns``): ncu's own time of each
+launch, the only duration a CSV without a trace has.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from functools import lru_cache
 
 import numpy as np
@@ -24,11 +27,13 @@ from ...util.lazy_pandas import pd
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC")
+DURATION = "gpu__time_duration.sum"  # ncu's time of one launch
 REQUIRED = ("ID", "Kernel Name", "Stream", "Block Size", "Grid Size", "Device")
 _TOOL_LINE = re.compile(r"^==[A-Z]+==")
 _DIMS = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)?$")
 _MISSING = {"", "n/a", "N/A", "nan"}
-_TIME_NS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+_TIME_NS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+            "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}  # recent ncu versions print the short names
 _PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
 _BASES = {"byte", "bit", "cycle", "inst", "sector", "request", "warp", "thread", "block", "wavefront",
@@ -37,8 +42,9 @@ _BASES = {"byte", "bit", "cycle", "inst", "sector", "request", "warp", "thread",
 
 @dataclass
 class NcuCsv:
-    """Profiled launches in ID order: identity columns (``grid``/``block`` as (x, y, z)) and
-    metric columns in base units (``units`` says which); ``text_metrics`` are non-numeric."""
+    """Profiled launches in ID order: identity columns (``grid``/``block`` as (x, y, z)),
+    ``time_ns`` (``DURATION`` in exact integer ns, -1 where the CSV has none) and metric
+    columns in base units (``units`` says which); ``text_metrics`` are non-numeric."""
 
     path: str
     rows: pd.DataFrame
@@ -88,6 +94,42 @@ def _numbers(cells: pd.Series) -> tuple[pd.Series, bool]:
     return values.astype(float), bool(values[filled].notna().all())
 
 
+def _exact_ns(cells: pd.Series, unit: str, path: str) -> np.ndarray:
+    """Durations as integer ns from their text (``5.920000`` usecond -> 5920), rounded
+    half-even below 1 ns; -1 for an empty cell."""
+    factor = _TIME_NS.get(unit or "nsecond")
+    if factor is None:
+        raise TraceFormatError(path, f"ncu CSV: {DURATION} is in {unit!r}, not a unit of time")
+    scale = Decimal(int(factor))
+    out = np.full(len(cells), -1, np.int64)
+    for i, text in enumerate(cells.tolist()):
+        text = str(text).strip().replace(",", "")
+        if text in _MISSING:
+            continue
+        try:
+            value = Decimal(text) * scale
+        except InvalidOperation:
+            raise TraceFormatError(path, f"ncu CSV: {DURATION} {text!r} is not a number") from None
+        if not value.is_finite() or value < 0:
+            raise TraceFormatError(path, f"ncu CSV: {DURATION} {text!r} is not a duration")
+        out[i] = int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
+    return out
+
+
+def looks_like_ncu_csv(path: str) -> bool:
+    """Whether ``path`` (plain, .gz or .zst) starts like an ncu CSV: its first line that is
+    not blank nor a ``==PROF==`` tool line names the ``ID`` and ``Kernel Name`` columns."""
+    try:
+        for block in iter_decompressed(path):
+            for line in bytes(block[:1 << 16]).decode("utf-8", "replace").splitlines():
+                if line.strip() and not _TOOL_LINE.match(line):
+                    return '"ID"' in line and '"Kernel Name"' in line or line.startswith("ID,")
+            return False
+    except (TraceFormatError, OSError):
+        return False
+    return False
+
+
 def read_ncu_csv(path: str) -> NcuCsv:
     """Parse an ``ncu --csv --page raw`` file (plain, .gz or .zst)."""
     try:
@@ -124,6 +166,8 @@ def read_ncu_csv(path: str) -> NcuCsv:
     rows["block"] = [_dims(t) for t in raw["Block Size"]]
     if "Process ID" in raw:
         rows["pid"] = pd.to_numeric(raw["Process ID"], errors="coerce").fillna(-1).astype(np.int64)
+    rows["time_ns"] = (_exact_ns(raw[DURATION], units_row[header.index(DURATION)].strip() if units_row else "", path)
+                       if DURATION in raw else np.full(len(raw), -1, np.int64))
 
     metrics, text_metrics, units = [], [], {}
     for k, column in enumerate(header):

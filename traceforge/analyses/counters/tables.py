@@ -6,9 +6,14 @@ was checked), ``device``, ``stream``, ``event`` (ordinal of the trace event that
 args: the kernel, else the launch call; -1 none), ``event_kind``, ``trace_kernel`` (the
 trace's name for that kernel, "" without kernel events), ``kernel_ts_ns`` /
 ``kernel_dur_ns`` (the trace's kernel; -1 when the trace has none), ``launch_ts_ns``,
-``op_stack`` (every enclosing CPU event, outermost first, `` > ``-joined), ``top_op`` /
+``time_ns`` (the duration rates divide by: ``kernel_dur_ns`` with a trace, ncu's exact
+``gpu__time_duration.sum`` for an ncu CSV read alone; -1 none), ``op_stack`` (every enclosing CPU event, outermost first, `` > ``-joined), ``top_op`` /
 ``bottom_op`` (outermost / innermost framework operator, category ``cpu_op``, as HTA),
-the raw counters, then ``derived.DERIVED``.
+the raw counters, then ``derived.DERIVED``. ``kinds``: the per-kind summary with its totals
+row (``kinds.kind_summary``).
+
+``ncu_tables(path)`` makes the same tables from an ncu CSV alone (no trace: no events, stacks
+or operators; durations from the CSV).
 """
 
 from __future__ import annotations
@@ -19,19 +24,36 @@ from pathlib import Path
 
 import numpy as np
 
-from ...columns.scan import TraceColumns
+from ...columns.scan import KERNEL, TraceColumns
 from ...errors import UsageError
 from ...util.lazy_pandas import pd
 from ..stacks import Stacks, build_stacks
 from .derived import Peaks, add_derived, add_efficiency, choose_peaks
+from .kinds import kind_summary
 from .measurements import ID_COLUMNS, PROBLEM_COLUMNS, Measurements
-from .ncu_csv import read_ncu_csv
-from .ncu_join import join_ncu
+from .ncu_csv import DURATION, read_ncu_csv
+from .ncu_join import SOURCE, join_ncu
 from .ranges import match_ranges
 
 OPERATOR_CATS = frozenset({"cpu_op", "operator"})
 NO_OP = "(no operator)"
 NO_COUNTERS = "the trace has no cuda_profiler_range events and no --ncu file was given"
+HOW_TO_RECORD = (  # lines
+    "to record counters, either:",
+    "  torch.profiler.profile(..., experimental_config=torch.profiler._ExperimentalConfig(",
+    "      profiler_metrics=[...], profiler_measure_per_kernel=True))  (cuda_profiler_range events)",
+    "  or Nsight Compute: ncu --set full -o profile python ...; then",
+    "      ncu -i profile.ncu-rep --csv --page raw > profile.csv",
+    "      traceforge counters TRACE --ncu profile.csv  (or: traceforge counters profile.csv)",
+)
+RANGE_PROFILER_CHECK = (  # lines
+    "if the run asked torch.profiler for per-kernel metrics (profiler_metrics=[...],",
+    "profiler_measure_per_kernel=True), the range profiler did not run: recent PyTorch builds can",
+    "return an ordinary kernel trace for that configuration (seen with torch 2.11 on an H100).",
+    "Check the run's log for CUPTI/Kineto warnings, that the metric names exist on this GPU, and",
+    "that users may read GPU counters (NVreg_RestrictProfilingToAdminUsers=0); or use ncu instead.",
+)
+NCU_ONLY = "csv only"  # status of an ncu row read without a trace
 
 
 @dataclass
@@ -45,6 +67,7 @@ class CounterTables:
     summary: list[str] = field(default_factory=list)
     peaks: Peaks | None = None
     counters: list[str] = field(default_factory=list)
+    kinds: pd.DataFrame = field(default_factory=lambda: kind_summary(pd.DataFrame()))
 
 
 def _stack_columns(cols: TraceColumns, stacks: Stacks, launch_row: np.ndarray) -> tuple[list, list, list]:
@@ -98,8 +121,8 @@ def operator_summary(kernels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["top_op", "kernels", "flops", "dram_bytes", "l2_bytes", "kernel_time_ns",
                                      "achieved_tflops", "dram_gbps"])
     df = kernels.assign(top_op=kernels["top_op"].replace("", NO_OP))
-    timed = df["kernel_dur_ns"] > 0
-    df = df.assign(kernel_time_ns=df["kernel_dur_ns"].where(timed, 0),
+    timed = df["time_ns"] > 0
+    df = df.assign(kernel_time_ns=df["time_ns"].where(timed, 0),
                    timed_flops=df["flops"].where(timed), timed_dram=df["dram_bytes"].where(timed))
     g = df.groupby("top_op", sort=False)
     out = pd.DataFrame({
@@ -147,7 +170,7 @@ def counter_tables(
     if not has_counters(cols, ncu):
         empty = pd.DataFrame(columns=list(ID_COLUMNS))
         return CounterTables(empty, operator_summary(empty), pd.DataFrame(columns=list(PROBLEM_COLUMNS)),
-                             [NO_COUNTERS])
+                             no_counters_hints(cols))
     stacks = build_stacks(cols)
     parts: list[Measurements] = []
     if len(cols.ranges):
@@ -161,13 +184,60 @@ def counter_tables(
     extra = [c for c in rows.columns if c not in ID_COLUMNS and c not in counters]
     kernels = pd.concat([rows[list(ID_COLUMNS)], events, pd.DataFrame(
         {"op_stack": op_stack, "top_op": top, "bottom_op": bottom}, index=rows.index), rows[extra + counters]], axis=1)
-    dur = kernels["kernel_dur_ns"].where(kernels["kernel_dur_ns"] > 0)
-    add_derived(kernels, dur)
-    peaks = choose_peaks(kernels, cols.metadata, dram_gbps=peak_dram_gbps, tensor_pct=peak_tensor_pct)
-    add_efficiency(kernels, peaks)
+    kernels.insert(kernels.columns.get_loc("launch_ts_ns") + 1, "time_ns", kernels["kernel_dur_ns"])
+    peaks = _derived(kernels, cols.metadata, peak_dram_gbps, peak_tensor_pct)
     summary = [line for p in parts for line in p.summary]
     if (kernels["event_kind"] == "launch").any() and not (kernels["kernel_dur_ns"] > 0).any():
         summary.append("counters sit on launch calls (the trace has no kernel events, so no kernel durations): "
                        "TFLOP/s, GB/s and efficiency are left empty")
     problems = pd.concat([p.problems for p in parts], ignore_index=True)
-    return CounterTables(kernels, operator_summary(kernels), problems, summary, peaks, counters)
+    return CounterTables(kernels, operator_summary(kernels), problems, summary, peaks, counters, kind_summary(kernels))
+
+
+def _derived(kernels: pd.DataFrame, metadata: dict, peak_dram_gbps: float | None, peak_tensor_pct: float | None
+             ) -> Peaks:
+    """Add ``DERIVED`` (rates over ``time_ns``) and return the peaks chosen."""
+    add_derived(kernels, kernels["time_ns"].where(kernels["time_ns"] > 0))
+    peaks = choose_peaks(kernels, metadata, dram_gbps=peak_dram_gbps, tensor_pct=peak_tensor_pct)
+    add_efficiency(kernels, peaks)
+    return peaks
+
+
+def no_counters_hints(cols: TraceColumns) -> list[str]:
+    """What a trace without counters lacks, what to check, and how to record counters."""
+    kernels = int(np.count_nonzero(cols.gpu.kind == KERNEL))
+    if not kernels:
+        return [NO_COUNTERS, *HOW_TO_RECORD]
+    return [NO_COUNTERS, f"(it has {kernels:,} kernel events: an ordinary kernel trace)", *RANGE_PROFILER_CHECK,
+            *HOW_TO_RECORD]
+
+
+def ncu_tables(path: str, *, peak_dram_gbps: float | None = None, peak_tensor_pct: float | None = None
+               ) -> CounterTables:
+    """The counter tables of an ``ncu --csv --page raw`` file alone: one ``kernels`` row per
+    profiled launch (status ``NCU_ONLY``, no trace event, stack or operator), rates over ncu's
+    own ``gpu__time_duration.sum`` (exact ns); the peaks as with a trace, less the GPU's spec
+    sheet (the CSV does not name the GPU): ``--peak-dram-gbps`` or the best kernel."""
+    ncu = read_ncu_csv(path)
+    rows, n = ncu.rows, len(ncu.rows)
+    none = np.full(n, -1, np.int64)
+    kernels = pd.DataFrame({
+        "source": SOURCE, "source_index": rows["ncu_id"].to_numpy(), "kernel": rows["kernel"].to_numpy(),
+        "status": NCU_ONLY, "device": rows["device"].to_numpy(), "stream": rows["stream"].to_numpy(),
+        "gpu_row": none, "launch_row": none, "event": none, "event_kind": "", "trace_kernel": "",
+        "kernel_ts_ns": none, "kernel_dur_ns": none, "launch_ts_ns": none, "time_ns": rows["time_ns"].to_numpy(),
+        "op_stack": "", "top_op": "", "bottom_op": "",
+        "ncu_grid": [str(g) if g else "" for g in rows["grid"]], "ncu_block": [str(b) if b else "" for b in rows["block"]],
+    }, index=rows.index)
+    kernels = pd.concat([kernels, rows[ncu.metrics]], axis=1)
+    peaks = _derived(kernels, {}, peak_dram_gbps, peak_tensor_pct)
+    summary = [f"ncu: {n:,} rows of {path}, no trace: durations are ncu's {DURATION} (each kernel replayed "
+               "alone, not the program's own run)"]
+    if DURATION not in rows:
+        summary.append(f"the CSV has no {DURATION} column: no durations, so no rates (export it with --metrics)")
+    if peaks.dram_source != "--peak-dram-gbps":
+        summary.append("the CSV does not name the GPU: give --peak-dram-gbps (e.g. 3350 for an H100 SXM) "
+                       "for its spec-sheet bandwidth")
+    empty_ops = operator_summary(kernels.iloc[:0])
+    return CounterTables(kernels, empty_ops, pd.DataFrame(columns=list(PROBLEM_COLUMNS)), summary, peaks,
+                         list(ncu.metrics), kind_summary(kernels))

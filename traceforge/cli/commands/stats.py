@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 
 from ...analyses.gpu_busy import KERNEL_WAIT_NS
 from ...analyses.overlap import WHOLE_TRACE
 from ...analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES
-from ...analyses.stats import TraceStats, default_tables
-from ...api.files import stats
+from ...analyses.stats import TAIL_PERCENTS, TraceStats, default_tables
+from ...api.files import compare_tails, stats
+from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from ..options import add_filter_arguments, filters_of
@@ -50,11 +52,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel-wait-us", type=_us, default=KERNEL_WAIT_NS, metavar="US",
                    help="idle gaps shorter than this between ops already queued are kernel wait "
                    f"(default {ns_to_us_text(KERNEL_WAIT_NS)}, HTA's consecutive_kernel_delay)")
+    p.add_argument("--compare", action="store_true",
+                   help="compare two traces IN A and IN B: per activity kind, tail concentration (top 1/5/10 %% "
+                   "share and mean) and count, total and mean, as ratios B/A (one table, tail_compare)")
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return _compare(args)
     wanted = tuple(dict.fromkeys(args.table or default_tables()))
     check_one_csv_table("stats", args.format, wanted, TABLES)
     result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args))
@@ -62,6 +69,34 @@ def run(args: argparse.Namespace) -> int:
     tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
     emit(tables, args.format, lambda: _text(tables))
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``stats --compare A B``: the ``tail_compare`` table (``analyses.tail_compare``)."""
+    if len(args.inputs) != 2 or args.table:
+        raise UsageError("stats --compare takes two traces, A and B, and no --table")
+    a, b = args.inputs
+    table = compare_tails(a, b, where=filters_of(args))
+
+    def ratio(value: object) -> str:
+        return "-" if pd.isna(value) else f"{float(value):,.3f}"
+
+    def text() -> list[str]:
+        lines = [f"A: {a}", f"B: {b}", "",
+                 "Tails compared per activity kind (ratio B/A; top p %: the longest p % of the kind's events)"]
+        cols = [Col("kind", "kind", left=True), Col("A count", "a_count", _maybe(count)),
+                Col("B count", "b_count", _maybe(count)), Col("total", "total_ns_ratio", ratio),
+                Col("mean", "mean_ns_ratio", ratio)]
+        for p in TAIL_PERCENTS:
+            cols += [Col(f"top{p}% share", f"top{p}_pct_ratio", ratio), Col(f"top{p}% mean", f"top{p}_mean_ns_ratio", ratio)]
+        return lines + render(table, cols)
+
+    emit({"tail_compare": table}, args.format, text)
+    return 0
+
+
+def _maybe(show: Callable[[object], str]) -> Callable[[object], str]:
+    return lambda value: "-" if pd.isna(value) else show(int(value))
 
 
 def _limit(tables: dict[str, pd.DataFrame], top: int) -> dict[str, pd.DataFrame]:
@@ -136,10 +171,12 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("kernel wait ms", "kernel_wait_ns", ms), Col("other ms", "other_ns", ms),
         Col("before ms", "before_first_ns", ms), Col("after ms", "after_last_ns", ms),
     ])
-    _section(lines, "Time per activity kind (summed durations; nested events count at every level)", t.get("activity"), [
-        Col("kind", "kind", left=True), Col("events", "events", count), Col("total ms", "total_ns", ms),
-        Col("share %", "share_pct", pct),
-    ])
+    activity = [Col("kind", "kind", left=True), Col("events", "events", count), Col("total ms", "total_ns", ms),
+                Col("share %", "share_pct", pct)]
+    _section(lines, "Time per CUPTI activity kind (kernel, memcpy, memset, runtime, driver; summed durations; "
+             "every kind: --table activity_all)", t.get("activity"), activity)
+    _section(lines, "Time per activity kind, every kind (summed durations; nested events count at every level)",
+             t.get("activity_all"), activity)
     _section(lines, "Tail concentration: share of a kind's time in its longest 1 / 5 / 10 % events, and their mean",
              t.get("tails"), [
         Col("kind", "kind", left=True), Col("count", "count", count), Col("max us", "max_ns", us),
