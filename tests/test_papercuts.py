@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 from tests.conftest import run_cli
 
 # -- 1. annotate with no analysis flag, or with only an analysis option, is not a silent copy ------
@@ -31,3 +35,42 @@ def test_annotate_copy_is_the_explicit_plain_copy(sample, tmp_path):
     r = run_cli("annotate", str(sample.path), "--copy", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == sample.raw
+
+
+# -- 2. traceforge's outputs are never read back as ranks; a directory's go to one directory -------
+
+
+def _rank_dir(sample, directory: Path) -> Path:
+    """Two ranks of the sample (``distributedInfo.rank`` 0 and 1), gzipped, in ``directory``."""
+    directory.mkdir()
+    old = b'"distributedInfo": {"backend": "nccl", "rank": 0,'
+    for rank in (0, 1):
+        raw = sample.raw.replace(old, old.replace(b"0,", f"{rank},".encode()))
+        (directory / f"rank{rank}.json.gz").write_bytes(gzip.compress(raw, 1))
+    return directory
+
+
+def test_annotated_outputs_are_not_read_back_as_ranks(sample, tmp_path):
+    traces = _rank_dir(sample, tmp_path / "job")
+    r = run_cli("annotate", str(traces), "--queue-length")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (traces / "annotated").iterdir()) == [
+        "rank0.annotated.json.gz", "rank1.annotated.json.gz"]
+    assert f"writing the annotated traces to {traces / 'annotated'}/" in r.stderr.decode()
+    # the old place: outputs beside the inputs, in the directory itself
+    for rank in (0, 1):
+        assert run_cli("annotate", str(traces / f"rank{rank}.json.gz"), "--queue-length").returncode == 0
+    assert (traces / "rank1.annotated.json.gz").is_file()
+    for command in (["stats", "--format", "json"], ["launch-stats", "--format", "json"]):
+        r = run_cli(*command, str(traces))
+        err = r.stderr.decode()
+        assert r.returncode == 0, err
+        assert "skipped 2 trace(s) traceforge wrote (rank0.annotated.json.gz, rank1.annotated.json.gz)" in err
+        assert "again" not in err
+    r = run_cli("launch-stats", "--format", "json", str(traces))
+    assert [rank["rank"] for rank in json.loads(r.stdout)["ranks"]] == [0, 1]
+    r = run_cli("classify", str(traces))
+    assert r.returncode == 0 and b".annotated.json" not in r.stdout, r.stderr
+    # named explicitly, an output is read as a trace
+    r = run_cli("info", str(traces / "rank0.annotated.json.gz"))
+    assert r.returncode == 0, r.stderr

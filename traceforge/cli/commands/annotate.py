@@ -25,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
     p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
-                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input. With several "
-                   "inputs (or a directory): a directory (made if missing) that gets <name>.annotated.json.gz "
-                   "for each input")
+                   ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input (.json.zst for a "
+                   ".json.zst input, .json for .json). With several inputs (or a directory): a directory (made if "
+                   "missing; default DIR/annotated/ for a directory DIR) that gets <name>.annotated.json.gz for "
+                   "each input")
     for a in ANALYSES.values():
         p.add_argument(a.flag, dest=a.name, action="store_true", help=a.help)
     p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
@@ -42,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_chosen(args)
+    if args.output is None and ranks.fans_out(args):
+        ranks.check_fan_out(args)
+        args.output = ranks.default_output_dir(args.input, "annotated")
     return ranks.run_command(args, annotate_one)
 
 
