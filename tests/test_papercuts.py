@@ -6,7 +6,9 @@ import gzip
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
+import zstandard
+
+from tests.conftest import raw_json, run_cli
 
 # -- 1. annotate with no analysis flag, or with only an analysis option, is not a silent copy ------
 
@@ -74,3 +76,33 @@ def test_annotated_outputs_are_not_read_back_as_ranks(sample, tmp_path):
     # named explicitly, an output is read as a trace
     r = run_cli("info", str(traces / "rank0.annotated.json.gz"))
     assert r.returncode == 0, r.stderr
+
+
+# -- 7. the output's codec follows the input's; -o is optional everywhere; -o x.txt says what it is --
+
+
+def test_zst_in_gives_zst_out_and_repair_trim_need_no_o(sample, tmp_path):
+    src = tmp_path / "trace.json.zst"
+    src.write_bytes(zstandard.ZstdCompressor().compress(sample.raw))
+    for command, kind in ((["annotate", "--queue-length"], "annotated"), (["repair"], "repaired"),
+                          (["trim", "--steps", "11-12"], "trimmed")):
+        r = run_cli(command[0], str(src), *command[1:])
+        assert r.returncode == 0, r.stderr
+        out = tmp_path / f"trace.{kind}.json.zst"
+        assert out.read_bytes()[:4] == b"\x28\xb5\x2f\xfd", kind  # zstd's magic
+        assert json.loads(raw_json(out))["traceEvents"]
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(sample.raw)
+    assert run_cli("repair", str(plain)).returncode == 0
+    assert (tmp_path / "plain.repaired.json").read_bytes()[:1] == b"{"
+
+
+def test_an_output_suffix_without_a_codec_says_it_is_plain_json(sample, tmp_path):
+    for command in (["annotate", "--queue-length"], ["repair"], ["trim", "--steps", "11-12"], ["patterns"]):
+        out = tmp_path / f"{command[0]}.txt"
+        r = run_cli(command[0], str(sample.path), *command[1:], "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        assert f"{out}: written as plain (uncompressed) JSON" in r.stderr.decode()
+        json.loads(out.read_bytes())
+    r = run_cli("repair", str(sample.path), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0 and b"plain (uncompressed)" not in r.stderr

@@ -12,7 +12,7 @@ from ...io.codec import output_compression
 from .. import ranks
 from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures
-from . import add_compression_argument
+from . import add_compression_argument, note_plain_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,6 +72,7 @@ def annotate_one(args: argparse.Namespace) -> Figures:
         options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
         # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.
         options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
+    note_plain_output(args.output)
     with output_compression(args.compression):
         result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args))
     figures.update(result.figures)
