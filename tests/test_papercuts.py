@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import zstandard
 
 from tests.conftest import raw_json, run_cli
@@ -106,3 +109,53 @@ def test_an_output_suffix_without_a_codec_says_it_is_plain_json(sample, tmp_path
         json.loads(out.read_bytes())
     r = run_cli("repair", str(sample.path), "-o", str(tmp_path / "r.json"))
     assert r.returncode == 0 and b"plain (uncompressed)" not in r.stderr
+
+
+# -- 3 and 4. launch-stats: one table per CSV (outliers too), ns in CSV and JSON, relative times ---
+
+
+def _events(sample) -> list[dict]:
+    return json.loads(sample.raw)["traceEvents"]
+
+
+def _trace_start_ns(events: list[dict]) -> int:
+    """The earliest ts >= 0 of any event but metadata, in exact ns."""
+    return min(int(Decimal(str(e["ts"])) * 1000) for e in events if e.get("ph") != "M" and "ts" in e
+               and Decimal(str(e["ts"])) >= 0)
+
+
+def test_launch_stats_csv_and_json_agree_in_ns_with_outliers_in_csv(sample):
+    path = str(sample.path)
+    stats_csv = pd.read_csv(io.BytesIO(run_cli("launch-stats", path, "--format", "csv").stdout))
+    doc = json.loads(run_cli("launch-stats", path, "--format", "json", "--top", "3").stdout)
+    assert list(stats_csv.columns) == ["by", "key", "figure", "count", "mean_ns", "min_ns", "p50_ns", "p90_ns",
+                                       "p99_ns", "max_ns"]
+    assert stats_csv.to_dict("records") == doc["statistics"]
+    r = run_cli("launch-stats", path, "--format", "csv", "--table", "outliers", "--top", "3")
+    assert r.returncode == 0, r.stderr
+    worst = pd.read_csv(io.BytesIO(r.stdout))
+    assert list(worst.columns)[:7] == ["list", "launch_delay_ns", "cpu_duration_ns", "gpu_duration_ns", "gpu_ts_ns",
+                                       "gpu_ts_rel_ns", "device"]
+    from_json = [{"list": name, **row} for name, entry in doc["outliers"].items() for row in entry["worst"]]
+    assert len(worst) == len(from_json) > 0
+    assert worst.fillna("").to_dict("records") == [{k: ("" if v is None else v) for k, v in row.items()}
+                                                  for row in from_json]
+    # relative = absolute - the trace start, checked against the events themselves
+    events = _events(sample)
+    start = _trace_start_ns(events)
+    assert doc["trace_start_ns"] == start
+    gpu_starts = {int(Decimal(str(e["ts"])) * 1000) for e in events if e.get("cat") in ("kernel", "gpu_memcpy",
+                                                                                        "gpu_memset")}
+    for row in from_json:
+        assert row["gpu_ts_ns"] in gpu_starts and row["gpu_ts_rel_ns"] == row["gpu_ts_ns"] - start
+
+
+def test_launch_stats_text_shows_times_from_the_trace_start(sample):
+    r = run_cli("launch-stats", str(sample.path), "--delay-cutoff", "0us", "--top", "1")
+    text = r.stdout.decode()
+    doc = json.loads(run_cli("launch-stats", str(sample.path), "--format", "json", "--delay-cutoff", "0us",
+                             "--top", "1").stdout)
+    row = doc["outliers"]["long_delay"]["worst"][0]
+    assert "at ms" in text and "GPU ts us" in text and "from the trace start" in text
+    assert f"{row['gpu_ts_rel_ns'] / 1e6:,.3f}" in text
+    assert max(len(line.replace(str(sample.path), "PATH")) for line in text.splitlines()) <= 100
