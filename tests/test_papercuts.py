@@ -159,3 +159,40 @@ def test_launch_stats_text_shows_times_from_the_trace_start(sample):
     assert "at ms" in text and "GPU ts us" in text and "from the trace start" in text
     assert f"{row['gpu_ts_rel_ns'] / 1e6:,.3f}" in text
     assert max(len(line.replace(str(sample.path), "PATH")) for line in text.splitlines()) <= 100
+
+
+# -- 5. progress: the speed of the JSON, uncompressed, per pass -----------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_counts_the_uncompressed_json_per_pass(sample):
+    from traceforge.io.reader import TraceReader
+    from traceforge.util import progress
+
+    stream = _Terminal()
+    with progress.shown(True, stream):
+        for _ in range(2):  # a scan pass, then a write pass
+            for _ in TraceReader(str(sample.path)).batches():
+                pass
+    lines = [line.split("\r")[-1].replace("\x1b[K", "") for line in stream.getvalue().split("\n") if line]
+    json_mb = f"{len(sample.raw) / 1e6:,.1f} MB JSON"  # the decompressed size, not the .gz file's
+    assert [line.split()[0] for line in lines] == ["scan", "write"]
+    for line in lines:
+        assert "100%" in line and json_mb in line and line.endswith("ETA 0:00"), line
+    assert sample.path.stat().st_size < len(sample.raw) / 3
+
+
+def test_progress_line_speed_is_of_the_json():
+    from traceforge.util.progress import ProgressBar
+
+    stream, now = io.StringIO(), [0.0]
+    bar = ProgressBar(stream, clock=lambda: now[0])
+    bar("scan", 0, 100_000_000)
+    now[0] = 2.0
+    bar.add_json(1_000_000_000)  # 10x the compressed bytes
+    bar("scan", 50_000_000, 100_000_000)
+    assert stream.getvalue().endswith("\rscan   50% [############            ] 1,000.0 MB JSON  500.0 MB/s  ETA 0:02\x1b[K")
