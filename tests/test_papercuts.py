@@ -5,13 +5,17 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import socket
+import subprocess
+import sys
+import urllib.request
 from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
 import zstandard
 
-from tests.conftest import raw_json, run_cli
+from tests.conftest import ROOT, raw_json, run_cli
 
 # -- 1. annotate with no analysis flag, or with only an analysis option, is not a silent copy ------
 
@@ -196,3 +200,24 @@ def test_progress_line_speed_is_of_the_json():
     bar.add_json(1_000_000_000)  # 10x the compressed bytes
     bar("scan", 50_000_000, 100_000_000)
     assert stream.getvalue().endswith("\rscan   50% [############            ] 1,000.0 MB JSON  500.0 MB/s  ETA 0:02\x1b[K")
+
+
+# -- 6. open: HEAD is answered; a port ui.perfetto.dev will not fetch from is said --------------
+
+
+def test_open_answers_head_and_explains_another_port(sample):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "traceforge", "open", str(sample.path), "--port", str(port),
+                             "--no-browser"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        trace_url = proc.stdout.readline().decode().strip().split("url=", 1)[1]
+        with urllib.request.urlopen(urllib.request.Request(trace_url, method="HEAD"), timeout=10) as r:
+            assert r.status == 200 and r.read() == b""
+            assert int(r.headers["Content-Length"]) == sample.path.stat().st_size
+            assert r.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert f"fetches traces from 127.0.0.1:9001 only; on port {port}" in err.decode()
