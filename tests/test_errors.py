@@ -84,7 +84,7 @@ def test_missing_input_leaves_an_existing_output_alone(tmp_path):
 
 def test_output_gets_ordinary_file_permissions(tmp_path, sample):
     out = tmp_path / "out.json.gz"
-    assert run_cli("annotate", str(sample.path), "-o", str(out)).returncode == 0
+    assert run_cli("annotate", str(sample.path), "--copy", "-o", str(out)).returncode == 0
     assert raw_json(out) == sample.raw
     assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
 

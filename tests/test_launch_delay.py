@@ -132,11 +132,11 @@ def test_launch_stats_cli(columns):
     table = launch_table(columns("negative_queue"))
     counts = {k: len(v) for k, v in outliers(table, 1_500_000, 190_000_000).items()}
     assert {k: v["count"] for k, v in report["outliers"].items()} == counts
-    assert report["outliers"]["long_delay"]["worst"][0]["launch_delay"] == table["launch_delay"].max()
+    assert report["outliers"]["long_delay"]["worst"][0]["launch_delay_ns"] == table["launch_delay"].max()
     r = run_cli("launch-stats", str(TRACES["triton"]), "--format", "csv")
     lines = r.stdout.decode().splitlines()
-    assert lines[0] == "by,key,figure,count,mean_us,min_us,p50_us,p90_us,p99_us,max_us"
-    assert "all,all,launch_delay,1,-2.342,-2.342,-2.342,-2.342,-2.342,-2.342" in lines
+    assert lines[0] == "by,key,figure,count,mean_ns,min_ns,p50_ns,p90_ns,p99_ns,max_ns"  # ns, as in the JSON
+    assert "all,all,launch_delay,1,-2342,-2342,-2342,-2342,-2342,-2342" in lines
     r = run_cli("launch-stats", path, "--delay-cutoff", "1.5x")
     assert r.returncode == 2 and b"not a duration: '1.5x'" in r.stderr
 

@@ -26,7 +26,7 @@ def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:
 @pytest.mark.parametrize("name", [SAMPLE, *sorted(TRACES)])
 def test_no_flags_is_byte_identical(name, tmp_path, trace_path):
     out = tmp_path / "out.json"
-    r = run_cli("annotate", str(trace_path(name)), "-o", str(out))
+    r = run_cli("annotate", str(trace_path(name)), "--copy", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == raw_json(trace_path(name))
 
@@ -103,7 +103,7 @@ def test_other_layouts(name, style, tmp_path, trace_path):
     src = tmp_path / "in.json"
     src.write_bytes(data)
     plain = tmp_path / "plain.json"
-    assert run_cli("annotate", str(src), "-o", str(plain)).returncode == 0
+    assert run_cli("annotate", str(src), "--copy", "-o", str(plain)).returncode == 0
     assert plain.read_bytes() == data
     out = tmp_path / "out.json"
     r = run_cli("annotate", str(src), "--all", "-o", str(out))
@@ -122,9 +122,9 @@ def test_zstd_and_stdin_stdout(name, tmp_path, trace_path):
     src = tmp_path / "in.json.zst"
     src.write_bytes(zstandard.ZstdCompressor().compress(data))
     out = tmp_path / "out.json.zst"
-    assert run_cli("annotate", str(src), "-o", str(out)).returncode == 0
+    assert run_cli("annotate", str(src), "--copy", "-o", str(out)).returncode == 0
     assert raw_json(out) == data
-    r = run_cli("annotate", "-", "-o", "-", stdin=data)
+    r = run_cli("annotate", "-", "--copy", "-o", "-", stdin=data)
     assert r.returncode == 0, r.stderr
     assert r.stdout == data
     # Tracks only: one pass straight from stdin to stdout.

@@ -242,16 +242,16 @@ def test_launch_stats(sample, truth):
         groups.setdefault(("stream", f"GPU {op.pid} stream {op.tid}"), []).append(op)
         groups.setdefault(("api", truth.launch_of(op).name), []).append(op)
     assert doc["launches"] == len(truth.gpu) and doc["negative_delays"] == 0
-    rows = {(s["by"], s["key"], s["figure"]): s for s in doc["statistics_ns"]}
+    rows = {(s["by"], s["key"], s["figure"]): s for s in doc["statistics"]}
     assert len(rows) == 3 * len(groups)
     for (by, key), ops in groups.items():
         for figure, value in figures.items():
             values = [value(op) for op in ops]
             n = len(values)
             assert rows[(by, key, figure)] == {
-                "by": by, "key": key, "figure": figure, "count": n, "mean": (2 * sum(values) + n) // (2 * n),
-                "min": min(values), "p50": _nearest_rank(values, 50), "p90": _nearest_rank(values, 90),
-                "p99": _nearest_rank(values, 99), "max": max(values)}, (by, key, figure)
+                "by": by, "key": key, "figure": figure, "count": n, "mean_ns": (2 * sum(values) + n) // (2 * n),
+                "min_ns": min(values), "p50_ns": _nearest_rank(values, 50), "p90_ns": _nearest_rank(values, 90),
+                "p99_ns": _nearest_rank(values, 99), "max_ns": max(values)}, (by, key, figure)
     cpu = [truth.launch_of(op).dur for _, op in truth.gpu]
     gpu = [op.dur for _, op in truth.gpu]
     delay = [truth.delay(op) for _, op in truth.gpu]

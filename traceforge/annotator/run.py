@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
+from ..io import output_names
 from ..io.codec import AtomicOutput, check_writable, spool_stdin
 from ..io.patch import ExtraArgs, patch_editor
 from ..io.placed_patch import copy_placed
@@ -40,16 +40,9 @@ class AnnotateResult:
 
 
 def default_output(path: str) -> str:
-    """``<name>.annotated.json.gz`` beside the input (``-`` for stdin)."""
-    if path == "-":
-        return "-"
-    p = Path(path)
-    name = p.name
-    for suffix in (".json.gz", ".json.zst", ".json.zstd", ".json", ".gz", ".zst"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return str(p.with_name(f"{name}.annotated.json.gz"))
+    """``<name>.annotated.json[.gz|.zst]`` beside the input, compressed as the input is
+    (``io.output_names``; ``-`` for stdin)."""
+    return output_names.default_output(path, "annotated")
 
 
 def annotate(

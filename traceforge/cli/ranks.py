@@ -173,8 +173,20 @@ def run_command(args: argparse.Namespace, one: Callable[[argparse.Namespace], Fi
     return 1 if any(r.error for r in runs) else 0
 
 
+def default_output_dir(inputs: Sequence[str], kind: str) -> str | None:
+    """Where a run over a directory writes without ``-o``: one directory, ``DIR/<kind>/`` in the
+    (first) directory given, announced on stderr; None (each output beside its input) for files."""
+    directory = next((p for p in inputs if Path(p).is_dir()), None)
+    if directory is None:
+        return None
+    out = str(Path(directory) / kind)
+    print(f"traceforge: writing the {kind} traces to {out}/ (-o DIR to choose)", file=sys.stderr)
+    return out
+
+
 def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
-    """With several inputs ``-o`` is a directory: ``<name>.annotated.json.gz`` per input in it."""
+    """With several inputs ``-o`` is a directory: ``<name>.annotated.json.gz`` per input in it
+    (compressed as the input is)."""
     if out_dir is None:
         return [None] * len(paths)
     if out_dir == "-":

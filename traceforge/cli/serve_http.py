@@ -22,19 +22,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_OPTIONS(self) -> None:  # CORS preflight
         self.send_response(204)
         self._cors()
-        self.send_header("Access-Control-Allow-Methods", "GET, OPTIONS")
+        self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
         self.send_header("Access-Control-Allow-Headers", "*")
         self.end_headers()
 
-    def do_GET(self) -> None:
+    def _headers(self) -> bool:
+        """The trace's status and headers (what HEAD answers); False where the path is not the trace."""
         if urllib.parse.urlsplit(self.path).path != self.server.url_path:
             self.send_error(404, "only the trace is served here")
-            return
+            return False
         self.send_response(200)
         self._cors()
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(os.path.getsize(self.server.file)))
         self.end_headers()
+        return True
+
+    def do_HEAD(self) -> None:
+        self._headers()
+
+    def do_GET(self) -> None:
+        if not self._headers():
+            return
         with open(self.server.file, "rb") as f:
             try:
                 shutil.copyfileobj(f, self.wfile, 1 << 20)

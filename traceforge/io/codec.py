@@ -31,6 +31,7 @@ _RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)
 
 from .. import _native
 from ..errors import TraceFormatError, TraceNotFoundError, UsageError
+from ..util import progress
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
 
@@ -92,7 +93,8 @@ def iter_decompressed(
     """Yield the decompressed bytes of ``path`` in blocks of up to ``BLOCK`` bytes; errors
     name the compressed offset.
 
-    ``on_read`` (a progress bar) is told the compressed bytes read so far after each read.
+    ``on_read`` (a progress bar) is told the compressed bytes read so far after each read (and,
+    a ``progress.PassHook``, the decompressed bytes of each block and the end of the read).
     ``headroom``: each block's first ``headroom`` bytes are spare, filled by the
     decompression thread: a reader can put the end of the previous block there instead of
     copying both into one buffer on its own thread.
@@ -102,7 +104,23 @@ def iter_decompressed(
         codec = detect_codec(head)
         source = _Source(f, head, path, on_read, codec)
         blocks = _blocks(source, codec, headroom)
-        yield from blocks if codec == "plain" else prefetched(blocks)
+        out = blocks if codec == "plain" else prefetched(blocks)
+        yield from _counted(out, on_read, headroom) if isinstance(on_read, progress.PassHook) else out
+
+
+def _counted(blocks: Iterator[bytearray], hook: progress.PassHook, headroom: int) -> Iterator[bytearray]:
+    """``blocks`` as they are, each one's bytes (less its spare ``headroom``) told to ``hook``,
+    which hears when the file has been read to its end (a reader may stop before the last block)."""
+    ended = False
+    try:
+        for block in blocks:
+            hook.decompressed(max(0, len(block) - headroom))
+            yield block
+        ended = True
+    finally:
+        blocks.close()  # type: ignore[attr-defined]  (a generator: its file closes now)
+        if ended or hook.read_all:
+            hook.finished()
 
 
 def new_decompressor(codec: str):

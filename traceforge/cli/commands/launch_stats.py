@@ -11,6 +11,7 @@ import orjson
 from ...analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS,
     DEFAULT_RUNTIME_CUTOFF_NS,
+    FIGURES,
     launch_statistics,
     launch_table_consuming,
     outliers,
@@ -23,6 +24,7 @@ from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, filters_of
+from ..output import Col, count, ms, render, short
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
@@ -32,6 +34,8 @@ OUTLIER_TITLES = {
     "long_delay": "launch delays above the delay cutoff",
 }
 WORST_COLUMNS = ("launch_delay", "cpu_duration", "gpu_duration", "gpu_ts", "device", "stream", "api", "cpu_op", "name")
+NS_COLUMNS = ("launch_delay", "cpu_duration", "gpu_duration", "gpu_ts")  # named <column>_ns in CSV and JSON
+TABLES = ("statistics", "outliers")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="launch delays above this are outliers (default 100us)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="worst N of each outlier list (default 10)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
-                   help="text (default); csv: the statistics table, times in us; json: everything, times in ns")
+                   help="text (default); csv: the --table chosen; json: everything. Times in ns in both, the unit "
+                   "in each column's name; gpu_ts_rel_ns is the GPU op's start from the trace start (as Perfetto "
+                   "shows time)")
+    p.add_argument("--table", choices=TABLES, default="statistics",
+                   help="the table --format csv writes: statistics (default) or outliers (the worst --top of each "
+                   "outlier list, its name in the list column)")
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
@@ -64,33 +73,47 @@ def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
     cols = launch_columns(args.input, calls_of(STREAM_LAUNCH_APIS), filters_of(args))
     figures = gpu_figures(cols)
+    start = cols.trace_start_ns or 0
     table = launch_table_consuming(cols)
     del cols  # the table holds what is left to report
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
     message = table.attrs.get("message")
     if args.format == "json":
-        print(orjson.dumps(_report(table, stats, lists, args), option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(_report(table, stats, lists, args, start), option=orjson.OPT_INDENT_2).decode())
     elif args.format == "csv":
         if message:
             print(f"traceforge: {message}", file=sys.stderr)
-        _us_columns(stats).to_csv(sys.stdout, index=False)
+        if args.table == "outliers":
+            frames = [_worst(table, rows[:args.top], start).assign(list=key) for key, rows in lists.items()]
+            out = pd.concat(frames, ignore_index=True)
+            out[["list", *(c for c in out.columns if c != "list")]].to_csv(sys.stdout, index=False)
+        else:
+            _ns_columns(stats).to_csv(sys.stdout, index=False)
     elif message:
         print(message)
     else:
-        _print_text(table, stats, lists, args)
+        _print_text(table, stats, lists, args, start)
     return {**figures, **launch_figures(stats)}
 
 
-def _us_columns(stats: pd.DataFrame) -> pd.DataFrame:
-    """The statistics with times as exact µs text (``count`` stays a count)."""
-    out = stats.rename(columns={c: f"{c}_us" for c in STAT_COLUMNS if c != "count"})
-    for c in STAT_COLUMNS[1:]:
-        out[f"{c}_us"] = [ns_to_us_text(v) for v in stats[c].tolist()]
-    return out
+def _us(ns: object) -> str:
+    return ns_to_us_text(int(ns))
 
 
-def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args) -> dict:
+def _ns_columns(stats: pd.DataFrame) -> pd.DataFrame:
+    """The statistics with the unit in each time column's name (``count`` stays a count)."""
+    return stats.rename(columns={c: f"{c}_ns" for c in STAT_COLUMNS if c != "count"})
+
+
+def _worst(table: pd.DataFrame, rows: np.ndarray, start_ns: int) -> pd.DataFrame:
+    """Outlier rows: times in ns (``<column>_ns``), and the GPU op's start from the trace start."""
+    out = table.iloc[rows][list(WORST_COLUMNS)].rename(columns={c: f"{c}_ns" for c in NS_COLUMNS})
+    out.insert(out.columns.get_loc("gpu_ts_ns") + 1, "gpu_ts_rel_ns", out["gpu_ts_ns"] - start_ns)
+    return out.reset_index(drop=True)
+
+
+def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args, start_ns: int) -> dict:
     return {
         "path": args.input,
         "launches": len(table),
@@ -98,40 +121,43 @@ def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarra
         "message": table.attrs.get("message"),
         "runtime_cutoff_ns": args.runtime_cutoff,
         "delay_cutoff_ns": args.delay_cutoff,
-        "statistics_ns": stats.to_dict(orient="records"),
+        "trace_start_ns": start_ns,
+        "statistics": _ns_columns(stats).to_dict(orient="records"),
         "outliers": {
-            key: {"count": len(rows), "worst": table.iloc[rows[:args.top]][list(WORST_COLUMNS)].to_dict(orient="records")}
+            key: {"count": len(rows), "worst": _worst(table, rows[:args.top], start_ns).to_dict(orient="records")}
             for key, rows in lists.items()
         },
     }
 
 
-def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args) -> None:
+def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args, start_ns: int) -> None:
     negative = table["launch_delay"].to_numpy()[table["negative_delay"].to_numpy()]
     print(f"{args.input}: {len(table):,} GPU ops with a launch call")
     if len(negative):
-        print(f"{len(negative):,} launch delays are negative (the GPU op starts before its launch call ends: "
-              f"CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative.min()))} us; kept, not clipped")
+        print(f"{len(negative):,} launch delays are negative (the GPU op starts before its launch call ends:\n"
+              f"  CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative.min()))} us; kept, not clipped")
+    cols = [Col("figure", "figure", left=True), Col("count", "count", count),
+            *(Col(c, c, _us) for c in STAT_COLUMNS[1:])]
     for by, title in (("all", "all launches"), ("stream", "per stream"), ("api", "per launch API")):
         rows = stats[stats["by"] == by]
-        width = max(len("group"), *(len(k) for k in rows["key"]))
         print(f"\n{title} (us)")
-        print(f"  {'group':<{width}} {'figure':<13}" + "".join(f"{c:>12}" for c in STAT_COLUMNS))
-        for r in rows.itertuples(index=False):
-            cells = [f"{r.count:>12,}"] + [f"{ns_to_us_text(getattr(r, c)):>12}" for c in STAT_COLUMNS[1:]]
-            print(f"  {r.key:<{width}} {r.figure:<13}" + "".join(cells))
+        lines = render(rows, cols, indent="    ")
+        print(lines[0])
+        for key, group in zip(rows["key"].tolist()[::len(FIGURES)], range(0, len(rows), len(FIGURES))):
+            print(f"  {key}")
+            print("\n".join(lines[1 + group: 1 + group + len(FIGURES)]))
     cutoffs = f"runtime cutoff {ns_to_us_text(args.runtime_cutoff)} us, delay cutoff {ns_to_us_text(args.delay_cutoff)} us"
     print(f"\noutliers ({cutoffs})")
     for key, rows in lists.items():
         print(f"\n{OUTLIER_TITLES[key]}: {len(rows):,}")
         if len(rows) and args.top > 0:
-            print(f"  {'delay us':>12} {'launch us':>10} {'GPU us':>10} {'GPU ts us':>22}  stream  api / CPU op / GPU op")
+            print(f"  {'delay us':>12} {'launch us':>10} {'GPU us':>10} {'at ms':>11} {'GPU ts us':>22}  stream")
+            print("    api / CPU op / GPU op")
             for r in table.iloc[rows[:args.top]].itertuples(index=False):
                 print(f"  {ns_to_us_text(r.launch_delay):>12} {ns_to_us_text(r.cpu_duration):>10} "
-                      f"{ns_to_us_text(r.gpu_duration):>10} {ns_to_us_text(r.gpu_ts):>22}  {r.device}:{r.stream:<4} "
-                      f"{r.api} / {r.cpu_op or '-'} / {_short(r.name)}")
-
-
-def _short(name: str, limit: int = 80) -> str:
-    return name if len(name) <= limit else name[: limit - 3] + "..."
+                      f"{ns_to_us_text(r.gpu_duration):>10} {ms(r.gpu_ts - start_ns):>11} {ns_to_us_text(r.gpu_ts):>22}"
+                      f"  {r.device}:{r.stream}")
+                where = f"{r.api} / {r.cpu_op or '-'} / "
+                print(f"    {where}{short(r.name, max(40, 96 - len(where)))}")
+    print("\nat ms: the GPU op's start from the trace start, as Perfetto shows time; GPU ts us: the trace's ts")
 

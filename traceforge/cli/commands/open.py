@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", help="trace file (.json, .json.gz, .json.zst)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
-                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, the only one ui.perfetto.dev may fetch from)")
+                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}). ui.perfetto.dev fetches from 127.0.0.1:"
+                   f"{DEFAULT_PORT} only (its content security policy): another port is for a UI you host yourself")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.set_defaults(func=run)
 
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
               f"`trace_processor --httpd {args.file}`) and open {UI}, which "
               f"connects to it, or cut the trace first: `traceforge trim {args.file} -o part.json.gz --steps N-M`.",
               file=sys.stderr, flush=True)
+    if args.port != DEFAULT_PORT:
+        print(f"note: {UI} fetches traces from 127.0.0.1:{DEFAULT_PORT} only; on port {args.port} the link "
+              "below works with a Perfetto UI you host yourself", file=sys.stderr, flush=True)
     url = ui_url(os.path.basename(args.file), args.port)
     print(url, flush=True)
     if not args.no_browser and not _open_browser(url):

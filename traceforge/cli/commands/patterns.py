@@ -19,7 +19,7 @@ from ...io.codec import output_compression
 from .. import ranks
 from ..options import add_filter_arguments, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures, pattern_figures
-from . import add_compression_argument
+from . import add_compression_argument, note_plain_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="table format on stdout (stderr with -o -); csv and json carry the full kernel names")
     p.add_argument("-o", "--output", help="also write the trace with the patterns drawn on it "
                    "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
-                   "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each")
+                   "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each (compressed as "
+                   "the input is)")
     add_compression_argument(p)
     add_filter_arguments(p)
     p.set_defaults(func=run)
@@ -62,6 +63,7 @@ def patterns_one(args: argparse.Namespace) -> Figures:
         result = patterns_from_options(cols, options)
     else:
         found: list[Patterns] = []
+        note_plain_output(args.output)
         with output_compression(args.compression):
             written = annotate(args.input, args.output, analyses=["patterns"], where=filters_of(args),
                                options={**options, "on_patterns": found.append,

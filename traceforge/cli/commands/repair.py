@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from ...io.codec import output_compression
+from ...io.output_names import default_output
 from ...rewrite.repair import repair
-from . import add_compression_argument
+from . import add_compression_argument, note_plain_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'traceforge check'.",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst); read twice")
-    p.add_argument("-o", "--output", required=True, help="output file; its suffix picks the compression")
+    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+                   ".json.zst). Default: <name>.repaired.json.gz beside the input (.json.zst for a .json.zst input, "
+                   ".json for .json)")
     p.add_argument("--rebase-time", action="store_true",
                    help="write every ts relative to the trace start (exact, on the number's text) and add the "
                    "start to the top-level baseTimeNanoseconds, so Perfetto's rounding of epoch-size fractional "
@@ -32,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.output = args.output or default_output(args.input, "repaired")
+    note_plain_output(args.output)
     with output_compression(args.compression):
         result = repair(args.input, args.output, rebase_time=args.rebase_time)
     print(f"{result.out}: {result.events:,} events ({result.seconds:.1f} s)", file=sys.stderr)

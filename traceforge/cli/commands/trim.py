@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from ...io.codec import output_compression
+from ...io.output_names import default_output
 from ...rewrite.trim import trim
-from . import add_compression_argument
+from . import add_compression_argument, note_plain_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "inside it. Kept events are copied byte for byte.",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst); read twice")
-    p.add_argument("-o", "--output", required=True, help="output file; its suffix picks the compression")
+    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+                   ".json.zst). Default: <name>.trimmed.json.gz beside the input (.json.zst for a .json.zst input, "
+                   ".json for .json)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--window", metavar="START:END",
                       help="µs as in the trace's ts (or with a unit: 1.5ms); a leading + makes a value relative "
@@ -32,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.output = args.output or default_output(args.input, "trimmed")
+    note_plain_output(args.output)
     with output_compression(args.compression):
         result = trim(args.input, args.output, window=args.window, steps=args.steps)
     print(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)", file=sys.stderr)
