@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     for a in ANALYSES.values():
         p.add_argument(a.flag, dest=a.name, action="store_true", help=a.help)
     p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
+    p.add_argument("--repair", action="store_true", help="also repair the output as 'traceforge repair' does "
+                   "(overlapping slices to overlap threads, out-of-range thread ids, flow ends without a start), "
+                   "so Perfetto imports it with nothing dropped or moved")
     add_compression_argument(p)
     options = p.add_argument_group("analysis options")
     add_options(options, [o for a in ANALYSES.values() for o in a.options])
@@ -43,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "func", "command", "jobs", "cluster", "quiet", "rank_figures",
-                             "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
+    flags = set(ANALYSES) | {"input", "output", "all", "repair", "func", "command", "jobs", "cluster", "quiet",
+                             "rank_figures", "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
     if getattr(args, "rank_figures", True):  # one of several ranks
@@ -52,7 +55,8 @@ def annotate_one(args: argparse.Namespace) -> Figures:
         # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.
         options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
     with output_compression(args.compression):
-        result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args))
+        result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args),
+                          repair=args.repair)
     figures.update(result.figures)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
