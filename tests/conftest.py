@@ -45,7 +45,8 @@ def traces_dir() -> Path:
 
 TRACES_DIR = traces_dir()
 
-# name: the trace's path under TRACES_DIR; all are HTA's public test data (scripts/fetch_traces.py).
+# name: the trace's path under TRACES_DIR. hta/: HTA's public test data (scripts/fetch_traces.py fetches
+# them); h100/: captured on an H100 for this project (../shared/traces/README.md), not fetchable.
 TRACE_FILES = {
     "negative_queue": "hta/negative_queue_length_values_check/rank0.json.gz",
     "df_index": "hta/df_index_resolver/df_index_resolver.json.gz",
@@ -57,7 +58,12 @@ TRACE_FILES = {
     "event_sync": "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
     "amd": "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "triton": "hta/triton_example/triton_example.json.gz",
+    "h100_resnet50": "h100/resnet50_train.json.gz",
+    "h100_cudagraph": "h100/cudagraph_infer.json.gz",
+    "h100_ddp": "h100/ddp_nccl_1rank.json.gz",
+    "h100_ncu_target": "h100/ncu_target_trace.json.gz",
 }
+FETCHED = {name: rel for name, rel in TRACE_FILES.items() if rel.startswith("hta/")}  # scripts/fetch_traces.py's
 PRESENT = frozenset(name for name, rel in TRACE_FILES.items() if (TRACES_DIR / rel).is_file())
 
 

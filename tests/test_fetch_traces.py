@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TRACE_FILES, TRACES, load_script
+from .conftest import FETCHED, TRACES, load_script
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def ft():
 
 
 def test_it_fetches_the_integration_tiers_traces(ft):
-    assert sorted(t.path for t in ft.TRACES) == sorted(TRACE_FILES.values())
+    assert sorted(t.path for t in ft.TRACES) == sorted(FETCHED.values())
     for t in ft.TRACES:
         assert t.path == f"hta/{t.upstream}" and t.size > 0 and re.fullmatch(r"[0-9a-f]{64}", t.sha256)
         assert re.fullmatch(rf"https://raw\.githubusercontent\.com/facebookresearch/HolisticTraceAnalysis/[0-9a-f]{{40}}"
@@ -29,7 +29,7 @@ def test_it_fetches_the_integration_tiers_traces(ft):
 def test_its_hashes_are_the_traces_the_tests_read(ft):
     """Against the copies in TRACEFORGE_TRACES or ../shared/traces (integration tier)."""
     by_path = {t.path: t for t in ft.TRACES}
-    for name, rel in TRACE_FILES.items():
+    for name, rel in FETCHED.items():
         path = TRACES[name]
         assert (ft.sha256_of(path), path.stat().st_size) == (by_path[rel].sha256, by_path[rel].size), name
 

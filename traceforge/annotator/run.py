@@ -7,11 +7,16 @@ while the trace is copied (the tracks go after the last event).
 
 The analyses are the modules in ``annotator/plugins`` (``registry``); ``plan`` says what the
 scan keeps for them and ``schedule`` runs them.
+
+With ``repair``, the annotated copy goes to a temporary file (uncompressed, in ``TMPDIR``) and
+``rewrite.repair`` copies that to the output with its fixes, by the same rules as the ``repair``
+command, judged on the annotated trace (so nothing the analyses add can bring a loss back).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +30,8 @@ from ..io.patch import ExtraArgs, patch_editor
 from ..io.placed_patch import copy_placed
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import EventSink, write_trace
+from ..rewrite.repair import RepairResult
+from ..rewrite.repair import repair as repair_trace
 from . import registry, schedule
 from .plan import ScanPlan
 from .plugin import Analysis
@@ -37,6 +44,7 @@ class AnnotateResult:
     summary: list[str] = field(default_factory=list)
     seconds: float = 0.0
     figures: dict[str, int | float | str] = field(default_factory=dict)  # the analyses' (``Analysis.figures``)
+    repaired: RepairResult | None = None  # with ``repair``: what the repair changed (also in ``summary``)
 
 
 def default_output(path: str) -> str:
@@ -52,6 +60,7 @@ def annotate(
     analyses: list[str] | tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
     where: Filters | None = None,
+    repair: bool = False,
     **flags: bool,
 ) -> AnnotateResult:
     """Annotate ``path`` with the named analyses (``registry.ANALYSES``) into ``out``.
@@ -61,18 +70,35 @@ def annotate(
     ``options`` are the analyses' (CLI ``--x-y`` -> ``x_y``), plus ``side_by_side=False`` to run
     the analyses one at a time (when other work keeps the cores busy; see ``schedule.side_by_side``).
     ``where``: the analyses see only what these filters keep (``analyses.filters``); every event
-    of the trace is still copied.
+    of the trace is still copied. ``repair``: the output is also repaired (see the module docstring).
     """
     chosen = registry.chosen(analyses, flags)
     started = time.perf_counter()
     out = out or default_output(path)
     check_writable(out)
     options = registry.with_defaults(chosen, options)
+    if repair:
+        return _repaired(path, out, chosen, options, where, started)
     if any(a.setting("patches_args", options) for a in chosen):
         appended, built = _two_passes(path, out, chosen, options, where)
     else:
         appended, built = _one_pass(path, out, chosen, options, where)
     return AnnotateResult(out, appended, built.summary, time.perf_counter() - started, built.figures)
+
+
+def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None,
+              started: float) -> AnnotateResult:
+    """Annotate into a temporary file, then repair that into ``out``."""
+    fd, annotated = tempfile.mkstemp(prefix="traceforge-annotated-", suffix=".json")
+    os.close(fd)
+    try:
+        result = annotate(path, annotated, analyses=[a.name for a in chosen], options=options, where=where)
+        fixed = repair_trace(annotated, out)
+    finally:
+        os.unlink(annotated)
+    summary = [*result.summary, *(f"repair: {line}" for line in fixed.summary())]
+    return AnnotateResult(out, result.appended, summary, time.perf_counter() - started,
+                          result.figures, fixed)
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None

@@ -1,10 +1,14 @@
 """How Perfetto's JSON importer reads a ts/dur number, bug for bug.
 
-An integer µs is multiplied by 1000 exactly; anything with a fraction or exponent goes
-through Perfetto's own digit-by-digit double parser and ``int64(double * 1000)``. At
-epoch magnitude (~1.7e15 µs) that quantises the ns, which alone can make abutting or
-nested slices overlap: ``check`` predicts with these numbers, and every track traceforge
-lays out (lanes, flow ends, repair) is placed on them.
+An integer µs is multiplied by 1000 exactly. A number with a fraction or exponent is parsed
+to the nearest double (correctly rounded, as Python's ``float``); if that double is a whole
+number, it is taken as that integer µs times 1000 exactly, else as ``d * 1000.0`` rounded to
+the nearest integer. Measured on trace_processor v58.2 (every one of the 45,421 slices of
+``hta/ns_resolution_trace`` has these ts and dur). At epoch magnitude (~1.7e15 µs) a double
+holds only quarter µs, so fractional µs are quantised (``...893.111`` µs becomes ``...893000``
+ns, ``...890.172`` becomes ``...890304``), which alone can make abutting or nested slices
+overlap: ``check`` predicts with these numbers, and every track traceforge lays out (lanes,
+flow ends, repair) is placed on them. Small numbers (durations, rebased times) come out exact.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import numpy as np
 
 from ..util.exacttime import to_ns
 
-_TWO_POW_53 = str(2**53)  # up to here every prefix of the digits is an exact double
 _NUMBER = re.compile(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
 _EXACT_DOUBLE_INT = 2**53
+_NS_LIMIT = 2.0**63
 
 
 def time_ns(value: object) -> tuple[int, int] | None:
@@ -38,7 +42,7 @@ def time_ns(value: object) -> tuple[int, int] | None:
     if m is None:
         return None
     sign, whole, frac, exp = m.groups()
-    perfetto = _perfetto_ns(sign, whole, frac, exp)
+    perfetto = _perfetto_ns(value)
     if perfetto is None:
         return None
     if exp is None and (frac is None or len(frac) <= 3):
@@ -47,35 +51,23 @@ def time_ns(value: object) -> tuple[int, int] | None:
     return perfetto, to_ns(value)
 
 
-def _perfetto_ns(sign: str, whole: str, frac: str | None, exp: str | None) -> int | None:
-    """Perfetto's StringToDouble then ``static_cast<int64_t>(d * 1000.0)``; None when that
-    is no int64 (Perfetto gets garbage there, so the event counts as unreadable)."""
-    if len(whole) > 20 and exp is None:
+def _perfetto_ns(text: str) -> int | None:
+    """The importer's ns of a number's text (see the module docstring); None when that is no
+    int64 (Perfetto gets garbage there, so the event counts as unreadable)."""
+    try:
+        d = float(text)
+    except OverflowError:
         return None
-    exact_double = len(whole) < 16 or (len(whole) == 16 and whole <= _TWO_POW_53)
-    out = float(int(whole)) if exact_double else _fold(whole)
-    if frac:
-        # frac and 10**len(frac) are exact doubles below 16 digits: one rounded division.
-        out += float(int(frac)) / 10.0 ** len(frac) if len(frac) < 16 else _fold(frac) / _fold("1" + "0" * len(frac))
-    if exp is not None:
-        e = int(exp)
-        try:
-            scale = math.pow(10.0, abs(e))
-        except OverflowError:  # C's pow gives inf
-            scale = math.inf
-        out = out / scale if e < 0 else out * scale
-    ns = out * 1000.0
-    if not ns < 2.0**63:  # also inf and nan
+    if not abs(d) * 1000.0 < _NS_LIMIT:  # also inf and nan
         return None
-    return -int(ns) if sign else int(ns)
+    if d == math.floor(d):
+        return int(d) * 1000
+    return _round_half_away(d * 1000.0)
 
 
-def _fold(digits: str) -> float:
-    """``out = out * 10 + digit`` in doubles, as Perfetto parses long digit runs."""
-    out = 0.0
-    for ch in digits:
-        out = out * 10.0 + (ord(ch) - 48)
-    return out
+def _round_half_away(x: float) -> int:
+    """llround: to the nearest integer, halves away from zero."""
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
 
 
 def perfetto_ns(exact: np.ndarray, fractional: np.ndarray | None = None) -> np.ndarray:
@@ -83,8 +75,8 @@ def perfetto_ns(exact: np.ndarray, fractional: np.ndarray | None = None) -> np.n
 
     ``exact``: int64 ns; ``fractional``: whether each was written with a decimal point
     (default: as traceforge writes them, with a fraction only when not whole µs).
-    Integers are multiplied exactly; fractions go through a double, truncated, as
-    ``time_ns`` does one value at a time. Done in chunks: the float temporaries of
+    Integers are multiplied exactly; fractions go through a double as ``time_ns`` reads
+    them one value at a time. Done in chunks: the float temporaries of
     millions of slices would weigh more than their columns.
     """
     exact = np.asarray(exact, dtype=np.int64)
@@ -106,9 +98,18 @@ def _perfetto_chunk(exact: np.ndarray, fractional: np.ndarray | None) -> np.ndar
     if not fractional.any():  # whole µs (older Kineto writes only these): Perfetto reads them exactly
         return exact.copy()
     whole, frac = np.divmod(np.abs(exact), 1000)
-    rounded = np.trunc((whole.astype(np.float64) + frac / 1000.0) * 1000.0).astype(np.int64)
-    ns = np.where(fractional, rounded, np.abs(exact))
-    for i in np.flatnonzero(fractional & (whole > _EXACT_DOUBLE_INT)).tolist():  # Perfetto folds digits
+    # whole + frac/1000 is the correctly rounded double of the text: frac/1000 is off by at most
+    # 2^-54, far less than the distance from the exact value (a multiple of 1/1000 that is not a
+    # binary fraction unless frac is one of k/8, which are exact) to a rounding midpoint of the sum
+    # once whole >= 2048; below that, d * 1000.0 rounds back to the exact ns either way.
+    d = whole.astype(np.float64) + frac / 1000.0
+    scaled = d * 1000.0
+    whole_d = np.floor(d)
+    integral = (d == whole_d) & (np.abs(whole_d) < 2**63 // 1000)
+    rounded = np.floor(scaled + 0.5)
+    ns = np.where(integral, whole_d.astype(np.int64) * 1000, rounded.astype(np.int64))
+    ns = np.where(fractional, ns, np.abs(exact))
+    for i in np.flatnonzero(fractional & (whole >= _EXACT_DOUBLE_INT)).tolist():  # the sum rounds twice
         ns[i] = time_ns(f"{whole[i]}.{frac[i]:03d}")[0]
     return np.where(exact < 0, -ns, ns)
 

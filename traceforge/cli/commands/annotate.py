@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="every analysis above that needs no option")
     p.add_argument("--copy", action="store_true", help="no analysis: copy the trace as it is (to change its "
                    "compression); without an analysis flag, --all or --copy, annotate stops with the list of flags")
+    p.add_argument("--repair", action="store_true", help="also repair the output as 'traceforge repair' does "
+                   "(overlapping slices to overlap threads, out-of-range thread ids, flow ends without a start), "
+                   "so Perfetto imports it with nothing dropped or moved")
     add_compression_argument(p)
     options = p.add_argument_group("analysis options")
     add_options(options, [o for a in ANALYSES.values() for o in a.options])
@@ -64,8 +67,8 @@ def check_chosen(args: argparse.Namespace) -> None:
 
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "copy", "func", "command", "jobs", "cluster", "quiet", "rank_figures",
-                             "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
+    flags = set(ANALYSES) | {"input", "output", "all", "copy", "repair", "func", "command", "jobs", "cluster", "quiet",
+                             "rank_figures", "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
     figures: Figures = {}
     options = {k: v for k, v in vars(args).items() if k not in flags}
     if getattr(args, "rank_figures", True):  # one of several ranks
@@ -74,7 +77,8 @@ def annotate_one(args: argparse.Namespace) -> Figures:
         options["side_by_side"] = getattr(args, "jobs", None) == 1 and getattr(args, "cluster", None) is None
     note_plain_output(args.output)
     with output_compression(args.compression):
-        result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args))
+        result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args),
+                          repair=args.repair)
     figures.update(result.figures)
     added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
     print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)

@@ -6,7 +6,9 @@ import argparse
 
 import orjson
 
+from ...errors import UsageError
 from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
+from ...perfetto import trace_processor as tp
 from ...perfetto.rules import RULES
 
 
@@ -22,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--max-examples", type=_count, default=DEFAULT_MAX_EXAMPLES, metavar="N",
                    help=f"examples kept per problem (default {DEFAULT_MAX_EXAMPLES})")
+    p.add_argument("--trace-processor", nargs="?", const="", default=None, metavar="PATH",
+                   help="also import the trace with Perfetto's own trace_processor_shell and print its stats "
+                   f"beside the prediction (PATH, else ${tp.ENV}, else trace_processor_shell or trace_processor "
+                   "on PATH, else the perfetto Python package's)")
     p.set_defaults(func=run)
 
 
@@ -33,12 +39,47 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    binary = _trace_processor(args) if args.trace_processor is not None else None
     report = check_trace(args.input, max_examples=args.max_examples)
+    measured = tp.import_stats(binary, args.input) if binary is not None else None
     if args.format == "json":
-        print(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        doc = report.to_dict()
+        if measured is not None:
+            doc["trace_processor"] = {"path": binary, "stats": {n: {"severity": s.severity, "value": s.value}
+                                                                 for n, s in measured.items()}}
+        print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
         print(render_text(report))
+        if measured is not None:
+            print(render_side_by_side(binary, report, measured))
     return report.exit_code
+
+
+def _trace_processor(args: argparse.Namespace) -> str:
+    if args.input == "-":
+        raise UsageError("--trace-processor needs a trace file, not standard input")
+    binary = tp.find(args.trace_processor or None)
+    if binary is None:
+        raise UsageError("--trace-processor: no trace_processor found: give its path, put trace_processor_shell "
+                         f"on PATH, set ${tp.ENV}, or pip install perfetto")
+    return binary
+
+
+def render_side_by_side(binary: str, report: CheckReport, measured: dict[str, tp.Stat]) -> str:
+    """check's prediction and trace_processor's stat, one line per stat either names."""
+    rows = tp.side_by_side(report.stats, measured)
+    width = max([len(n) for n, _, _ in rows] + [20])
+    lines = [f"trace_processor ({binary}):", f"  {'stat':<{width}} {'check':>12} {'trace_processor':>16}"]
+    differ = 0
+    for name, predicted, value in rows:
+        shown = "-" if predicted is None else f"{predicted:,}"
+        differ += predicted != value
+        lines.append(f"  {name:<{width}} {shown:>12} {value:>16,}{'' if predicted == value else '  <- differs'}")
+    if not rows:
+        lines.append("  (no loss in either)")
+    lines.append("agreement: check predicted every loss stat exactly" if not differ
+                 else f"agreement: {differ} stat(s) differ")
+    return "\n".join(lines)
 
 
 def render_text(report: CheckReport) -> str:
