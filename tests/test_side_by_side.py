@@ -4,7 +4,6 @@ where memory and the cores allow it."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gzip
 import importlib
@@ -13,6 +12,7 @@ import threading
 import pytest
 
 from traceforge.cli.commands import annotate as annotate_command
+from traceforge.cli.main import build_parser
 
 from .conftest import SAMPLE, TRACES
 
@@ -87,13 +87,12 @@ def test_current_rss_is_this_process():
 def test_ranks_run_side_by_side_only_one_at_a_time(monkeypatch, jobs, cluster, expected):
     seen = {}
 
-    def fake(path, out, *, analyses, options, where=None):
+    def fake(path, out, *, analyses, options, **settings):
         seen.update(options)
         return annotate_module.AnnotateResult(out or "x", 0)
 
     monkeypatch.setattr(annotate_command, "annotate", fake)
-    args = argparse.Namespace(input="t.json", output=None, all=True, jobs=jobs, cluster=cluster, quiet=True,
-                              rank_figures=True, compression="fast", func=None, command="annotate",
-                              **{name: False for name in registry.ANALYSES})
-    annotate_command.annotate_one(args)
+    argv = ["annotate", "t.json", "--all", "-q"] + (["--jobs", str(jobs)] if jobs else []) + (
+        ["--cluster", cluster] if cluster else [])
+    annotate_command.annotate_one(build_parser().parse_args(argv))
     assert seen["side_by_side"] is expected
