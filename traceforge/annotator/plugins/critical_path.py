@@ -1,0 +1,205 @@
+"""What ``annotate --critical-path`` writes: the critical path of each step, seen in Perfetto.
+
+The path is ``analyses.critical_path`` of each instance of ``--critical-path-annotation``
+(default each ``ProfilerStep#N``). In each process that holds an event of an instance's path,
+a "Critical path" track holds that instance's segments as slices, tiling [start, end] of the
+instance with no overlap, each named by what bounds it (``cpu: aten::mm``, ``launch:
+cudaLaunchKernel``, ``compute: sgemm``, ``sync: ...``, ``idle``; args: the instance, the ns it
+puts on the path's length). Instances whose tails overlap go on a second lane. Each edge of
+the path between two tracks (a launch, a stream waiting for an event, a synchronisation) is a
+flow arrow (category ``critical_path``) from its first event to its second. Every event on the
+path (attributed a segment, or an end of one of its edges) gets args ``critical: 1`` (HTA's
+key) and ``critical_us``: the path's length attributed to it (0 where the path only passes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from ...analyses.critical_graph import CALL, CATEGORIES, GPU, OP, instances
+from ...analyses.critical_path import CriticalPath, critical_path, event_column
+from ...columns.scan import TraceColumns
+from ...emit.flow_anchors import flow_anchors
+from ...emit.tracks import FlowArrows, Injections, SliceTrack
+from ...io.jsontext import ArgColumns, FixedPoint, Texts, join_rows
+from ...perfetto.timestamps import perfetto_ns
+from ..plugin import Analysis, AnnotateContext, Figure, Option
+
+TITLE = "Critical path"
+SORT_INDEX = 0  # above the process's threads and streams
+FLOW_CATEGORY = "critical_path"
+
+
+def _every_name(names: list[str]) -> np.ndarray:
+    """The graph reads every CPU operator: all of them are kept after the scan."""
+    return np.ones(len(names), bool)
+
+
+def path_of(cols: TraceColumns, annotation: str | None) -> tuple[TraceColumns, CriticalPath | None]:
+    """The columns the path's rows refer to (CPU ops read back if they wait on disk) and the
+    path, or None where the trace has no instance of the annotation."""
+    if cols.spilled_cpu_ops is not None:
+        cols = cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
+    if not len(instances(cols, annotation)):
+        return cols, None
+    return cols, critical_path(cols, annotation)
+
+
+def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    """Args on the path's events first; the tracks and arrows (made here too) come ``later``."""
+    annotation = ctx.options["critical_path_annotation"]
+    cols, path = path_of(cols, annotation)
+    if path is None:
+        what = "ProfilerStep#N range" if annotation is None else f"instance of {annotation!r}"
+        return Injections(summary=[f"critical path: nothing added: the trace has no {what}"])
+    seg = path.segments
+    args = path_args(cols, seg)
+    tracks, skipped = path_tracks(cols, path, ctx)
+    flows, unplaced = path_flows(cols, seg)
+    summary = (f"critical path: {len(path.summary):,} instances, {sum(len(t.ts) for t in tracks):,} slices on "
+               f"{len(tracks)} process tracks, {len(flows):,} arrows, args on {len(args):,} events")
+    if unplaced:
+        summary += f" ({unplaced:,} cross edges without an arrow: no ts inside both slices as Perfetto reads them)"
+    if skipped:
+        summary += f" ({skipped:,} instances with no event on the path: not drawn)"
+    length = int(path.summary["length_ns"].sum())
+    figures = {"critical_path_ms": length / 1e6}
+
+    def later(_: TraceColumns) -> Injections:
+        return Injections([*tracks, flows], [summary], figures=figures)
+
+    return Injections(arg_columns=[args], later=later)
+
+
+def abutting_durations(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The dur (ns) to write for each slice [start, end) so that, as Perfetto reads the times,
+    it ends no later than the next segment (starting at ``end``) begins: the longest up to
+    the exact length.
+
+    Perfetto reads a fractional µs through a double, and the ns it gets is ``perfetto_ns``
+    (truncated: the model ``check`` uses) or one more (trace_processor v58.2 rounds); a
+    whole µs is exact. Abutting slices written with their exact lengths can then overlap by a
+    ns (a spilled slice), so a dur may be up to 3 ns short: a gap of a few ns. Where no
+    dur fits (a segment of a ns or two), the exact length: the lanes then separate them."""
+    def most(ns: np.ndarray) -> np.ndarray:  # the largest reading of these times
+        return perfetto_ns(ns) + (ns % 1000 != 0)
+
+    limit = perfetto_ns(end) - most(start)  # the largest reading the dur may have
+    out = end - start
+    wrong = most(out) > limit
+    for shift in range(4):
+        at = np.flatnonzero(wrong)
+        if not len(at):
+            break
+        cand = np.maximum(limit[at] - shift, 0)
+        fits = most(cand) <= limit[at]
+        out[at[fits]] = np.minimum(cand[fits], out[at[fits]])
+        wrong[at[fits]] = False
+    return out
+
+
+def _ends(seg) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(table, row) of the attributed event, the edge's first and its second event of each segment."""
+    return [(seg[t].to_numpy(), seg[r].to_numpy()) for t, r in
+            (("event", "event_row"), ("from_table", "from_row"), ("to_table", "to_row"))]
+
+
+def path_args(cols: TraceColumns, seg) -> ArgColumns:
+    """``critical: 1`` and ``critical_us`` (the weight attributed to it, exact) on every event on the path."""
+    parts = _ends(seg)
+    ordinal = np.concatenate([event_column(cols, t, r, "ordinal") for t, r in parts])
+    weight = np.concatenate([seg["weight"].to_numpy().astype(np.int64), np.zeros(2 * len(seg), np.int64)])
+    on = ordinal >= 0
+    events, at = np.unique(ordinal[on], return_inverse=True)
+    total = np.zeros(len(events), np.int64)
+    np.add.at(total, at, weight[on])
+    return ArgColumns(events, {"critical": np.ones(len(events), np.int8), "critical_us": total},
+                      {"critical_us": FixedPoint(3)})
+
+
+def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) -> tuple[list[SliceTrack], int]:
+    """A "Critical path" slice track in each process holding an event of a path: every
+    segment (of positive length) of each instance whose path is in that process; and how many
+    instances touch no process."""
+    seg = path.segments
+    pid_of_track = [pid for pid, _ in cols.tracks]
+    pids: dict[object, int] = {}
+    instance, pid = [], []
+    for t, r in _ends(seg):
+        track = event_column(cols, t, r, "track")
+        on = np.flatnonzero(track >= 0)
+        instance.append(seg["instance"].to_numpy()[on])
+        pid.append(np.array([pids.setdefault(pid_of_track[k], len(pids)) for k in track[on].tolist()], np.int64))
+    pairs = np.unique(np.stack([np.concatenate(instance), np.concatenate(pid)]), axis=1) if pids else \
+        np.zeros((2, 0), np.int64)
+    drawn = seg["end"].to_numpy() > seg["start"].to_numpy()
+    category = seg["category"].to_numpy()
+    label_text = np.where(seg["name"].to_numpy() == "", category, category + ": " + seg["name"].to_numpy())
+    labels, label = np.unique(label_text.astype(str), return_inverse=True)
+    names = np.array(path.summary.set_index("instance")["label"].reindex(range(int(seg["instance"].max()) + 1))
+                     .fillna("").astype(str).tolist(), object)
+    seg_instance = seg["instance"].to_numpy()
+    args = join_rows([b'{"instance":', Texts.of([orjson.dumps(n) for n in names[seg_instance].tolist()]),
+                      b',"bound_by":', Texts.of([orjson.dumps(c) for c in category.tolist()]),
+                      b',"weight_us":', Texts.numbers(seg["weight"].to_numpy(), 3), b"}"])
+    tracks = []
+    for p, k in pids.items():
+        mine = np.isin(seg_instance, pairs[0][pairs[1] == k]) & drawn
+        rows = np.flatnonzero(mine)
+        start, end = seg["start"].to_numpy()[rows], seg["end"].to_numpy()[rows]
+        tracks.append(SliceTrack(pid=p, title=TITLE, sort_index=SORT_INDEX, ts=start, dur=abutting_durations(start, end),
+                                 labels=labels.tolist(), label=label[rows], args=args.take(rows),
+                                 allocator=ctx.allocator))
+    skipped = len(path.summary) - len(np.unique(pairs[0]))
+    return tracks, skipped
+
+
+def flow_label(category: int) -> str:
+    """An arrow's name: ``critical path: launch`` (picklable: arrows wait on disk)."""
+    return f"critical path: {CATEGORIES[category]}"
+
+
+def path_flows(cols: TraceColumns, seg) -> tuple[FlowArrows, int]:
+    """An arrow along each edge of the path between two tracks, from its first event to its
+    second; and how many could not be placed (no ts binds to both slices)."""
+    cross = np.flatnonzero(seg["cross"].to_numpy())
+    ends = []
+    for t, r in _ends(seg)[1:]:
+        table, row = t[cross], r[cross]
+        ts = np.full(len(cross), -1, np.int64)
+        queries, where = [], []
+        for code, tab in ((OP, cols.cpu_ops), (CALL, cols.launches), (GPU, cols.gpu)):
+            at = np.flatnonzero(table == code)
+            queries.append((tab, row[at]))
+            where.append(at)
+        for at, anchor in zip(where, flow_anchors(cols, queries)):
+            ts[at] = anchor
+        ends.append((ts, event_column(cols, table, row, "track")))
+    (start_ts, start_track), (end_ts, end_track) = ends
+    ok = (start_ts >= 0) & (end_ts >= 0)
+    codes = np.array([CATEGORIES.index(c) for c in seg["category"].to_numpy()[cross].tolist()], np.int64)
+    flows = FlowArrows(cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
+                       start_track=start_track[ok], start_ts=start_ts[ok], end_track=end_track[ok],
+                       end_ts=end_ts[ok], values=codes[ok], label=flow_label)
+    return flows, len(cross) - int(ok.sum())
+
+
+def _table(cols: TraceColumns, options) -> object:
+    """The segments of every instance's path (``CriticalPath.segments``)."""
+    if cols.spilled_cpu_ops is not None:
+        cols = cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
+    return critical_path(cols, options["critical_path_annotation"]).segments
+
+
+ANALYSIS = Analysis(
+    "critical_path", "critical path of each step: a 'Critical path' track per process with a slice per "
+    "segment named by what bounds it, arrows along its launch/wait/sync edges, args critical/critical_us "
+    "on every event on it",
+    build, order=100,
+    options=(Option("critical_path_annotation", "--critical-path: instances of CPU ranges whose name contains "
+                    "NAME instead of each ProfilerStep#N (\"\": the whole trace)", metavar="NAME"),),
+    patches_args=True, launch_apis=None, stack_marks=lambda options: _every_name,
+    figures=(Figure("critical_path_ms", "critical path ms"),),
+    table=_table,
+)
