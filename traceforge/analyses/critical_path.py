@@ -70,12 +70,23 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     if not len(inst):
         raise UsageError(f"critical-path: the trace has no {annotation or 'ProfilerStep#N'} range"
                          + ("" if annotation else " (name one with --annotation)"))
-    graph = build_graph(cols, inst)
     rows, parts = [], []
-    for i in range(len(inst)):
-        row, seg = _instance_path(graph, i)
-        rows.append(row)
-        parts.append(seg)
+    if len(inst) > 1 and bool((inst.start[1:] <= np.maximum.accumulate(inst.end[:-1])).any()):
+        # Instances overlap (nested annotations): each gets a graph of its own, as HTA builds one
+        # per instance; one graph would give each event to one instance only.
+        for i in range(len(inst)):
+            one = Instances([inst.label[i]], inst.number[i:i + 1], inst.start[i:i + 1], inst.end[i:i + 1])
+            row, seg = _instance_path(build_graph(cols, one), 0)
+            row[0] = i
+            seg["instance"][:] = i
+            rows.append(row)
+            parts.append(seg)
+    else:
+        graph = build_graph(cols, inst)
+        for i in range(len(inst)):
+            row, seg = _instance_path(graph, i)
+            rows.append(row)
+            parts.append(seg)
     segments = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
     segments["category"] = np.array(CATEGORIES, object)[segments["category"].to_numpy()]
     name = event_column(cols, segments["event"].to_numpy(), segments["event_row"].to_numpy(), "name")
@@ -84,7 +95,7 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     to_track = event_column(cols, segments["to_table"].to_numpy(), segments["to_row"].to_numpy(), "track")
     segments["cross"] = (from_track >= 0) & (to_track >= 0) & (from_track != to_track)
     summary = pd.DataFrame(rows, columns=summary_columns())
-    return CriticalPath(summary, segments, graph.has_syncs, cols.metadata)
+    return CriticalPath(summary, segments, len(cols.syncs) > 0, cols.metadata)
 
 
 def event_column(cols: TraceColumns, table: np.ndarray, row: np.ndarray, column: str) -> np.ndarray:

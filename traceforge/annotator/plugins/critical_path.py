@@ -134,14 +134,12 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
     pairs = np.unique(np.stack([np.concatenate(instance), np.concatenate(pid)]), axis=1) if pids else \
         np.zeros((2, 0), np.int64)
     drawn = seg["end"].to_numpy() > seg["start"].to_numpy()
-    category = seg["category"].to_numpy()
-    label_text = np.where(seg["name"].to_numpy() == "", category, category + ": " + seg["name"].to_numpy())
-    labels, label = np.unique(label_text.astype(str), return_inverse=True)
-    names = np.array(path.summary.set_index("instance")["label"].reindex(range(int(seg["instance"].max()) + 1))
-                     .fillna("").astype(str).tolist(), object)
     seg_instance = seg["instance"].to_numpy()
-    args = join_rows([b'{"instance":', Texts.of([orjson.dumps(n) for n in names[seg_instance].tolist()]),
-                      b',"bound_by":', Texts.of([orjson.dumps(c) for c in category.tolist()]),
+    labels, label = _slice_names(cols, seg)
+    category, code = np.unique(seg["category"].to_numpy().astype(str), return_inverse=True)
+    args = join_rows([b'{"instance":', Texts.numbers(path.summary["number"].to_numpy()[seg_instance]),
+                      b',"label":', Texts.of([orjson.dumps(x) for x in path.summary["label"].tolist()]).take(seg_instance),
+                      b',"bound_by":', Texts.of([orjson.dumps(c) for c in category.tolist()]).take(code),
                       b',"weight_us":', Texts.numbers(seg["weight"].to_numpy(), 3), b"}"])
     tracks = []
     for p, k in pids.items():
@@ -149,10 +147,22 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
         rows = np.flatnonzero(mine)
         start, end = seg["start"].to_numpy()[rows], seg["end"].to_numpy()[rows]
         tracks.append(SliceTrack(pid=p, title=TITLE, sort_index=SORT_INDEX, ts=start, dur=abutting_durations(start, end),
-                                 labels=labels.tolist(), label=label[rows], args=args.take(rows),
+                                 labels=labels, label=label[rows], args=args.take(rows),
                                  allocator=ctx.allocator))
     skipped = len(path.summary) - len(np.unique(pairs[0]))
     return tracks, skipped
+
+
+def _slice_names(cols: TraceColumns, seg) -> tuple[list[str], np.ndarray]:
+    """Each segment's slice name, ``category: event`` (the category alone where it has no
+    event), as the distinct names and which one each segment has."""
+    name = event_column(cols, seg["event"].to_numpy(), seg["event_row"].to_numpy(), "name")
+    cats, cat = np.unique(seg["category"].to_numpy().astype(str), return_inverse=True)
+    width = len(cols.names) + 1
+    keys, which = np.unique(cat * width + np.maximum(name + 1, 0), return_inverse=True)
+    labels = [str(cats[k // width]) if k % width == 0 else f"{cats[k // width]}: {cols.names[k % width - 1]}"
+              for k in keys.tolist()]
+    return labels, which
 
 
 def flow_label(category: int) -> str:
@@ -162,27 +172,33 @@ def flow_label(category: int) -> str:
 
 def path_flows(cols: TraceColumns, seg) -> tuple[FlowArrows, int]:
     """An arrow along each edge of the path between two tracks, from its first event to its
-    second; and how many could not be placed (no ts binds to both slices)."""
+    second, the end after the start; and how many could not be placed (no ts binds to both
+    slices in that order, as Perfetto reads them)."""
     cross = np.flatnonzero(seg["cross"].to_numpy())
-    ends = []
-    for t, r in _ends(seg)[1:]:
-        table, row = t[cross], r[cross]
-        ts = np.full(len(cross), -1, np.int64)
-        queries, where = [], []
-        for code, tab in ((OP, cols.cpu_ops), (CALL, cols.launches), (GPU, cols.gpu)):
-            at = np.flatnonzero(table == code)
-            queries.append((tab, row[at]))
-            where.append(at)
-        for at, anchor in zip(where, flow_anchors(cols, queries)):
-            ts[at] = anchor
-        ends.append((ts, event_column(cols, table, row, "track")))
-    (start_ts, start_track), (end_ts, end_track) = ends
+    (t0, r0), (t1, r1) = _ends(seg)[1:]
+    start_ts = _anchors(cols, t0[cross], r0[cross])
+    end_ts = _anchors(cols, t1[cross], r1[cross], after=np.where(start_ts >= 0, perfetto_ns(start_ts), 0))
     ok = (start_ts >= 0) & (end_ts >= 0)
     codes = np.array([CATEGORIES.index(c) for c in seg["category"].to_numpy()[cross].tolist()], np.int64)
     flows = FlowArrows(cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
-                       start_track=start_track[ok], start_ts=start_ts[ok], end_track=end_track[ok],
-                       end_ts=end_ts[ok], values=codes[ok], label=flow_label)
+                       start_track=event_column(cols, t0[cross], r0[cross], "track")[ok], start_ts=start_ts[ok],
+                       end_track=event_column(cols, t1[cross], r1[cross], "track")[ok], end_ts=end_ts[ok],
+                       values=codes[ok], label=flow_label)
     return flows, len(cross) - int(ok.sum())
+
+
+def _anchors(cols: TraceColumns, table: np.ndarray, row: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
+    """``flow_anchors`` of events given as (table OP/CALL/GPU, row), -1 where none."""
+    queries, where = [], []
+    for code, tab in ((OP, cols.cpu_ops), (CALL, cols.launches), (GPU, cols.gpu)):
+        at = np.flatnonzero(table == code)
+        queries.append((tab, row[at]))
+        where.append(at)
+    out = np.full(len(table), -1, np.int64)
+    found = flow_anchors(cols, queries, None if after is None else np.concatenate([after[at] for at in where]))
+    for at, anchor in zip(where, found):
+        out[at] = anchor
+    return out
 
 
 def _table(cols: TraceColumns, options) -> object:
