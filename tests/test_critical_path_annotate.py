@@ -85,7 +85,6 @@ def assert_tiles(events: list[dict], summary) -> None:
             assert len({(e["pid"], e["tid"]) for e in slices}) == 1, (pid, number)  # one lane
             row = rows[number]
             assert {e["args"]["label"] for e in slices} == {row.label}
-            assert {e["args"]["label"] for e in slices} == {row.label}
             assert ns(slices[0]["ts"]) == row.start
             assert 0 <= row.end - ns(slices[-1]["ts"]) - ns(slices[-1]["dur"]) <= 3
             for a, b in zip(slices, slices[1:]):

@@ -220,7 +220,9 @@ def _instance_path(g: Graph, i: int) -> tuple[list, dict[str, np.ndarray]]:
 
     def ends(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = nodes >= 0
-        at = lo + np.maximum(nodes, 0)
+        at = np.where(ok, lo + nodes, 0)  # an instance without nodes has only the none (-1) ends
+        if not ok.any():
+            return np.full(len(nodes), -1, np.int8), np.full(len(nodes), -1, np.int64), np.zeros(len(nodes), bool)
         return (np.where(ok, g.node_table[at], -1), np.where(ok, g.node_row[at], -1),
                 np.where(ok, g.is_start[at], False))
 

@@ -10,6 +10,7 @@ the path between two tracks (a launch, a stream waiting for an event, a synchron
 flow arrow (category ``critical_path``) from its first event to its second. Every event on the
 path (attributed a segment, or an end of one of its edges) gets args ``critical: 1`` (HTA's
 key) and ``critical_us``: the path's length attributed to it (0 where the path only passes).
+Not part of ``--all`` (see ``ANALYSIS``): ask for it with ``--critical-path``.
 """
 
 from __future__ import annotations
@@ -211,8 +212,12 @@ def _table(cols: TraceColumns, options) -> object:
 ANALYSIS = Analysis(
     "critical_path", "critical path of each step: a 'Critical path' track per process with a slice per "
     "segment named by what bounds it, arrows along its launch/wait/sync edges, args critical/critical_us "
-    "on every event on it",
+    "on every event on it (not in --all: it reads every CPU op)",
     build, order=100,
+    # Not in --all: it reads every CPU op and launch call and builds tables (pandas), which
+    # doubles --all's time and memory on df_index (1.6 s -> 3.4 s, 105 -> 200 MB; the sample
+    # 42 -> 83 MB), and patches args on CPU-side events (the copy's slower path).
+    in_all=False,
     options=(Option("critical_path_annotation", "--critical-path: instances of CPU ranges whose name contains "
                     "NAME instead of each ProfilerStep#N (\"\": the whole trace)", metavar="NAME"),),
     patches_args=True, launch_apis=None, stack_marks=lambda options: _every_name,
