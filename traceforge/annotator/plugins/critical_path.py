@@ -37,11 +37,15 @@ def _every_name(names: list[str]) -> np.ndarray:
     return np.ones(len(names), bool)
 
 
+def _in_memory(cols: TraceColumns) -> TraceColumns:
+    """``cols`` with every CPU op in memory (read back if they wait on disk)."""
+    return cols if cols.spilled_cpu_ops is None else cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
+
+
 def path_of(cols: TraceColumns, annotation: str | None) -> tuple[TraceColumns, CriticalPath | None]:
-    """The columns the path's rows refer to (CPU ops read back if they wait on disk) and the
-    path, or None where the trace has no instance of the annotation."""
-    if cols.spilled_cpu_ops is not None:
-        cols = cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
+    """The columns the path's rows refer to (``_in_memory``) and the path, or None where the
+    trace has no instance of the annotation."""
+    cols = _in_memory(cols)
     if not len(instances(cols, annotation)):
         return cols, None
     return cols, critical_path(cols, annotation)
@@ -124,16 +128,15 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
     segment (of positive length) of each instance whose path is in that process; and how many
     instances touch no process."""
     seg = path.segments
-    pid_of_track = [pid for pid, _ in cols.tracks]
     pids: dict[object, int] = {}
+    pid_of_track = np.array([pids.setdefault(pid, len(pids)) for pid, _ in cols.tracks] or [0], np.int64)
     instance, pid = [], []
     for t, r in _ends(seg):
         track = event_column(cols, t, r, "track")
         on = np.flatnonzero(track >= 0)
         instance.append(seg["instance"].to_numpy()[on])
-        pid.append(np.array([pids.setdefault(pid_of_track[k], len(pids)) for k in track[on].tolist()], np.int64))
-    pairs = np.unique(np.stack([np.concatenate(instance), np.concatenate(pid)]), axis=1) if pids else \
-        np.zeros((2, 0), np.int64)
+        pid.append(pid_of_track[track[on]])
+    pairs = np.unique(np.stack([np.concatenate(instance), np.concatenate(pid)]), axis=1)
     drawn = seg["end"].to_numpy() > seg["start"].to_numpy()
     seg_instance = seg["instance"].to_numpy()
     labels, label = _slice_names(cols, seg)
@@ -144,6 +147,8 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
                       b',"weight_us":', Texts.numbers(seg["weight"].to_numpy(), 3), b"}"])
     tracks = []
     for p, k in pids.items():
+        if not (pairs[1] == k).any():
+            continue  # no path passes through this process
         mine = np.isin(seg_instance, pairs[0][pairs[1] == k]) & drawn
         rows = np.flatnonzero(mine)
         start, end = seg["start"].to_numpy()[rows], seg["end"].to_numpy()[rows]
@@ -204,9 +209,7 @@ def _anchors(cols: TraceColumns, table: np.ndarray, row: np.ndarray, after: np.n
 
 def _table(cols: TraceColumns, options) -> object:
     """The segments of every instance's path (``CriticalPath.segments``)."""
-    if cols.spilled_cpu_ops is not None:
-        cols = cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
-    return critical_path(cols, options["critical_path_annotation"]).segments
+    return critical_path(_in_memory(cols), options["critical_path_annotation"]).segments
 
 
 ANALYSIS = Analysis(
