@@ -96,12 +96,12 @@ def assert_tiles(events: list[dict], summary) -> None:
             assert weight <= row.length_ns  # 0-length segments (weight on them) are not drawn
 
 
-def perfetto_losses(path) -> dict | None:
+def perfetto_losses(path, scratch: Path) -> dict | None:
     """trace_processor's import stats with severity error/data_loss, and flow ones (None where
     it cannot run here)."""
     if not TP.is_file() or shutil.which("bash") is None:
         return None
-    query = Path(str(path) + ".sql")
+    query = scratch / "losses.sql"  # never beside the input (shared, read-only traces)
     query.write_text("select name, value from stats where value > 0 and "
                      "(severity in ('error', 'data_loss') or name like 'flow%');\n")
     done = subprocess.run([str(TP), "-q", str(query), str(path)], capture_output=True, timeout=300)
@@ -171,9 +171,9 @@ def test_sample_tiles_each_step(tmp_path):
     assert len(path_tracks(events)) == 2  # the CPU process and GPU 0's: no second lane
     marked = [e for e in events if e.get("args", {}).get("critical") == 1]
     assert sum(ns(e["args"]["critical_us"]) for e in marked) == int(path.summary["length_ns"].sum())
-    losses = perfetto_losses(tmp_path / "out.json.gz")
+    losses = perfetto_losses(tmp_path / "out.json.gz", tmp_path)
     if losses is not None:
-        assert losses == perfetto_losses(SAMPLE)
+        assert losses == perfetto_losses(SAMPLE, tmp_path)
 
 
 @pytest.mark.parametrize("name, annotation", [("alexnet", ALEXNET), ("event_sync", ""), ("df_index", None)])
@@ -186,6 +186,6 @@ def test_real_traces_tile_and_import_without_new_loss(name, annotation, tmp_path
     assert sum(ns(e["args"]["critical_us"]) for e in marked) == int(path.summary["length_ns"].sum())
     arrows = [e for e in events if e["ph"] == "s" and e.get("cat") == "critical_path"]
     assert len(arrows) <= int(path.segments["cross"].sum())
-    losses = perfetto_losses(tmp_path / "out.json.gz")
+    losses = perfetto_losses(tmp_path / "out.json.gz", tmp_path)
     if losses is not None:
-        assert losses == perfetto_losses(TRACES[name])
+        assert losses == perfetto_losses(TRACES[name], tmp_path)
