@@ -4,6 +4,7 @@ returns what the path-level function of the same name returns for the file."""
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -42,7 +43,23 @@ def _check_every_method(path: str, op: str | None) -> None:
     _same(trace.counters(), traceforge.counters(path))
     _same(trace.diff(trace), traceforge.diff(path, path))
     _same(trace.table("queue_length"), traceforge.queue_length(path))
+    _same_critical_path(trace, path)
     assert trace.info() == traceforge.trace_info(path)
+
+
+def _same_critical_path(trace, path: str) -> None:
+    """``critical_path`` (also of the whole trace): equal results, or the same error where the
+    trace has no ProfilerStep#N."""
+    for kwargs in ({}, {"annotation": ""}):
+        try:
+            expected = traceforge.critical_path(path, **kwargs)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=re.escape(str(e))):
+                trace.critical_path(**kwargs)
+            continue
+        got = trace.critical_path(**kwargs)
+        _same(got, expected)
+        assert got.has_syncs == expected.has_syncs and got.metadata == expected.metadata
 
 
 def test_every_method_equals_its_path_function_on_the_sample():

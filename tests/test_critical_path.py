@@ -112,3 +112,28 @@ def test_event_sync_trace_reads_cuda_sync_args():
     syncs = [e for e in raw if e.get("cat") == "cuda_sync"]
     assert cols.syncs.record_correlation.tolist() == [e["args"].get("wait_on_cuda_event_record_corr_id", -1) for e in syncs]
     assert cols.syncs.wait_stream.tolist() == [e["args"].get("wait_on_stream", -1) for e in syncs]
+
+
+def test_an_instance_without_events_is_idle(tmp_path):
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"traceEvents": [*EVENTS, _x("user_annotation", "ProfilerStep#2", 200, 10)]}))
+    r = critical_path(scan(str(path)))
+    empty = r.summary.iloc[1]
+    assert (empty["label"], empty["length_ns"], empty["idle_ns"], empty["span_ns"]) == ("ProfilerStep#2", 0, 10_000, 10_000)
+    assert r.summary["length_ns"].iloc[0] == 65_000  # the first step's path is as alone
+    last = r.segments[r.segments["instance"] == 1]
+    assert last[["start", "end", "category", "from_row", "to_row"]].values.tolist() == [[200_000, 210_000, "idle", -1, -1]]
+
+
+# HTA 0.5.0: TraceAnalysis(trace_dir="hta/critical_path/alexnet").critical_path_analysis(rank=0,
+# annotation="[param|pytorch.model.alex_net|0|0|0|measure|forward]", instance_id=1), then
+# networkx.dag_longest_path_length(g, weight="weight") -> 35834.0 and
+# g.get_critical_path_breakdown().groupby("bound_by").duration.sum() -> cpu_bound 32042,
+# gpu_compute_bound 3712, gpu_kernel_kernel_overhead 50, gpu_kernel_launch_overhead 30 (µs).
+# Instance 1 lies inside instance 0 (nested annotations): each gets a graph of its own.
+def test_nested_instances_each_agree_with_hta():
+    r = critical_path(scan(str(TRACES["alexnet"])), HTA["alexnet"][0])
+    assert r.summary["length_ns"].tolist() == [78_776_000, 35_834_000]
+    one = r.summary.iloc[1]
+    assert (one["cpu_ns"], one["compute_ns"] + one["memory_ns"], one["gpu_gap_ns"], one["launch_ns"]) == \
+        (32_042_000, 3_712_000, 50_000, 30_000)

@@ -42,7 +42,7 @@ class CriticalPath:
     segments in time order, tiling each instance: instance, start, end (ns), category, weight
     (ns on the path's length), the event it is attributed to (table ``event`` in
     OP/CALL/GPU or -1, row ``event_row``, ``name``), and the edge's ends (``from_table``/
-    ``from_row``/``from_start``, ``to_*``; ``cross``: they are on different threads or devices)."""
+    ``from_row``/``from_start``, ``to_*``; ``cross``: they are on different tracks, i.e. threads, streams or devices)."""
 
     summary: pd.DataFrame
     segments: pd.DataFrame
@@ -70,25 +70,42 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     if not len(inst):
         raise UsageError(f"critical-path: the trace has no {annotation or 'ProfilerStep#N'} range"
                          + ("" if annotation else " (name one with --annotation)"))
-    graph = build_graph(cols, inst)
     rows, parts = [], []
-    for i in range(len(inst)):
-        row, seg = _instance_path(graph, i)
-        rows.append(row)
-        parts.append(seg)
+    if len(inst) > 1 and bool((inst.start[1:] <= np.maximum.accumulate(inst.end[:-1])).any()):
+        # Instances overlap (nested annotations): each gets a graph of its own, as HTA builds one
+        # per instance; one graph would give each event to one instance only.
+        for i in range(len(inst)):
+            one = Instances([inst.label[i]], inst.number[i:i + 1], inst.start[i:i + 1], inst.end[i:i + 1])
+            row, seg = _instance_path(build_graph(cols, one), 0)
+            row[0] = i
+            seg["instance"][:] = i
+            rows.append(row)
+            parts.append(seg)
+    else:
+        graph = build_graph(cols, inst)
+        for i in range(len(inst)):
+            row, seg = _instance_path(graph, i)
+            rows.append(row)
+            parts.append(seg)
     segments = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
     segments["category"] = np.array(CATEGORIES, object)[segments["category"].to_numpy()]
-    segments["name"] = _event_names(cols, segments["event"].to_numpy(), segments["event_row"].to_numpy())
+    name = event_column(cols, segments["event"].to_numpy(), segments["event_row"].to_numpy(), "name")
+    segments["name"] = np.array([*cols.names, ""], object)[np.where(name >= 0, name, len(cols.names))]
+    from_track = event_column(cols, segments["from_table"].to_numpy(), segments["from_row"].to_numpy(), "track")
+    to_track = event_column(cols, segments["to_table"].to_numpy(), segments["to_row"].to_numpy(), "track")
+    segments["cross"] = (from_track >= 0) & (to_track >= 0) & (from_track != to_track)
     summary = pd.DataFrame(rows, columns=summary_columns())
-    return CriticalPath(summary, segments, graph.has_syncs, cols.metadata)
+    return CriticalPath(summary, segments, len(cols.syncs) > 0, cols.metadata)
 
 
-def _event_names(cols: TraceColumns, table: np.ndarray, row: np.ndarray) -> np.ndarray:
-    out = np.full(len(table), "", object)
+def event_column(cols: TraceColumns, table: np.ndarray, row: np.ndarray, column: str) -> np.ndarray:
+    """Column ``column`` (``track``, ``name``, ``ordinal``, ...) of each event given as (table
+    OP/CALL/GPU, row), -1 where there is none."""
+    out = np.full(len(table), -1, np.int64)
     for code, t in ((OP, cols.cpu_ops), (CALL, cols.launches), (GPU, cols.gpu)):
         at = np.flatnonzero(table == code)
         if len(at):
-            out[at] = np.array(cols.names, object)[t.name[row[at]]]
+            out[at] = getattr(t, column)[row[at]]
     return out
 
 
@@ -203,15 +220,15 @@ def _instance_path(g: Graph, i: int) -> tuple[list, dict[str, np.ndarray]]:
 
     def ends(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = nodes >= 0
-        at = lo + np.maximum(nodes, 0)
+        at = np.where(ok, lo + nodes, 0)  # an instance without nodes has only the none (-1) ends
+        if not ok.any():
+            return np.full(len(nodes), -1, np.int8), np.full(len(nodes), -1, np.int64), np.zeros(len(nodes), bool)
         return (np.where(ok, g.node_table[at], -1), np.where(ok, g.node_row[at], -1),
                 np.where(ok, g.is_start[at], False))
 
     ft, fr, fs = ends(nodes_f[keep])
     tt, tr, tstart = ends(nodes_t[keep])
-    cross = (ft >= 0) & (tt >= 0) & ((ft == GPU) != (tt == GPU))
     seg = {"instance": np.full(int(keep.sum()), i, np.int64), "start": seg_start[keep], "end": seg_end[keep],
            "category": cats[keep], "weight": weights[keep], "event": table[keep], "event_row": row[keep],
-           "from_table": ft, "from_row": fr, "from_start": fs, "to_table": tt, "to_row": tr, "to_start": tstart,
-           "cross": cross}
+           "from_table": ft, "from_row": fr, "from_start": fs, "to_table": tt, "to_row": tr, "to_start": tstart}
     return summary, seg

@@ -36,10 +36,12 @@ def perfetto_thread(pid: object, tid: object) -> tuple:
     return (pid, pid if tid == 0 else tid)
 
 
-def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) -> list[np.ndarray]:
+def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]],
+                 after: np.ndarray | None = None) -> list[np.ndarray]:
     """For each ``(table, rows)`` of ``cols`` and each of its rows: a ts in ns at which a flow
     end binds to that slice, or -1 (also for an event Perfetto does not draw, e.g. one with
-    a negative duration).
+    a negative duration). ``after``: per queried row (the queries' rows one after another), a
+    ns as Perfetto reads it that the ts must come after (an arrow's end after its start).
 
     Perfetto orders a thread's slices by start, longer first, then file order, so a slice's
     binding window ends at its end or where the next slice on its thread starts. Only the
@@ -55,6 +57,8 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]]) ->
         mine = np.flatnonzero(drawn & (thread == t))
         _clip_to_next(cols, thread_of_track == t, start, limit, mine, queries)
     del thread
+    if after is not None:  # the binding window starts later; where the slice's next one starts stays
+        np.maximum(start, after, out=start)
     # First choice: the first whole µs after the start, which Perfetto reads exactly.
     out = start // NS_PER_US
     out += 1

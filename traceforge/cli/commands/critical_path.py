@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     order = {r: i for i, r in enumerate(total.index.tolist())}
     summary = summary.sort_values(["rank", "start"], key=lambda c: c.map(order) if c.name == "rank" else c,
                                   kind="stable").reset_index(drop=True)
+    seg = seg.sort_values("rank", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
     tables = {"summary": summary, "segments": seg}
     emit({t: tables[t] for t in wanted}, args.format, lambda: _text(summary, seg, wanted))
     return 0
