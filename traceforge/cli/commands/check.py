@@ -90,7 +90,7 @@ def render_text(report: CheckReport) -> str:
     indent = " " * 12
     for name, count in {**report.stats, **report.warnings}.items():
         rule = RULES[name]
-        lines.append(f"  {rule.severity.upper():<9} {name} {count:,}")
+        lines.append(f"  {rule.severity.upper():<9} {name} {count:,}:")
         lines += wrap(rule.explanation, indent)
         causes = report.breakdown.get(name)
         if causes:
