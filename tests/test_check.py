@@ -181,7 +181,9 @@ def test_cli_json_and_max_examples(tmp_path):
     (problem,) = [p for p in doc["problems"] if p["name"] == "flow_end_without_start"]
     assert len(problem["examples"]) == 2 and problem["examples"][0]["ordinal"] == 1
     text = run_cli("check", path).stdout.decode()
-    assert "flow_end_without_start 5:" in text and text.count("\n") == 4
+    # the header; per problem its count, explanation and 3 examples (one line each); the verdict
+    assert "flow_end_without_start 5:" in text and text.count("\n") == 1 + 2 * (1 + 1 + 3) + 1
+    assert max(map(len, text.replace(path, "PATH").splitlines())) <= 100
 
 
 # -- real traces ---------------------------------------------------------------------------

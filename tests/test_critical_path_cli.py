@@ -90,7 +90,8 @@ def test_several_ranks_straggler_first(tmp_path):
     assert seg["start"].tolist()[:10] == [3 * s for s in seg["start"].tolist()[10:]]
     text = run_cli("critical-path", fast, slow)
     lines = [line for line in text.stdout.decode().splitlines() if "ProfilerStep#1" in line]
-    assert [line.split()[0] for line in lines] == ["1", "0"]
+    ranks = [line.split()[0] for line in lines]  # a wide table is printed in blocks, each with the rank column
+    assert ranks and ranks == ["1", "0"] * (len(ranks) // 2)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -27,6 +27,7 @@ from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
 from .critical_graph import CALL, CATEGORIES, GPU, IDLE, OP, Graph, Instances, build_graph, instances
+from .filters import trace_start
 
 # The summary's time columns: each category's ns on the path (they sum to span_ns).
 CATEGORY_COLUMNS = tuple(f"{c}_ns" for c in CATEGORIES)
@@ -48,6 +49,7 @@ class CriticalPath:
     segments: pd.DataFrame
     has_syncs: bool
     metadata: dict = field(default_factory=dict)  # the trace's top-level keys (its rank)
+    trace_start_ns: int | None = None  # the trace start (``filters.trace_start``: Perfetto's time 0)
 
 
 def summary_columns() -> list[str]:
@@ -95,7 +97,7 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     to_track = event_column(cols, segments["to_table"].to_numpy(), segments["to_row"].to_numpy(), "track")
     segments["cross"] = (from_track >= 0) & (to_track >= 0) & (from_track != to_track)
     summary = pd.DataFrame(rows, columns=summary_columns())
-    return CriticalPath(summary, segments, len(cols.syncs) > 0, cols.metadata)
+    return CriticalPath(summary, segments, len(cols.syncs) > 0, cols.metadata, trace_start(cols))
 
 
 def event_column(cols: TraceColumns, table: np.ndarray, row: np.ndarray, column: str) -> np.ndarray:

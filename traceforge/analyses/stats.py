@@ -52,6 +52,7 @@ from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
 from .activity import CUPTI_KINDS, GPU_ACTIVITY, cat_kinds, durations_by_kind
+from .filters import trace_start
 from .gpu_annotations import gpu_annotation_times
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .idle_intervals import idle_intervals
@@ -237,7 +238,7 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
     trim_heap()
     apis, api_kernels = launch_apis(cols, totals.per_api)
     summary = pd.DataFrame([{
-        "trace": cols.path, "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
+        "trace": cols.path, "trace_start": _start(cols, span), "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],
         "gpu_ops": len(cols.gpu), "kernels": int(np.count_nonzero(cols.gpu.kind == KERNEL)),
         "launches": totals.launches, "cpu_ops": totals.cpu_ops, "devices": len(devices),
         "streams": len(streams),
@@ -249,6 +250,12 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
         "tails": totals.tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
+
+
+def _start(cols: TraceColumns, span: tuple[int, int]) -> int:
+    """The trace start in ns (Perfetto's time 0: ``filters.trace_start``), else the span's start."""
+    start = trace_start(cols)
+    return span[0] if start is None else start
 
 
 def activity_shares(per_kind: list[tuple[str, np.ndarray]], kinds: Collection[str] | None = None) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,15 @@ class AnnotateResult:
     seconds: float = 0.0
     figures: dict[str, int | float | str] = field(default_factory=dict)  # the analyses' (``Analysis.figures``)
     repaired: RepairResult | None = None  # with ``repair``: what the repair changed (also in ``summary``)
+
+    def text(self, width: int = 100) -> str:
+        """For people: the output, events appended and time on one line, then one line per
+        analysis (wrapped to ``width`` columns)."""
+        lines = [f"{self.out}: {self.appended:,} events appended in {self.seconds:.1f} s"]
+        for item in self.summary or ["nothing added (no analysis chosen)"]:
+            lines += textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="      ",
+                                   break_long_words=False, break_on_hyphens=False)
+        return "\n".join(lines)
 
 
 def default_output(path: str) -> str:

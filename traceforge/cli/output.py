@@ -1,12 +1,14 @@
 """Printing DataFrames for the table commands (stats, diff): aligned text, CSV or JSON.
 
-CSV of several tables: each starts with a ``# <table>`` line (``--table`` gives plain CSV).
-JSON: ``{table: [row, ...]}``, integers exact.
+Text fits ``WIDTH`` columns: a table wider than that is printed as several blocks, each
+repeating the key columns (``Col.repeat``, else the first column); titles are wrapped.
+A CSV is one table (``check_one_csv_table``). JSON: ``{table: [row, ...]}``, integers exact.
 """
 
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -16,16 +18,20 @@ from ..errors import UsageError
 from ..util.lazy_pandas import pd
 
 FORMATS = ("text", "csv", "json")
+WIDTH = 100  # text outputs fit this many columns (a path longer than that aside)
+MIN_CUT = 24  # a text column is cut (in the middle) to fit a block, but not below this
 
 
 @dataclass(frozen=True)
 class Col:
-    """A text column: header, DataFrame column, how to show a value; text columns align left."""
+    """A text column: header, DataFrame column, how to show a value; text columns align left.
+    ``repeat``: a key column, repeated in each block of a table too wide for ``WIDTH``."""
 
     header: str
     key: str
     show: Callable[[object], str] = str
     left: bool = False
+    repeat: bool = False
 
 
 def ms(ns: object) -> str:
@@ -50,15 +56,53 @@ def short(name: object, width: int = 100) -> str:
     return text if len(text) <= width else text[: width // 2 - 2] + " .. " + text[-(width // 2 - 2):]
 
 
-def render(df: pd.DataFrame, cols: list[Col], indent: str = "  ") -> list[str]:
-    """Aligned rows under a header line."""
-    cells = [[c.header for c in cols]] + [[c.show(v) for c, v in zip(cols, row)] for row in df[[c.key for c in cols]].itertuples(index=False)]
+def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
+    """``text`` as lines of at most ``width`` columns (a word longer than that stays whole),
+    the first starting with ``indent``, the rest with ``indent`` and two spaces more."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def render(df: pd.DataFrame, cols: list[Col], indent: str = "  ", width: int = WIDTH) -> list[str]:
+    """Aligned rows under a header line; a table wider than ``width`` as several such blocks
+    (a blank line between), each with the key columns (``Col.repeat``, else the first) and as
+    many of the others as fit; a text column wider than a block allows is cut in the middle."""
+    cells = [[c.header for c in cols]] + [[c.show(v) for c, v in zip(cols, row)]
+                                          for row in df[[c.key for c in cols]].itertuples(index=False)]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
-    lines = []
-    for r in cells:
-        parts = [v.ljust(w) if c.left else v.rjust(w) for v, w, c in zip(r, widths, cols)]
-        lines.append((indent + "  ".join(parts)).rstrip())
+    lines: list[str] = []
+    for block in _blocks(cols, widths, width - len(indent)):
+        if lines:
+            lines.append("")
+        for r in cells:
+            parts = []
+            for i, w in block:
+                v = r[i] if len(r[i]) <= w else short(r[i], w)
+                parts.append(v.ljust(w) if cols[i].left else v.rjust(w))
+            lines.append((indent + "  ".join(parts)).rstrip())
     return lines
+
+
+def _blocks(cols: list[Col], widths: list[int], room: int) -> list[list[tuple[int, int]]]:
+    """(column, width) per block: all columns if they fit ``room``, else the key columns and
+    then the others in order, a new block where the next one does not fit (a text column is
+    cut to the room left instead where that keeps two thirds of it)."""
+    if sum(widths) + 2 * (len(cols) - 1) <= room:
+        return [list(enumerate(widths))]
+    keys = [i for i, c in enumerate(cols) if c.repeat] or [0]
+    base = sum(widths[i] for i in keys) + 2 * (len(keys) - 1)
+    blocks: list[list[tuple[int, int]]] = []
+    used = room + 1
+    for i, w in enumerate(widths):
+        if i in keys:
+            continue
+        if used + 2 + w > room and not (cols[i].left and 3 * (room - used - 2) >= 2 * w):
+            blocks.append([(k, widths[k]) for k in keys])
+            used = base
+        fit = w if used + 2 + w <= room or not cols[i].left else max(MIN_CUT, room - used - 2)
+        blocks[-1].append((i, fit))
+        used += 2 + fit
+    return blocks or [[(k, widths[k]) for k in keys]]
 
 
 def check_one_csv_table(command: str, fmt: str, wanted: Sequence[str], choices: Sequence[str]) -> None:

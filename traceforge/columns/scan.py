@@ -136,6 +136,7 @@ class TraceColumns:
     # Kineto's COPY_RATE_ARG (in RATE_SCALE units) of the copies whose dur is a whole µs (see memcpy_bw).
     copy_rates: Table = field(default_factory=lambda: GrowingColumns(_COPY_RATE_FIELDS).table())
     trace_start_ns: int | None = None  # the earliest ts >= 0 of any event but metadata (as ``trim`` has it)
+    layout: str = "object"  # the top level: "object" ({"traceEvents": [...], ...}) or "array" (bare events)
     # The cuda_sync events, always (a few per step): kind is the index in SYNC_KINDS (-1 another),
     # wait_stream and record_correlation their SYNC_ARGS (-1 where absent).
     syncs: Table = field(default_factory=lambda: GrowingColumns(_SYNC_FIELDS).table())
@@ -550,6 +551,7 @@ class _ColumnBuilder:
             spilled_cpu_ops=self.spilled_cpu,
             spilled_launches=self.spilled_launch,
             trace_start_ns=self.trace_start_ns,
+            layout=reader.layout,
         )
 
 

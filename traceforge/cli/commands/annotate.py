@@ -80,6 +80,5 @@ def annotate_one(args: argparse.Namespace) -> Figures:
         result = annotate(args.input, args.output, analyses=chosen, options=options, where=filters_of(args),
                           repair=args.repair)
     figures.update(result.figures)
-    added = "; ".join(result.summary) if result.summary else "nothing added (no analysis chosen)"
-    print(f"{result.out}: {added} ({result.appended:,} events appended, {result.seconds:.1f} s)", file=sys.stderr)
+    print(result.text(), file=sys.stderr)
     return figures

@@ -10,6 +10,7 @@ from ...errors import UsageError
 from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
 from ...perfetto import trace_processor as tp
 from ...perfetto.rules import RULES
+from ..output import wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,18 +84,19 @@ def render_side_by_side(binary: str, report: CheckReport, measured: dict[str, tp
 
 
 def render_text(report: CheckReport) -> str:
-    """One line per problem: severity, name, count, explanation, breakdown, examples."""
+    """Per problem: severity, name and count on one line, then (indented, wrapped to ``WIDTH``)
+    its explanation, its counts by cause, and one line per example."""
     lines = [f"{report.path}: {report.events:,} events, checked in {report.seconds:.1f} s"]
+    indent = " " * 12
     for name, count in {**report.stats, **report.warnings}.items():
         rule = RULES[name]
-        line = f"  {rule.severity.upper():<9} {name} {count:,}: {rule.explanation}"
+        lines.append(f"  {rule.severity.upper():<9} {name} {count:,}:")
+        lines += wrap(rule.explanation, indent)
         causes = report.breakdown.get(name)
         if causes:
-            line += " [" + ", ".join(f"{n:,} {cause}" for cause, n in causes.items()) + "]"
-        examples = report.examples.get(name)
-        if examples:
-            line += "; e.g. " + "; ".join(e.text() for e in examples)
-        lines.append(line)
+            lines += wrap("by cause: " + ", ".join(f"{n:,} {cause}" for cause, n in causes.items()), indent)
+        for i, example in enumerate(report.examples.get(name, ())):
+            lines += wrap(("e.g. " if i == 0 else "     ") + example.text(), indent)
     if report.exit_code == 2:
         lines.append("verdict: Perfetto would refuse this trace or stop reading it (exit 2)")
     elif report.losses:

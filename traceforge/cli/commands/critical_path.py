@@ -8,7 +8,7 @@ from ...analyses.critical_path import CATEGORY_COLUMNS
 from ...api.files import critical_path, ranked
 from ...util.lazy_pandas import pd
 from ..options import add_filter_arguments, filters_of
-from ..output import Col, check_one_csv_table, emit, ms, pct, render, short
+from ..output import Col, check_one_csv_table, emit, ms, pct, render, short, us, wrap
 
 TABLES = ("summary", "segments")
 
@@ -41,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     summaries, segments = [], []
     for rank, _, result in ranked(args.input, lambda p: _Read(p, args, where)):
         summaries.append(result.path.summary.assign(rank=rank))
-        segments.append(result.path.segments.assign(rank=rank))
+        start = result.path.trace_start_ns or 0  # times from the trace start, as Perfetto shows them
+        segments.append(result.path.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
+                                                    end_rel_ns=lambda d: d["end"] - start))
     summary = pd.concat(summaries, ignore_index=True)
     seg = pd.concat(segments, ignore_index=True)
     total = summary.groupby("rank")["span_ns"].sum().sort_values(ascending=False, kind="stable")
@@ -63,14 +65,18 @@ class _Read:
 def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[str]:
     lines = []
     if "summary" in wanted:
-        cols = [Col("rank", "rank"), Col("instance", "label", short, left=True), Col("span ms", "span_ns", ms),
+        cols = [Col("rank", "rank", repeat=True), Col("instance", "label", short, left=True, repeat=True),
+                Col("span ms", "span_ns", ms),
                 Col("length ms", "length_ns", ms)]
         shares = summary[list(CATEGORY_COLUMNS)].div(summary["span_ns"].where(summary["span_ns"] > 0, 1), axis=0)
         shown = summary.assign(**{c: 100 * shares[c] for c in CATEGORY_COLUMNS})
         cols += [Col(c[:-3] + " %", c, pct) for c in CATEGORY_COLUMNS]
         lines += ["critical path by instance (straggler rank first; shares of the span)", *render(shown, cols)]
     if "segments" in wanted:
-        cols = [Col("rank", "rank"), Col("inst", "instance"), Col("start ns", "start"), Col("end ns", "end"),
-                Col("bound by", "category", left=True), Col("event", "name", short, left=True)]
-        lines += ["critical path segments", *render(seg, cols)]
+        cols = [Col("rank", "rank", repeat=True), Col("inst", "instance", repeat=True),
+                Col("at us", "start_rel_ns", us, repeat=True), Col("end us", "end_rel_ns", us),
+                Col("start ns", "start"), Col("end ns", "end"), Col("bound by", "category", left=True),
+                Col("event", "name", short, left=True)]
+        lines += [*wrap("critical path segments (at/end: µs from the trace start, as Perfetto shows them; "
+                        "start/end ns: absolute ts)"), *render(seg, cols)]
     return lines

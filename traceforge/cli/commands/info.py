@@ -7,6 +7,7 @@ import argparse
 import orjson
 
 from ...columns.info import trace_info
+from ..output import wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,21 +23,27 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return 0
-    print(f"{info['path']}: {info['events']:,} events ({info['vocabulary']}, {info['codec']})")
-    print(f"top-level keys: {', '.join(info['top_level_keys'])}")
+    print(f"{info['path']}: {info['events']:,} events ({info['vocabulary']}; {info['codec']})")
+    print("\n".join(wrap(f"top-level keys: {', '.join(info['top_level_keys'])}")))
     if info["baseTimeNanoseconds"] is not None:
         print(f"baseTimeNanoseconds: {info['baseTimeNanoseconds']}")
     if info["rank"] is not None:
         print(f"rank: {info['rank']}")
     span = info["time_span"]
     if span:
-        print(f"time span: {span['first_ts_us']} .. {span['last_end_us']} us ({span['duration_ms']:.3f} ms)")
-    print(f"launch calls: {info['launch_calls']:,}   CPU ops: {info['cpu_ops']:,}   profiler ranges: {info['profiler_ranges']:,}")
+        print(f"time span: {span['duration_ms']:,.3f} ms, {span['first_rel_us']} .. {span['last_end_rel_us']} us "
+              "from the trace start")
+        print(f"  (absolute ts {span['first_ts_us']} .. {span['last_end_us']} us; trace start {span['trace_start_us']} us)")
+    print(f"launch calls: {info['launch_calls']:,}   CPU ops: {info['cpu_ops']:,}   "
+          f"profiler ranges: {info['profiler_ranges']:,}")
+    if info["lacks"]:
+        print("\n".join(wrap(f"lacks: {info['lacks']}")))
     if info["gpu_streams"]:
         print("GPU streams:")
         print(f"  {'device':>6} {'stream':>7} {'kernels':>9} {'memcpy':>8} {'memset':>8} {'busy ms':>10}")
         for s in info["gpu_streams"]:
-            print(f"  {s['device']:>6} {s['stream']:>7} {s['kernel']:>9,} {s['memcpy']:>8,} {s['memset']:>8,} {s['busy_ms']:>10.3f}")
+            print(f"  {s['device']:>6} {s['stream']:>7} {s['kernel']:>9,} {s['memcpy']:>8,} {s['memset']:>8,} "
+                  f"{s['busy_ms']:>10.3f}")
     print("events by phase and category:")
     for row in info["by_phase_and_category"]:
         print(f"  {str(row['ph']):>3} {str(row['cat']):<24} {row['events']:>10,}")

@@ -10,14 +10,16 @@ import sys
 import orjson
 
 from ...analyses.pattern_table import ARROW, Patterns
+from ...analyses.patterns import DEFAULT_MIN_LEN
 from ...annotator.plan import filtered_scan
 from ...annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
 from ...annotator.run import annotate
 from ...api.reads import operator_columns
+from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import add_filter_arguments, add_options, filters_of
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
 
@@ -69,11 +71,34 @@ def patterns_one(args: argparse.Namespace) -> Figures:
                                options={**options, "on_patterns": found.append,
                                         "on_columns": lambda cols: figures.update(gpu_figures(cols))})
         result = found[0]
-        print(f"{written.out}: {'; '.join(written.summary)} ({written.appended:,} events appended, "
-              f"{written.seconds:.1f} s)", file=sys.stderr)
+        print(written.text(), file=sys.stderr)
+    if not len(result.table):
+        print(f"traceforge: note: {args.input}: {no_pattern_hint(result, args)}", file=sys.stderr)
     table = {"text": format_text, "csv": format_csv, "json": format_json}[args.format](result, args.input)
     (sys.stderr if args.output == "-" else sys.stdout).write(table)
     return {**figures, **pattern_figures(result)}
+
+
+def no_pattern_hint(result: Patterns, args: argparse.Namespace) -> str:
+    """Why no pattern was found and what to try (one line): the options that would let more in."""
+    if result.total_gpu_ns == 0:
+        return f"no pattern: {NO_GPU}; {RECORD_GPU}"
+    tries = []
+    if args.min_len > 2:
+        tries.append(f"a smaller --min-len (now {args.min_len}, default {DEFAULT_MIN_LEN})")
+    if args.max_len is not None:
+        tries.append(f"a larger --max-len (now {args.max_len})")
+    if result.mode == "operator":
+        if not args.nested:
+            tries.append("--nested (count instances inside another instance too)")
+        tries.append("another --op or --op-regex")
+    else:
+        tries.append("--op NAME (the GPU ops each instance of an operator launched)")
+    filters = [f"--{name}" for name in FILTER_OPTIONS
+               if getattr(args, f"where_{name}", None) is not None]
+    if filters:
+        tries.append(f"fewer filters ({', '.join(filters)})")
+    return f"no pattern found ({result.note}); try {'; or '.join(tries)}"
 
 
 def format_text(result: Patterns, path: str) -> str:

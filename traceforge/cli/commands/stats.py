@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -12,11 +13,12 @@ from ...analyses.overlap import WHOLE_TRACE
 from ...analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES
 from ...analyses.stats import TAIL_PERCENTS, TraceStats, default_tables
 from ...api.files import compare_tails, stats
+from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from ..options import add_filter_arguments, filters_of
-from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
@@ -67,8 +69,22 @@ def run(args: argparse.Namespace) -> int:
     result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args))
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
+    _note_without_gpu(tables.get("summary"))
     emit(tables, args.format, lambda: _text(tables))
     return 0
+
+
+# What stats shows of a rank without GPU ops: the tables that do not need them.
+WITHOUT_GPU = ("summary", "activity", "activity_all", "tails", "launch_apis", "memory", "memory_steps")
+
+
+def _note_without_gpu(summary: pd.DataFrame | None) -> None:
+    """One line on stderr per rank without GPU ops, saying so (its text leaves out the GPU tables)."""
+    if summary is None:
+        return
+    for r in summary[summary["gpu_ops"] == 0].itertuples(index=False):
+        print(f"traceforge: note: rank {r.rank} ({r.trace}): {NO_GPU}: nothing to measure on the GPU; {RECORD_GPU}",
+              file=sys.stderr)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -145,20 +161,38 @@ def _ts(ns: object) -> str:
     return "-" if int(ns) < 0 else ns_to_us_text(int(ns))
 
 
+def _wall_span(summary: pd.Series) -> list[str]:
+    """The wall span in ms, from the trace start (as Perfetto shows it) and in absolute µs."""
+    if summary["gpu_ops"] + summary["launches"] + summary["cpu_ops"] == 0:
+        return ["  wall span: none (no GPU op, launch call or CPU op)"]
+    return [f"  wall span {ms(summary['span_ns'])} ms: {_from_start(summary, 'span_start')} .. "
+            f"{_from_start(summary, 'span_end')} ms from the trace start",
+            f"    (absolute ts {ns_to_us_text(summary['span_start'])} .. {ns_to_us_text(summary['span_end'])} us)"]
+
+
+def _from_start(summary: pd.Series, column: str) -> str:
+    """``summary[column]`` (a ts in ns) as ms from the trace start (Perfetto's time 0)."""
+    return ms(summary[column] - summary["trace_start"])
+
+
 def _section(lines: list[str], title: str, df: pd.DataFrame | None, cols: list[Col]) -> None:
     if df is not None and len(df):
-        lines += ["", title, *render(df, cols)]
+        lines += ["", *wrap(title), *render(df, cols)]
 
 
 def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     lines = [f"rank {rank}"]
     s = t.get("summary")
+    without_gpu = s is not None and len(s) and s.iloc[0]["gpu_ops"] == 0
+    if without_gpu:
+        t = {name: df for name, df in t.items() if name in WITHOUT_GPU}
     if s is not None and len(s):
         r = s.iloc[0]
         lines = [
             f"rank {rank}: {r['trace']}",
-            f"  wall span {ms(r['span_ns'])} ms ({ns_to_us_text(r['span_start'])} .. {ns_to_us_text(r['span_end'])} us); "
-            f"{r['gpu_ops']:,} GPU ops ({r['kernels']:,} kernels), {r['launches']:,} launch calls, {r['cpu_ops']:,} CPU ops",
+            *_wall_span(r),
+            *wrap(f"{r['gpu_ops']:,} GPU ops ({r['kernels']:,} kernels), {r['launches']:,} launch calls, "
+                  f"{r['cpu_ops']:,} CPU ops", "  "),
         ]
     _section(lines, "GPU busy per device (union of op intervals)", t.get("devices"), [
         Col("device", "device"), Col("streams", "streams"), Col("ops", "ops", count),
@@ -166,8 +200,8 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _section(lines, "GPU busy and idle per stream (idle = host wait + kernel wait + other + before first + after last op)",
              t.get("streams"), [
-        Col("device", "device"), Col("stream", "stream"), Col("ops", "ops", count), Col("busy ms", "busy_ns", ms),
-        Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct), Col("host wait ms", "host_wait_ns", ms),
+        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True), Col("ops", "ops", count),
+        Col("busy ms", "busy_ns", ms), Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct), Col("host wait ms", "host_wait_ns", ms),
         Col("kernel wait ms", "kernel_wait_ns", ms), Col("other ms", "other_ns", ms),
         Col("before ms", "before_first_ns", ms), Col("after ms", "after_last_ns", ms),
     ])
@@ -194,7 +228,8 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("kernel type", "kernel_type", left=True),
     ])
     _section(lines, "Top kernels per kernel type (the rest in Others)", t.get("kernel_breakdown"), [
-        Col("device", "device"), Col("type", "kernel_type", left=True), Col("total ms", "total_ns", ms),
+        Col("device", "device", repeat=True), Col("type", "kernel_type", left=True, repeat=True),
+        Col("total ms", "total_ns", ms),
         Col("share %", "share_pct", pct), Col("count", "count", count), Col("mean us", "mean_ns", us),
         Col("min us", "min_ns", us), Col("max us", "max_ns", us), Col("std us", "std_ns", us),
         Col("names", "names", count), Col("name", "name", short, left=True),
@@ -227,14 +262,16 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _summary_sections(lines, t)
     _section(lines, "Memory per device from the [memory] events (MB = 10^6 bytes; ts in us)", t.get("memory"), [
-        Col("device", "device_type", left=True), Col("id", "device"), Col("events", "events", count),
+        Col("device", "device_type", left=True, repeat=True), Col("id", "device", repeat=True),
+        Col("events", "events", count),
         Col("peak alloc MB", "peak_allocated", _mb), Col("at us", "peak_allocated_ts", _ts),
         Col("final alloc MB", "final_allocated", _mb), Col("peak reserved MB", "peak_reserved", _mb),
         Col("at us", "peak_reserved_ts", _ts), Col("final reserved MB", "final_reserved", _mb),
     ])
     _section(lines, "Memory per profiler step (level entering the step, peak over it, level at its end; MB)",
              t.get("memory_steps"), [
-        Col("device", "device_type", left=True), Col("id", "device"), Col("step", "step"),
+        Col("device", "device_type", left=True, repeat=True), Col("id", "device", repeat=True),
+        Col("step", "step", repeat=True),
         Col("events", "events", count), Col("start alloc", "start_allocated", _mb),
         Col("peak alloc", "peak_allocated", _mb), Col("end alloc", "end_allocated", _mb),
         Col("peak reserved", "peak_reserved", _mb),
@@ -246,11 +283,11 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("annotated %", "pct_of_annotated", pct), Col("span %", "pct_of_span", pct),
         Col("name", "name", short, left=True),
     ])
-    if s is not None and len(s):
+    if s is not None and len(s) and not without_gpu:
         r = s.iloc[0]
-        lines += ["", f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive kernel launches "
-                  f"on a thread ({r['overlapping_launch_pct']:.1f} %) started while the previous launch's kernels still ran "
-                  "(all of them: --table launch_overlaps --top 0)"]
+        lines += ["", *wrap(f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive "
+                            f"kernel launches on a thread ({r['overlapping_launch_pct']:.1f} %) started while the "
+                            "previous launch's kernels still ran (all of them: --table launch_overlaps --top 0)")]
     lines.append("")
     return lines
 
@@ -263,7 +300,8 @@ def _summary_sections(lines: list[str], t: dict[str, pd.DataFrame]) -> None:
     """The idle-interval, queue and memcpy tables (``--table idle_intervals / queue / memcpy``)."""
     _section(lines, "Idle gaps per stream and category (between merged busy intervals; percentiles nearest-rank)",
              t.get("idle_intervals"), [
-        Col("device", "device"), Col("stream", "stream"), Col("category", "category", left=True),
+        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True),
+        Col("category", "category", left=True, repeat=True),
         Col("count", "count", count), Col("total ms", "total_ns", ms), Col("mean us", "mean_ns", us),
         Col("min us", "min_ns", us), Col("p50 us", "p50_ns", us), Col("p90 us", "p90_ns", us),
         Col("max us", "max_ns", us),
@@ -273,7 +311,7 @@ def _summary_sections(lines: list[str], t: dict[str, pd.DataFrame]) -> None:
         queue is not None and len(queue) and (queue["at_limit_ns"] > 0).any()) else []
     _section(lines, "Queue length per stream (launched, not yet started): change points, and ms at or above "
              "each quartile of the stream's max", queue, [
-        Col("device", "device"), Col("stream", "stream"), Col("points", "points", count),
+        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True), Col("points", "points", count),
         Col("mean", "mean", lambda v: f"{float(v):,.1f}"), Col("p50", "p50", count), Col("p95", "p95", count),
         Col("max", "max", count), Col("span ms", "span_ns", ms),
         *[Col(f">={q}% ms", f"ge_q{q}_ns", ms) for q in QUARTILES], *at_limit,
