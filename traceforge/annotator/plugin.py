@@ -77,7 +77,9 @@ class Analysis:
     build: Callable[[TraceColumns, AnnotateContext], Injections]
     options: tuple[Option, ...] = ()
     order: int = 100  # place in --help, in --all and in the output (built-ins 10..60, then by name)
-    in_all: bool = True  # --all runs it (False for one that cannot run without an option of its own)
+    # --all runs it (False for one that needs an option of its own, or costs much more than the others: its
+    # module says why)
+    in_all: bool = True
     # Adds args to existing events: the trace is read twice.
     patches_args: bool | Setting = False
     # The launch APIs it reads (None: all launch calls; an empty set: none).
