@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pandas as pd
 import pytest
 
 from tests.conftest import TRACES
@@ -137,3 +138,19 @@ def test_nested_instances_each_agree_with_hta():
     one = r.summary.iloc[1]
     assert (one["cpu_ns"], one["compute_ns"] + one["memory_ns"], one["gpu_gap_ns"], one["launch_ns"]) == \
         (32_042_000, 3_712_000, 50_000, 30_000)
+
+
+def test_paths_solved_in_batches_equal_one_graph(sample, monkeypatch):
+    """A big trace's instances are solved a batch at a time: the same paths as in one graph."""
+    from traceforge.analyses import critical_path as module
+
+    cols = scan(str(sample.path))
+    whole = module.critical_path(cols)
+    monkeypatch.setattr(module, "BATCH_EVENTS", 1)  # one step per batch
+    assert len(module._batches(cols, module.instances(cols))) == len(whole.summary) > 1
+    batched = module.critical_path(cols)
+    pd.testing.assert_frame_equal(batched.summary, whole.summary)
+    pd.testing.assert_frame_equal(batched.segments, whole.segments)
+    summary_only = module.critical_path(cols, segments=False)
+    pd.testing.assert_frame_equal(summary_only.summary, whole.summary)
+    assert len(summary_only.segments) == 0 and list(summary_only.segments.columns) == list(whole.segments.columns)

@@ -56,10 +56,14 @@ def summary_columns() -> list[str]:
     return ["instance", "label", "number", "start", "end", "span_ns", "length_ns", *CATEGORY_COLUMNS]
 
 
-def critical_path(cols: TraceColumns, annotation: str | None = None, step: int | None = None) -> CriticalPath:
+def critical_path(cols: TraceColumns, annotation: str | None = None, step: int | None = None, *,
+                  segments: bool = True) -> CriticalPath:
     """The critical path of each instance of ``annotation`` (None: each ProfilerStep#N; a
     name: CPU ops and ranges whose name contains it; "": the whole trace), or of the one
-    numbered ``step`` (N of ProfilerStep#N, else the index from 0). Reads the columns in memory."""
+    numbered ``step`` (N of ProfilerStep#N, else the index from 0). Reads the columns in memory.
+    ``segments=False`` leaves the segments table empty (the summary alone: a 2 GB trace's paths
+    have millions of segments). Instances are solved a batch at a time (``_batches``), so the
+    graph in memory is a batch's."""
     if cols.spilled_cpu_ops is not None:  # the graph reads the operators: bring them back
         cols = cols.with_cpu_ops(lambda chunk: chunk.dur > 0)
     inst = instances(cols, annotation)
@@ -73,31 +77,56 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
         raise UsageError(f"critical-path: the trace has no {annotation or 'ProfilerStep#N'} range"
                          + ("" if annotation else " (name one with --annotation)"))
     rows, parts = [], []
-    if len(inst) > 1 and bool((inst.start[1:] <= np.maximum.accumulate(inst.end[:-1])).any()):
-        # Instances overlap (nested annotations): each gets a graph of its own, as HTA builds one
-        # per instance; one graph would give each event to one instance only.
-        for i in range(len(inst)):
-            one = Instances([inst.label[i]], inst.number[i:i + 1], inst.start[i:i + 1], inst.end[i:i + 1])
-            row, seg = _instance_path(build_graph(cols, one), 0)
-            row[0] = i
-            seg["instance"][:] = i
-            rows.append(row)
-            parts.append(seg)
-    else:
-        graph = build_graph(cols, inst)
-        for i in range(len(inst)):
+    for first, batch in _batches(cols, inst):
+        graph = build_graph(cols, batch)
+        for i in range(len(batch)):
             row, seg = _instance_path(graph, i)
+            row[0] = first + i
+            seg["instance"][:] = first + i
             rows.append(row)
-            parts.append(seg)
-    segments = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
-    segments["category"] = np.array(CATEGORIES, object)[segments["category"].to_numpy()]
-    name = event_column(cols, segments["event"].to_numpy(), segments["event_row"].to_numpy(), "name")
-    segments["name"] = np.array([*cols.names, ""], object)[np.where(name >= 0, name, len(cols.names))]
-    from_track = event_column(cols, segments["from_table"].to_numpy(), segments["from_row"].to_numpy(), "track")
-    to_track = event_column(cols, segments["to_table"].to_numpy(), segments["to_row"].to_numpy(), "track")
-    segments["cross"] = (from_track >= 0) & (to_track >= 0) & (from_track != to_track)
+            if segments:
+                parts.append(seg)
+        del graph  # not held while the next batch's is built
+    if not segments:
+        parts = [{k: v[:0] for k, v in seg.items()}]
+    table = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    table["category"] = np.array(CATEGORIES, object)[table["category"].to_numpy()]
+    name = event_column(cols, table["event"].to_numpy(), table["event_row"].to_numpy(), "name")
+    table["name"] = np.array([*cols.names, ""], object)[np.where(name >= 0, name, len(cols.names))]
+    from_track = event_column(cols, table["from_table"].to_numpy(), table["from_row"].to_numpy(), "track")
+    to_track = event_column(cols, table["to_table"].to_numpy(), table["to_row"].to_numpy(), "track")
+    table["cross"] = (from_track >= 0) & (to_track >= 0) & (from_track != to_track)
     summary = pd.DataFrame(rows, columns=summary_columns())
-    return CriticalPath(summary, segments, len(cols.syncs) > 0, cols.metadata, trace_start(cols))
+    return CriticalPath(summary, table, len(cols.syncs) > 0, cols.metadata, trace_start(cols))
+
+
+BATCH_EVENTS = 1 << 19  # CPU operators and calls per graph held at once (~0.3 GB of graph at most)
+
+
+def _batches(cols: TraceColumns, inst: Instances) -> list[tuple[int, Instances]]:
+    """(index of the first, the instances) of consecutive batches of ``inst`` holding about
+    ``BATCH_EVENTS`` CPU events each. Instances that overlap (nested annotations) each get a
+    batch of their own, as HTA builds a graph per instance: one graph would give each event to
+    one instance only."""
+    def part(a: int, b: int) -> Instances:
+        return Instances(inst.label[a:b], inst.number[a:b], inst.start[a:b], inst.end[a:b])
+
+    n = len(inst)
+    if n > 1 and bool((inst.start[1:] <= np.maximum.accumulate(inst.end[:-1])).any()):
+        return [(i, part(i, i + 1)) for i in range(n)]
+    events = np.zeros(n, np.int64)
+    for table in (cols.cpu_ops, cols.launches):
+        at = inst.containing(table.ts.astype(np.int64))
+        events += np.bincount(at[at >= 0], minlength=n)
+    cut = [0]
+    total = 0
+    for i, count in enumerate(events.tolist()):
+        if total and total + count > BATCH_EVENTS:
+            cut.append(i)
+            total = 0
+        total += count
+    cut.append(n)
+    return [(a, part(a, b)) for a, b in zip(cut[:-1], cut[1:])]
 
 
 def event_column(cols: TraceColumns, table: np.ndarray, row: np.ndarray, column: str) -> np.ndarray:

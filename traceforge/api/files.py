@@ -192,10 +192,11 @@ def patterns(
 
 
 def critical_path(path: str, *, annotation: str | None = None, step: int | None = None,
-                  where: Filters | None = None) -> CriticalPath:
+                  where: Filters | None = None, segments: bool = True) -> CriticalPath:
     """The critical path of each instance of ``annotation`` (default each ProfilerStep#N; ``step``:
-    only the one numbered so), its breakdown and segments (``analyses.critical_path``)."""
+    only the one numbered so), its breakdown and segments (``analyses.critical_path``;
+    ``segments=False``: the summary alone)."""
     from ..analyses.critical_path import critical_path as path_of
     from ..annotator.plan import filtered_scan
 
-    return path_of(filtered_scan(path, where), annotation, step)
+    return path_of(filtered_scan(path, where), annotation, step, segments=segments)

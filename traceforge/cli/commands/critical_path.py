@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
 class _Read:
     def __init__(self, path: str, args: argparse.Namespace, where) -> None:
-        self.path = critical_path(path, annotation=args.annotation, step=args.step, where=where)
+        self.path = critical_path(path, annotation=args.annotation, step=args.step, where=where,
+                                  segments="segments" in (args.table or ()))
         self.metadata = self.path.metadata
 
 
