@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analyses.launch_delay import launch_pairs
+from ..analyses.stats import top_kernels
 from ..analyses.stragglers import Figures, gpu_figures
 from ..api.trace import Trace
 from ..util.lazy_pandas import pd
 from .downsample import DEFAULT_BUCKETS, min_max_buckets
 
-STATS_TABLES = ("temporal", "overlap", "top_kernels")
+STATS_TABLES = ("temporal", "overlap")
 TOP_KERNELS = 15
 TOP_PATTERNS = 10
 DELAY_BINS = 40
@@ -60,11 +62,12 @@ def rank_report(rank: int, path: str, trace: Trace, *, buckets: int = DEFAULT_BU
     step_table = pd.DataFrame({"name": [cols.names[n] for n in steps.name.tolist()],
                                "ts": steps.ts.astype(np.int64), "dur": steps.dur.astype(np.int64)})
     lo, hi = _time_span(cols)
-    edges, counts = delay_histogram(trace.launch_stats()["launch_delay"].to_numpy(np.int64))
+    _, _, delays = launch_pairs(cols)  # the delays alone: no call stack to read back
+    edges, counts = delay_histogram(delays.astype(np.int64))
     return RankReport(
         rank=rank, path=path, start_ns=start, figures=gpu_figures(cols), steps=step_table,
         temporal=stats.temporal, overlap=stats.overlap,
-        top_kernels=stats.top_kernels.sort_values("total_ns", ascending=False, kind="stable").head(TOP_KERNELS),
+        top_kernels=top_kernels(cols).head(TOP_KERNELS).assign(rank=rank),
         categories=trace.classify(), patterns=trace.patterns().head(TOP_PATTERNS),
         delay_edges_ns=edges, delay_counts=counts,
         queue=_series(trace.queue_length(), ["device", "stream"], "queue_length", "GPU {} stream {}", lo, hi, buckets),
