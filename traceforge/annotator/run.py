@@ -124,6 +124,7 @@ def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, An
         del cols
         with os.fdopen(fd, "wb") as file:
             appended = _write_events(file, injections.blocks())
+        injections.sources = []  # their events are in the file now
         events = reader.event_count
         for batch in _numbered_from(_appended_reader(appended_path, reader.scanner).batches(), events):
             reading.batch(batch)
