@@ -8,31 +8,38 @@ while the trace is copied (the tracks go after the last event).
 The analyses are the modules in ``annotator/plugins`` (``registry``); ``plan`` says what the
 scan keeps for them and ``schedule`` runs them.
 
-With ``repair``, the annotated copy goes to a temporary file (uncompressed, in ``TMPDIR``) and
-``rewrite.repair`` copies that to the output with its fixes, by the same rules as the ``repair``
-command, judged on the annotated trace (so nothing the analyses add can bring a loss back).
+With ``repair``, the output is also repaired by ``rewrite.repair``'s rules, judged on the
+output (the input's events and those appended), in two reads of the input: the scan, which
+the repair reads too, and the copy, which applies the repair's edits beside the analyses' args
+(see ``_repaired``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
+
+import numpy as np
 
 from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
 from ..io import output_names
 from ..io.codec import AtomicOutput, check_writable, spool_stdin
+from ..io.event_edits import EventEdits, edits_after
+from ..io.jsontext import Block
 from ..io.patch import ExtraArgs, patch_editor
 from ..io.placed_patch import copy_placed
-from ..io.reader import EventBatch, TraceReader
+from ..io.reader import WS, EventBatch, TraceReader
+from ..io.rows import RowScanner
 from ..io.writer import EventSink, write_trace
-from ..rewrite.repair import RepairResult
-from ..rewrite.repair import repair as repair_trace
+from ..rewrite.repair import RepairReading, RepairResult
 from . import registry, schedule
 from .plan import ScanPlan
 from .plugin import Analysis
@@ -87,28 +94,89 @@ def annotate(
     out = out or default_output(path)
     check_writable(out)
     options = registry.with_defaults(chosen, options)
+    repaired = None
     if repair:
-        return _repaired(path, out, chosen, options, where, started)
-    if any(a.setting("patches_args", options) for a in chosen):
+        appended, built, repaired = _repaired(path, out, chosen, options, where)
+    elif any(a.setting("patches_args", options) for a in chosen):
         appended, built = _two_passes(path, out, chosen, options, where)
     else:
         appended, built = _one_pass(path, out, chosen, options, where)
-    return AnnotateResult(out, appended, built.summary, time.perf_counter() - started, built.figures)
+    summary = built.summary + [f"repair: {line}" for line in repaired.summary()] if repaired else built.summary
+    return AnnotateResult(out, appended, summary, time.perf_counter() - started, built.figures, repaired)
 
 
-def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None,
-              started: float) -> AnnotateResult:
-    """Annotate into a temporary file, then repair that into ``out``."""
-    fd, annotated = tempfile.mkstemp(prefix="traceforge-annotated-", suffix=".json")
-    os.close(fd)
+def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None
+              ) -> tuple[int, Injections, RepairResult]:
+    """Annotate and repair in two reads of the input: the scan (repair reads its batches as
+    they go by), then the copy, with the analyses' args and the repair's edits.
+
+    The repair judges the output, so it also reads the events the analyses append: they
+    wait in a temporary file (their size, not the trace's), numbered after the input's
+    events, and are copied from it repaired too. So the output is ``repair`` of what
+    ``annotate`` writes, event for event."""
+    source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
+    fd, appended_path = tempfile.mkstemp(prefix="traceforge-appended-", suffix=".json")
     try:
-        result = annotate(path, annotated, analyses=[a.name for a in chosen], options=options, where=where)
-        fixed = repair_trace(annotated, out)
+        reader = TraceReader(source, display_name=path)
+        reading = RepairReading(reader.scanner)
+        cols = ScanPlan.of(chosen, options).scan(source, reader, where, on_batch=reading.batch)
+        injections = schedule.run_analyses(cols, chosen, options)
+        del cols
+        with os.fdopen(fd, "wb") as file:
+            appended = _write_events(file, injections.blocks())
+        injections.sources = []  # their events are in the file now
+        events = reader.event_count
+        for batch in _numbered_from(_appended_reader(appended_path, reader.scanner).batches(), events):
+            reading.batch(batch)
+        repairs = reading.decide(events + appended, out)
+        reader = TraceReader(source, display_name=path)
+        edit: Callable[[EventBatch], bytes | memoryview] = repairs.edits
+        if injections.patches_args():  # args first; the batches both edit are scanned again
+            edit = edits_after(patch_editor(ExtraArgs(injections.arg_patches, injections.arg_columns)),
+                               repairs.edits, reader.scanner)
+        blocks = _edited_blocks(_appended_reader(appended_path), events, repairs.edits)
+        write_trace(reader, out, itertools.chain(blocks, repairs.blocks()), edit=edit)
+        return appended, injections, repairs.result
     finally:
-        os.unlink(annotated)
-    summary = [*result.summary, *(f"repair: {line}" for line in fixed.summary())]
-    return AnnotateResult(out, result.appended, summary, time.perf_counter() - started,
-                          result.figures, fixed)
+        os.unlink(appended_path)
+        if spooled:
+            os.unlink(source)
+
+
+def _write_events(file: BinaryIO, blocks: Iterable[Block]) -> int:
+    """``{"traceEvents":[`` the blocks' events ``]}`` to ``file``; how many events."""
+    count = 0
+    file.write(b'{"traceEvents":[\n')
+    for n, text in blocks:
+        if n:
+            file.write(b",\n" if count else b"")
+            file.write(text)
+            count += n
+    file.write(b"\n]}")
+    return count
+
+
+def _appended_reader(path: str, scanner: RowScanner | None = None) -> TraceReader:
+    """A reader of the appended events' file (no progress bar; ``scanner``: the input's, so
+    that the repair's ids of strings and threads hold across both)."""
+    return TraceReader(path, on_read=lambda _: None, **({"scanner": scanner} if scanner is not None else {}))
+
+
+def _numbered_from(batches: Iterable[EventBatch], first: int) -> Iterator[EventBatch]:
+    """The batches with their events numbered from ``first`` (they follow ``first`` events)."""
+    for batch in batches:
+        batch.first += first
+        yield batch
+
+
+def _edited_blocks(reader: TraceReader, first: int, edits: EventEdits) -> Iterator[Block]:
+    """The events of ``reader`` (numbered from ``first``) edited, as blocks to append."""
+    for batch in _numbered_from(reader.batches(), first):
+        text = bytes(edits(batch)).strip(WS)
+        text = text[:-1].rstrip(WS) if text.endswith(b",") else text
+        if text:
+            kept = batch.count if edits.keep is None else int(np.count_nonzero(edits.keep[batch.first:batch.first + batch.count]))
+            yield kept, text
 
 
 def _one_pass(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None

@@ -20,9 +20,9 @@ from typing import Protocol
 import numpy as np
 
 from . import rows as R
-from .fields import Replacement, replace_fields, splice_rows
+from .fields import TOKEN, Replacement, replace_fields, splice_rows
 from .jsontext import Texts
-from .reader import WS, EventBatch
+from .reader import WS, EventBatch, parse_event
 
 _MINUS = ord("-")
 
@@ -55,18 +55,28 @@ class EventEdits:
     ts: TsRewrite | None = None
 
     def __call__(self, batch: EventBatch) -> bytes:
-        data = self._edit(batch)
+        return self.separated(self._edit(batch))
+
+    def separated(self, data: bytes | memoryview) -> bytes | memoryview:
+        """A batch's edited bytes as the writer takes them: without the trailing separator
+        when events may be dropped (see the class docstring)."""
         if self.keep is None:
             return data
-        data = data.rstrip(WS)
+        data = bytes(data).rstrip(WS)
         return data[:-1] if data.endswith(b",") else data
+
+    def touches(self, batch: EventBatch) -> bool:
+        """Whether any event of ``batch`` is dropped or changed."""
+        first, n = batch.first, batch.count
+        lo, hi = np.searchsorted(self.ordinals, [first, first + n]) if len(self.ordinals) else (0, 0)
+        return self.ts is not None or lo != hi or (self.keep is not None and not self.keep[first:first + n].all())
 
     def _edit(self, batch: EventBatch) -> bytes:
         first, n = batch.first, batch.count
         keep = self.keep[first:first + n] if self.keep is not None else None
-        lo, hi = np.searchsorted(self.ordinals, [first, first + n]) if len(self.ordinals) else (0, 0)
-        if self.ts is None and lo == hi and (keep is None or keep.all()):
+        if not self.touches(batch):
             return batch.raw
+        lo, hi = np.searchsorted(self.ordinals, [first, first + n]) if len(self.ordinals) else (0, 0)
         if keep is not None and not keep.any():
             return b""
         raw = batch.raw
@@ -160,3 +170,52 @@ class _NewTs:
     def none(cls) -> _NewTs:
         empty = np.zeros(0, np.int64)
         return cls(empty, empty, empty, Texts(b"", empty, empty))
+
+
+def edits_after(first: Callable[[EventBatch], bytes | memoryview], edits: EventEdits, scanner: R.RowScanner
+                ) -> Callable[[EventBatch], bytes | memoryview]:
+    """A writer ``edit``: ``first`` (one that keeps every event, e.g. args added), then
+    ``edits``. A batch both change is scanned again (``rescanned``) so that ``edits`` finds
+    its events where ``first`` left them; the other batches cost what one of the two does."""
+
+    def edit(batch: EventBatch) -> bytes | memoryview:
+        data = first(batch)
+        if not edits.touches(batch):
+            return edits.separated(data)
+        if len(data) == len(batch.view) and data == batch.view:
+            return edits(batch)
+        return edits(rescanned(batch, bytes(data), scanner))
+
+    return edit
+
+
+def rescanned(batch: EventBatch, data: bytes, scanner: R.RowScanner) -> EventBatch:
+    """``batch``'s events (the same ordinals) as they are in ``data``, its bytes rewritten.
+
+    The scanner's rows where it reads every event; otherwise (events only the exact decoder
+    reads: rare) each event is found by its braces and parsed."""
+    rows = scanner.scan(data + b"]", len(data) + 1).rows
+    if len(rows) == batch.count:
+        return EventBatch(batch.first, data, 0, len(data), batch.offset, rows=rows, scanner=scanner)
+    spans = event_spans(data)
+    if len(spans) != batch.count:
+        raise ValueError(f"rewritten batch of {batch.count} events has {len(spans)}")
+    events = [parse_event(data[a:b]) for a, b in spans.tolist()]
+    return EventBatch(batch.first, data, 0, len(data), batch.offset, events=events, spans=spans, scanner=scanner)
+
+
+def event_spans(data: bytes) -> np.ndarray:
+    """(count, 2): [start, end) of each top-level JSON value of a run of events ``data``
+    (objects, separated by commas), found by their brackets outside strings."""
+    spans, depth, start = [], 0, 0
+    for m in TOKEN.finditer(data):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+            if depth == 0:
+                spans.append((start, m.end()))
+    return np.array(spans, np.int64).reshape(-1, 2)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .jsontext import Texts, join_rows
 
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)
+TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)  # a JSON string, bracket, colon or comma
 _WS = b" \t\r\n"
 
 Replacement = bytes | Callable[[bytes], bytes]
@@ -27,7 +27,7 @@ def scalar_spans(raw: bytes) -> dict[bytes, tuple[int, int]]:
     depth = 0
     key: bytes | None = None  # the top-level key just read
     value_at = -1  # where the pending key's value starts (after ':')
-    for m in _TOKEN.finditer(raw):
+    for m in TOKEN.finditer(raw):
         tok = m.group()
         if depth == 1 and value_at >= 0:
             assert key is not None

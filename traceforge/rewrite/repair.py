@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,7 +35,7 @@ from ..emit.tracks import TidAllocator, metadata_events
 from ..io import rows as R
 from ..io.codec import check_writable
 from ..io.event_edits import EventEdits
-from ..io.jsontext import event_blocks
+from ..io.jsontext import Block, event_blocks
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import write_trace
 from ..perfetto.importer import flow_id, out_of_range, thread_of
@@ -116,13 +117,6 @@ class _Trace:
     sort_indexes: dict[tuple, int] = field(default_factory=dict)
     earliest_ns: int | None = None  # earliest ts that is not negative
     events: int = 0
-
-
-def _collect(reader: TraceReader) -> _Trace:
-    collector = _Collector(reader.scanner)
-    for batch in reader.batches():
-        collector.batch(batch)
-    return collector.trace(reader.event_count)
 
 
 _FLOW_KINDS = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END_NEXT}  # an f with bp "e" is a FLOW_END
@@ -389,13 +383,60 @@ class _Threads:
         return self.sort_indexes.get(track, tid if type(tid) is int else 0)
 
 
+class RepairReading:
+    """What repair reads, a batch at a time, and the repair it decides on (``decide``).
+
+    ``repair`` feeds it its own read of the trace; ``annotate --repair`` feeds it the
+    batches of its scan, then those of the events its analyses append (numbered after the
+    input's, as they follow it in the output), so both judge the output by one definition.
+    """
+
+    def __init__(self, scanner: R.RowScanner):
+        self._collector = _Collector(scanner)
+
+    def batch(self, batch: EventBatch) -> None:
+        self._collector.batch(batch)
+
+    def decide(self, events: int, out: str, *, rebase_time: bool = False) -> Repairs:
+        """The repair of the ``events`` events read (see the module docstring)."""
+        return _decide(self._collector.trace(events), RepairResult(out, events=events), rebase_time)
+
+
+@dataclass
+class Repairs:
+    """Repair's decisions: the writer's edit (by event ordinal), the thread metadata to
+    append after the last event, and what they change (``result``; ``seconds`` not set)."""
+
+    edits: EventEdits
+    metadata: list[bytes]
+    result: RepairResult
+
+    def blocks(self) -> Iterator[Block]:
+        return event_blocks(self.metadata)
+
+
 def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     """Write ``path`` repaired to ``out`` (see the module docstring); return what changed."""
     started = time.perf_counter()
     check_writable(out)
     reader = TraceReader(path)
-    t = _collect(reader)
-    result = RepairResult(out, events=t.events)
+    reading = RepairReading(reader.scanner)
+    for batch in reader.batches():
+        reading.batch(batch)
+    repairs = reading.decide(reader.event_count, out, rebase_time=rebase_time)
+    result = repairs.result
+    head_edit = tail_edit = None
+    if rebase_time:
+        head_edit, tail_edit, result.base_time_ns = base_time_editors(
+            reader.head, reader.tail, reader.layout, reader.metadata(), result.rebase_us, reader.name)
+    write_trace(TraceReader(path), out, repairs.blocks(), edit=repairs.edits, edit_head=head_edit,
+                edit_tail=tail_edit)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _decide(t: _Trace, result: RepairResult, rebase_time: bool) -> Repairs:
+    """Repair's decisions on what ``_Collector`` read (``result`` gets the counts)."""
     threads = _Threads(t)
     shift = start_us(t.earliest_ns) if rebase_time and t.earliest_ns is not None else 0
     moved = _overlap_lanes(t, threads, shift, result, rounding=not rebase_time)
@@ -420,15 +461,10 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
             values["tid"] = str(int(new_tid[k])).encode()
         return values
 
-    edits = EventEdits(keep=keep, ordinals=ordinals, fields=fields, ts=Rebase(shift) if rebase_time else None)
-    head_edit = tail_edit = None
     if rebase_time:
-        head_edit, tail_edit, result.base_time_ns = base_time_editors(
-            reader.head, reader.tail, reader.layout, reader.metadata(), shift, reader.name)
         result.rebase_us = shift
-    write_trace(TraceReader(path), out, event_blocks(threads.metadata), edit=edits, edit_head=head_edit, edit_tail=tail_edit)
-    result.seconds = time.perf_counter() - started
-    return result
+    edits = EventEdits(keep=keep, ordinals=ordinals, fields=fields, ts=Rebase(shift) if rebase_time else None)
+    return Repairs(edits, threads.metadata, result)
 
 
 @dataclass
