@@ -14,7 +14,6 @@ from ...analyses.overlap import exposed_comm, exposed_intervals
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack
 from ...io.jsontext import Texts, join_rows
-from ...util.exacttime import ns_to_us_text
 from ..plugin import Analysis, AnnotateContext, Figure
 
 TITLE = "Exposed communication"
@@ -39,7 +38,7 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
             labels=cols.name_of(names), label=label[rows], args=args.take(rows), allocator=ctx.allocator,
         ))
     summary = (f"exposed comm: {len(found):,} slices on {len(tracks)} device track{'s' * (len(tracks) != 1)}, "
-               f"{ns_to_us_text(total)} us of NCCL time with no compute kernel running")
+               f"{total / 1e6:,.3f} ms of NCCL time with no compute kernel running")
     return Injections(tracks, [summary], figures=figures)
 
 
