@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from .conftest import run_cli
 
 
@@ -54,3 +56,45 @@ def test_os_error_is_one_line_exit_1(monkeypatch, sample):
     monkeypatch.setattr(info, "run", unlucky)
     err = one_line_error(run_cli("info", str(sample.path)))
     assert err == "traceforge: error: /some/file: Permission denied\n", err
+
+
+# -- item 1: nesting ------------------------------------------------------------------------
+
+EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}}'
+
+
+def write_events(tmp_path, *events: bytes, name: str = "t.json") -> str:
+    path = tmp_path / name
+    path.write_bytes(b'{"traceEvents": [\n' + b",\n".join(events) + b"\n]}")
+    return str(path)
+
+
+@pytest.mark.parametrize("depth", [513, 700, 3000])
+def test_deep_nesting_in_an_event_is_refused_at_its_byte(depth, tmp_path, backend):
+    deep = b'{"ph": "i", "ts": 1, "args": {"x": ' + b"[" * depth + b"]" * depth + b"}}"
+    path = write_events(tmp_path, EVENT, deep)
+    text = open(path, "rb").read()
+    at = text.index(b"[" * depth) + 510  # level 513: the event and its args are levels 1 and 2, then the 511th "["
+    for command in (("info",), ("stats",), ("repair", "-o", str(tmp_path / "r.json"))):
+        err = one_line_error(run_cli(command[0], path, *command[1:]))
+        assert f"{path} (event 1, byte {at}): an event nested deeper than 512 levels" in err, err
+    r = run_cli("check", path)  # check's verdict: Perfetto would not read it (exit 2)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr and b"nested deeper than 512 levels" in r.stdout, r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_nesting_at_the_limit_is_read(tmp_path, backend):
+    depth = 510  # the event and its args are two levels
+    path = write_events(tmp_path, EVENT, b'{"ph": "i", "ts": 1, "args": {"x": ' + b"[" * depth + b"]" * depth + b"}}")
+    r = run_cli("info", path)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_deep_top_level_value_is_one_line(where, tmp_path, backend):
+    deep = b'"x": ' + b"[" * 3000 + b"]" * 3000
+    events = b'"traceEvents": [' + EVENT + b"]"
+    path = tmp_path / "t.json"
+    path.write_bytes(b"{" + (deep + b", " + events if where == "before" else events + b", " + deep) + b"}")
+    err = one_line_error(run_cli("info", str(path)))
+    assert f"{path}" in err and "a top-level value nested too deep to parse" in err, err

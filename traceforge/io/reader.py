@@ -246,6 +246,8 @@ class TraceReader:
                 meta = json.loads(text.decode("utf-8", "surrogateescape"))
             except json.JSONDecodeError as e:
                 raise self._error(f"invalid JSON around the top-level keys: {e.msg}") from None
+            except RecursionError:
+                raise self._error("a top-level value nested too deep to parse") from None
         meta.pop("traceEvents", None)
         return meta
 
@@ -335,6 +337,9 @@ class TraceReader:
             text = buf.data[pos:].decode("utf-8", "surrogateescape")
             try:
                 _, end = _DECODER.raw_decode(text)
+            except RecursionError:
+                raise self._error("a top-level value nested too deep to parse",
+                                  offset=buf.base + pos) from None
             except json.JSONDecodeError as e:
                 if buf.fill():
                     continue
@@ -371,6 +376,9 @@ class TraceReader:
                 continue  # an event longer than the buffer
             break
         if not len(result.rows):
+            if result.status == R.STOPPED and result.message == R.TOO_DEEP:
+                raise self._error(f"an event nested deeper than {R.MAX_DEPTH} levels (objects and arrays)",
+                                  offset=buf.base + buf.start + result.error_at, event=ordinal)
             return None, False
         lo = buf.start
         batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
@@ -441,6 +449,9 @@ class TraceReader:
             text = chunk.decode("utf-8", "surrogateescape")
             try:
                 _, end_chars = _STRICT_DECODER.raw_decode(text)
+            except RecursionError:
+                raise self._error(f"an event nested deeper than {R.MAX_DEPTH} levels (objects and arrays)",
+                                  offset=buf.base + pos, event=ordinal) from None
             except (json.JSONDecodeError, ValueError) as e:
                 err_pos = getattr(e, "pos", 0)
                 msg = getattr(e, "msg", str(e))

@@ -72,6 +72,8 @@ TS = _native.scanner.TS
 TS_AT = _native.scanner.TS_AT
 TS_END = _native.scanner.TS_END
 
+TOO_DEEP = "nesting too deep"  # the scanner's message for an event nested deeper than MAX_DEPTH levels
+MAX_DEPTH = _native.scanner.MAX_DEPTH
 OK, END_OF_ARRAY, INCOMPLETE, STOPPED = (_native.scanner.OK, _native.scanner.END_OF_ARRAY, _native.scanner.INCOMPLETE,
                                          _native.scanner.STOPPED)
 
