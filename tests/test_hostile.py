@@ -4,6 +4,7 @@ error", exit code 3, with a traceback only under ``--debug``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -98,3 +99,38 @@ def test_deep_top_level_value_is_one_line(where, tmp_path, backend):
     path.write_bytes(b"{" + (deep + b", " + events if where == "before" else events + b", " + deep) + b"}")
     err = one_line_error(run_cli("info", str(path)))
     assert f"{path}" in err and "a top-level value nested too deep to parse" in err, err
+
+
+# -- item 2: text that is not UTF-8, lone surrogates -----------------------------------------
+
+def _odd_text(raw: bytes, how: str) -> bytes:
+    """The sample with every name (or every tid, as a string) made to start with bad text."""
+    bad = {"utf8": b"\xff\xfe", "surrogate": b"\\ud800", "low_surrogate": b"\\udc00"}
+    if how.endswith("_tid"):
+        return re.sub(rb'"tid": (\d+)', lambda m: b'"tid": "' + bad[how[:-4]] + m.group(1) + b'"', raw)
+    return raw.replace(b'"name": "', b'"name": "' + bad[how])
+
+
+@pytest.mark.parametrize("how", ["utf8", "surrogate", "utf8_tid", "low_surrogate_tid"])
+def test_text_not_utf8_is_read_and_written_back(how, tmp_path, sample):
+    path = tmp_path / "t.json"
+    path.write_bytes(_odd_text(sample.raw, how))
+    for command in (("info",), ("stats",), ("classify",), ("launch-stats",), ("patterns",), ("diff", str(path))):
+        r = run_cli(command[0], str(path), *command[1:])
+        assert r.returncode == 0 and not r.stderr.strip(b"\n").count(b"\n"), (command, r.stderr.decode())
+    out = tmp_path / "out.json"
+    for flags in (("--launch-delay",), ("--all",)):
+        r = run_cli("annotate", str(path), *flags, "-o", str(out))
+        assert r.returncode == 0, r.stderr.decode()
+        r = run_cli("check", str(out))
+        assert r.returncode == 0, r.stdout.decode()
+        marks = (b'"\xff\xfe', b'"\\ud800', b'"\\udc00')  # the odd text comes out as it went in
+        assert sum(out.read_bytes().count(m) for m in marks) >= sum(path.read_bytes().count(m) for m in marks) > 0
+
+
+@pytest.mark.parametrize("how", ["utf8", "surrogate"])
+def test_text_not_utf8_both_backends(how, tmp_path, sample, backend):
+    path = tmp_path / "t.json"
+    path.write_bytes(_odd_text(sample.raw, how))
+    r = run_cli("stats", str(path))
+    assert r.returncode == 0, r.stderr.decode()

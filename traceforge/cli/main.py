@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import sys
 import tempfile
 import traceback
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    tolerate_any_text()
     try:
         with progress.shown(not args.quiet):
             return args.func(args)
@@ -86,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as e:  # a bug: say so, in one line
         return internal_error(e, args.debug)
+
+
+def tolerate_any_text() -> None:
+    """Text that was not UTF-8 in a trace (read as lone surrogates) is printed as backslash escapes
+    rather than failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def os_error_line(e: OSError) -> str:

@@ -59,7 +59,17 @@ def ends_with_comma(data: bytes) -> bool:
 
 def parse_event(raw: bytes) -> dict:
     """One event's dict from its (valid) bytes, fractional times as text."""
-    return orjson.loads(quote_times(raw))
+    return loads(quote_times(raw))
+
+
+def loads(text: bytes | bytearray | memoryview) -> object:
+    """The value of valid JSON ``text``: orjson's, else (invalid UTF-8 or a lone surrogate such
+    as ``"\\ud800"`` in a string, which orjson refuses) the stdlib's, with the bytes that are
+    not UTF-8 as lone surrogates (``surrogateescape``, as everywhere traceforge reads text)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _STRICT_DECODER.decode(bytes(text).decode("utf-8", "surrogateescape"))
 
 
 class EventBatch:
@@ -99,7 +109,7 @@ class EventBatch:
     @property
     def events(self) -> list:
         if self._events is None:
-            self._events = orjson.loads(b"[" + quote_times(self.raw.rstrip(WS).rstrip(b",")) + b"]")
+            self._events = loads(b"[" + quote_times(self.raw.rstrip(WS).rstrip(b",")) + b"]")
         return self._events
 
     def event(self, i: int) -> dict:
