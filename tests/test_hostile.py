@@ -134,3 +134,24 @@ def test_text_not_utf8_both_backends(how, tmp_path, sample, backend):
     path.write_bytes(_odd_text(sample.raw, how))
     r = run_cli("stats", str(path))
     assert r.returncode == 0, r.stderr.decode()
+
+
+# -- item 3: a pid or tid that is a list or an object ------------------------------------------
+
+@pytest.mark.parametrize("value", [b"[1, 2]", b'{"a": 1}'])
+@pytest.mark.parametrize("field", ["pid", "tid"])
+def test_pid_tid_list_or_object_reads_as_absent(field, value, tmp_path, sample):
+    raw = sample.raw
+    # every kernel's and every CPU op's pid (or tid) becomes the odd value
+    raw = re.sub(rb'("cat": "(?:kernel|cpu_op)"[^}]*?"' + field.encode() + rb'": )(-?\d+)', lambda m: m.group(1) + value,
+                 raw)
+    assert raw.count(b'"' + field.encode() + b'": ' + value) > 100
+    path = tmp_path / "t.json"
+    path.write_bytes(raw)
+    for command in (("info",), ("stats",), ("patterns", "--op", "aten::addmm"), ("critical-path",)):
+        r = run_cli(command[0], str(path), *command[1:])
+        assert r.returncode == 0, (command, r.stderr.decode())
+    out = tmp_path / "out.json"
+    for command in (("annotate", "--all"), ("repair",)):
+        r = run_cli(command[0], str(path), *command[1:], "-o", str(out))
+        assert r.returncode == 0, (command, r.stderr.decode())
