@@ -386,9 +386,6 @@ class TraceReader:
                 continue  # an event longer than the buffer
             break
         if not len(result.rows):
-            if result.status == R.STOPPED and result.message == R.TOO_DEEP:
-                raise self._error(f"an event nested deeper than {R.MAX_DEPTH} levels (objects and arrays)",
-                                  offset=buf.base + buf.start + result.error_at, event=ordinal)
             return None, False
         lo = buf.start
         batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
@@ -460,7 +457,7 @@ class TraceReader:
             try:
                 _, end_chars = _STRICT_DECODER.raw_decode(text)
             except RecursionError:
-                raise self._error(f"an event nested deeper than {R.MAX_DEPTH} levels (objects and arrays)",
+                raise self._error("an event nested too deep to parse (objects and arrays in each other)",
                                   offset=buf.base + pos, event=ordinal) from None
             except (json.JSONDecodeError, ValueError) as e:
                 err_pos = getattr(e, "pos", 0)

@@ -34,7 +34,7 @@ from ..io.event_edits import EventEdits
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import write_trace
 from ..perfetto.importer import flow_id
-from ..util.exacttime import json_time_ns, ns_to_us_text
+from ..util.exacttime import INT64_NS, json_time_ns, ns_to_us_text
 from ..util.time_window import parse_steps, parse_window, slice_in_window
 
 ALWAYS, SLICE, POINT, FLOW = range(4)
@@ -144,7 +144,7 @@ class _Collector:
             key = self.keys.of(e.get("cat"), e.get("name"))
             self.parsed_flows.append((ordinal, fid - 2**64 if fid >= 2**63 else fid, key, ts))
         return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
-            ts + max(dur, 0) if dur is not None else ts
+            min(ts + max(dur, 0), INT64_NS[1]) if dur is not None else ts
 
     def events(self) -> _Events:
         return _Events(self.rows, self.flows, self.earliest, self.latest)
