@@ -4,6 +4,7 @@ error", exit code 3, with a traceback only under ``--debug``."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -216,3 +217,49 @@ def test_times_beyond_int64_ns(fields, tmp_path, sample):
     for command in (("annotate", "--all"), ("repair",), ("trim", "--window", "+0s:+1s"), ("trim", "--steps", "11")):
         r = run_cli(command[0], str(path), *command[1:], "-o", str(out))
         assert r.returncode == 0, (command, r.stderr.decode())
+
+
+# -- item 6: no CPU operators ----------------------------------------------------------------
+
+def _without_cpu_ops(raw: bytes) -> bytes:
+    events = json.loads(raw)
+    events["traceEvents"] = [e for e in events["traceEvents"] if e.get("cat") != "cpu_op"]
+    return json.dumps(events).encode()
+
+
+@pytest.mark.parametrize("trace", ["no_cpu_ops", "empty_array", "empty_events"])
+def test_no_cpu_operators(trace, tmp_path, sample):
+    raw = {"empty_array": b"[]", "empty_events": b'{"traceEvents": []}'}.get(trace) or _without_cpu_ops(sample.raw)
+    path = tmp_path / "t.json"
+    path.write_bytes(raw)
+    for command in (("patterns", "--op", "aten::addmm"), ("patterns", "--op-regex", "aten"), ("critical-path",),
+                    ("patterns",), ("stats",), ("info",)):
+        r = run_cli(command[0], str(path), *command[1:])
+        err = r.stderr.decode()
+        assert "Traceback" not in err and "internal error" not in err, (command, err)
+        assert r.returncode == 0 or err.count("\n") == 1, (command, err)
+
+
+# -- item 7: a range-profiler event whose args have "stream" or "source" -----------------------
+
+def test_profiler_range_with_stream_and_source_args(tmp_path, sample):
+    first_kernel = next(e for e in json.loads(sample.raw)["traceEvents"] if e.get("cat") == "kernel")
+    extra = {"ph": "X", "cat": "cuda_profiler_range", "name": first_kernel["name"], "pid": 0, "tid": 0,
+             "ts": first_kernel["ts"], "dur": 100,
+             "args": {"stream": 7, "source": 3, "event": 1, "dram__bytes_read.sum": 4096}}
+    raw = sample.raw.replace(b'"traceEvents": [', b'"traceEvents": [' + json.dumps(extra).encode() + b",", 1)
+    path = tmp_path / "t.json"
+    path.write_bytes(raw)
+    r = run_cli("annotate", str(path), "--all", "-o", str(tmp_path / "out.json"))
+    assert r.returncode == 0, r.stderr.decode()
+    r = run_cli("counters", str(path), "--format", "json")
+    assert r.returncode == 0, r.stderr.decode()
+    doc = json.loads(r.stdout)
+    assert doc["counters"] == ["dram__bytes_read.sum"], doc["counters"]  # the args named as its columns are none
+    assert [(k["source"], k["event"], k["dram__bytes_read.sum"]) for k in doc["kernels"]] == [
+        ("cupti_range", first_kernel_ordinal(sample.raw), 4096)]
+
+
+def first_kernel_ordinal(raw: bytes) -> int:
+    """The ordinal of the first kernel once a range event is put first (so one more)."""
+    return 1 + next(i for i, e in enumerate(json.loads(raw)["traceEvents"]) if e.get("cat") == "kernel")
