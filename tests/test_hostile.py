@@ -5,12 +5,20 @@ error", exit code 3, with a traceback only under ``--debug``."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
+import shutil
+import signal
+import stat
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
-from .conftest import run_cli
+from .conftest import ROOT, load_script, run_cli
 
 
 def one_line_error(r: subprocess.CompletedProcess, code: int = 1) -> str:
@@ -263,3 +271,105 @@ def test_profiler_range_with_stream_and_source_args(tmp_path, sample):
 def first_kernel_ordinal(raw: bytes) -> int:
     """The ordinal of the first kernel once a range event is put first (so one more)."""
     return 1 + next(i for i, e in enumerate(json.loads(raw)["traceEvents"]) if e.get("cat") == "kernel")
+
+
+# -- items 8, 14, 15: outputs -------------------------------------------------------------------
+
+WRITERS = (("annotate", "--all"), ("repair",), ("trim", "--window", "+0s:+1s"))
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
+def test_output_naming_a_directory(command, tmp_path, sample):
+    target = tmp_path / "out"
+    target.mkdir()
+    r = run_cli(command[0], str(sample.path), *command[1:], "-o", str(target))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == f"traceforge: error: {target}: cannot write: a directory (name a file to write " \
+                                   "the trace to)", err
+    assert list(target.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_output_onto_a_fifo_is_written_in_place(tmp_path, sample):
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = run_cli("annotate", str(sample.path), "--queue-length", "-o", str(fifo))
+    reader.join(30)  # (a device such as /dev/null is written in place the same way: not tested, as a failure
+    #  would replace it)
+    assert r.returncode == 0, r.stderr.decode()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the FIFO, not a regular file renamed onto it
+    plain = tmp_path / "plain.json"
+    assert run_cli("annotate", str(sample.path), "--queue-length", "-o", str(plain)).returncode == 0
+    assert got == [plain.read_bytes()]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "plain.json"]
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
+def test_file_size_limit_is_one_line(command, tmp_path, sample):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "o.json"  # plain: the sample's 270 KB do not fit in 64 KB
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    r = subprocess.run([sys.executable, "-m", "traceforge", command[0], str(sample.path), *command[1:], "-o", str(out)],
+                       capture_output=True, cwd=ROOT, timeout=120, preexec_fn=limit)
+    err = one_line_error(r)
+    assert err == f"traceforge: error: {out}: cannot write: File too large\n", err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_output_directory_removed_before_the_rename(monkeypatch, tmp_path, sample):
+    from traceforge.io import codec
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    real = codec.publish
+
+    def removed_first(tmp, out):
+        shutil.rmtree(out_dir)
+        real(tmp, out)
+
+    monkeypatch.setattr(codec, "publish", removed_first)
+    err = one_line_error(run_cli("annotate", str(sample.path), "--all", "-o", str(out_dir / "o.json")))
+    assert f"{out_dir / 'o.json'}: cannot write: No such file or directory" in err, err
+
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory, sample):
+    """The sample tiled to ~40 MB: long enough a run to signal it midway."""
+    path = tmp_path_factory.mktemp("tiled") / "big.json.gz"
+    load_script("tile_trace").main([str(sample.path), "--size", "40MB", "-o", str(path)])
+    return path
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_signal_mid_run_leaves_no_temporary_file(signum, tiled, tmp_path):
+    out = tmp_path / "o.json.gz"
+    proc = subprocess.Popen([sys.executable, "-m", "traceforge", "-q", "annotate", str(tiled), "--all", "-o", str(out)],
+                            cwd=ROOT, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".o.json.gz.*.tmp")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before its temporary file was seen"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum or (signum == signal.SIGINT and proc.returncode == 130), err
+    assert "Traceback" not in err.decode() and err.decode().count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temporary_files_a_kill_left_are_removed_at_the_next_run(tmp_path, sample):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout.strip()
+    stale = tmp_path / f".o.json.traceforge-{dead.decode()}-abc123.tmp"
+    live = tmp_path / f".o.json.traceforge-{os.getpid()}-abc123.tmp"  # another run still writing
+    other = tmp_path / ".o.json.abc123.tmp"  # not a name traceforge gives
+    for p in (stale, live, other):
+        p.write_bytes(b"partial")
+    r = run_cli("annotate", str(sample.path), "--queue-length", "-o", str(tmp_path / "o.json"))
+    assert r.returncode == 0, r.stderr.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "o.json"])

@@ -16,7 +16,6 @@ command, judged on the annotated trace (so nothing the analyses add can bring a 
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
-from ..io import output_names
+from ..io import output_names, tempfiles
 from ..io.codec import AtomicOutput, check_writable, spool_stdin
 from ..io.patch import ExtraArgs, patch_editor
 from ..io.placed_patch import copy_placed
@@ -89,7 +88,7 @@ def annotate(
 def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, Any], where: Filters | None,
               started: float) -> AnnotateResult:
     """Annotate into a temporary file, then repair that into ``out``."""
-    fd, annotated = tempfile.mkstemp(prefix="traceforge-annotated-", suffix=".json")
+    fd, annotated = tempfiles.make_in_tempdir("annotated-", ".json")
     os.close(fd)
     try:
         result = annotate(path, annotated, analyses=[a.name for a in chosen], options=options, where=where)

@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import signal
 import sys
 import tempfile
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .._version import __version__
 from ..errors import TraceforgeError
@@ -70,8 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tolerate_any_text()
     try:
-        with progress.shown(not args.quiet):
+        with progress.shown(not args.quiet), signals_unwind():
             return args.func(args)
+    except Terminated as e:
+        print(f"traceforge: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)
+        return 128 + e.signum
     except TraceforgeError as e:
         print(f"traceforge: error: {one_line(str(e))}", file=sys.stderr)
         return 1
@@ -88,6 +95,38 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as e:  # a bug: say so, in one line
         return internal_error(e, args.debug)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (what ``timeout``, job schedulers and a closed terminal send), raised in
+    the main thread like Ctrl-C's KeyboardInterrupt, so the run unwinds and removes its temporary
+    files."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+UNWINDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """While the command runs, SIGTERM and SIGHUP raise ``Terminated`` (SIGINT already raises
+    KeyboardInterrupt); the handlers are put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    saved = {s: signal.signal(s, raise_terminated) for s in UNWINDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def tolerate_any_text() -> None:
