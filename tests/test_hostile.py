@@ -373,3 +373,26 @@ def test_temporary_files_a_kill_left_are_removed_at_the_next_run(tmp_path, sampl
     r = run_cli("annotate", str(sample.path), "--queue-length", "-o", str(tmp_path / "o.json"))
     assert r.returncode == 0, r.stderr.decode()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "o.json"])
+
+
+# -- item 13: strict JSON numbers in ts/dur ------------------------------------------------------
+
+@pytest.mark.parametrize("number", ["012.5", "00.5", "1.", "1.e5", "01e5", "-01.5", "1.5e", "0.5.", "1e5."])
+@pytest.mark.parametrize("field", ["ts", "dur"])
+def test_invalid_numbers_in_times_are_refused_at_their_byte(field, number, tmp_path, backend):
+    bad = EVENT.replace(f'"{field}": '.encode(), f'"{field}": {number}, "x": '.encode())
+    path = write_events(tmp_path, EVENT, bad)
+    start = open(path, "rb").read().index(f'"{field}": {number}'.encode()) + len(field) + 4
+    out = tmp_path / "out.json"
+    for command in (("info",), ("annotate", "--all", "-o", str(out)), ("repair", "-o", str(out))):
+        err = one_line_error(run_cli(command[0], path, *command[1:]))
+        m = re.search(r"\(event 1, byte (\d+)\): invalid JSON", err)
+        assert m is not None and start < int(m.group(1)) <= start + len(number), (start, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize("number", ["12.5", "0.5", "-0.5", "1e3", "1.5E+2", "0e0", "-0"])
+def test_valid_numbers_in_times_are_read(number, tmp_path, backend):
+    path = write_events(tmp_path, EVENT, EVENT.replace(b'"ts": 10', f'"ts": {number}'.encode()))
+    r = run_cli("info", path)
+    assert r.returncode == 0, r.stderr.decode()

@@ -37,8 +37,10 @@ MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
+# A number with a fraction or an exponent, as RFC 8259 writes it (no leading zero, digits on
+# both sides of the point): what is not, such as 012.5, 1. or 1.e5, is left to fail as JSON.
 _FRACTIONAL_TIME = re.compile(
-    rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:\d+\.\d*|\d+(?=[eE]))(?:[eE][-+]?\d+)?)'
+    rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:0|[1-9]\d*)(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+))(?![\d.eE+-])'
 )
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
