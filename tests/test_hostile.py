@@ -396,3 +396,34 @@ def test_valid_numbers_in_times_are_read(number, tmp_path, backend):
     path = write_events(tmp_path, EVENT, EVENT.replace(b'"ts": 10', f'"ts": {number}'.encode()))
     r = run_cli("info", path)
     assert r.returncode == 0, r.stderr.decode()
+
+
+# -- item 16: stdin and FIFOs are read once --------------------------------------------------------
+
+@pytest.mark.parametrize("command", [("repair",), ("trim", "--window", "+0s:+1s"), ("annotate", "--all")],
+                         ids=lambda c: c[0])
+def test_stdin_read_once_and_spool_removed(command, tmp_path, sample):
+    out = tmp_path / "out.json"
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    r = subprocess.run([sys.executable, "-m", "traceforge", command[0], "-", *command[1:], "-o", str(out)],
+                       input=sample.raw, capture_output=True, cwd=ROOT, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    direct = tmp_path / "direct.json"
+    assert run_cli(command[0], str(sample.path), *command[1:], "-o", str(direct)).returncode == 0
+    assert out.read_bytes() == direct.read_bytes()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the spool is gone
+
+
+def test_fifo_input_to_repair(tmp_path, sample):
+    fifo = tmp_path / "in.json"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(sample.raw), daemon=True)
+    writer.start()
+    out = tmp_path / "out.json"
+    r = subprocess.run([sys.executable, "-m", "traceforge", "repair", str(fifo), "-o", str(out)],
+                       capture_output=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    direct = tmp_path / "direct.json"
+    assert run_cli("repair", str(sample.path), "-o", str(direct)).returncode == 0
+    assert out.read_bytes() == direct.read_bytes()

@@ -24,7 +24,7 @@ from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
 from ..io import output_names, tempfiles
-from ..io.codec import AtomicOutput, check_writable, spool_stdin
+from ..io.codec import AtomicOutput, check_writable, readable_twice
 from ..io.patch import ExtraArgs, patch_editor
 from ..io.placed_patch import copy_placed
 from ..io.reader import EventBatch, TraceReader
@@ -121,8 +121,7 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
                 ) -> tuple[int, Injections]:
     """Scan, analyse, then copy the trace again patching the args analyses asked for (their
     tracks made meanwhile where memory allows: ``schedule.BesideCopy``)."""
-    source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
-    try:
+    with readable_twice(path) as source:
         reader = TraceReader(source, display_name=path)
         cols = ScanPlan.of(chosen, options).scan(source, reader, where, places=True)
         beside = schedule.BesideCopy(cols, chosen, options) if schedule.beside_copy(cols, options) else None
@@ -141,6 +140,3 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
             edit = patch_editor(extra_args) if injections.patches_args() else None
             count = write_trace(TraceReader(source, display_name=path), out, appended, edit=edit)
         return count, beside.finished() if beside is not None else injections
-    finally:
-        if spooled:
-            os.unlink(source)

@@ -269,16 +269,44 @@ class ZstdFrames:
         return (1 if kind == 1 else size) + (self._checksum if last else 0)
 
 
-def spool_stdin() -> str:
-    """Copy standard input to a temporary file so that it can be read twice."""
+def spool_stdin(path: str = "-") -> str:
+    """Copy standard input (or the FIFO ``path``) to a temporary file so that it can be read twice."""
     fd, tmp = tempfiles.make_in_tempdir("stdin-", ".trace")
     try:
         with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out, READ_SIZE)
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out, READ_SIZE)
+            else:
+                with open(path, "rb") as src:
+                    shutil.copyfileobj(src, out, READ_SIZE)
     except BaseException:  # a full temporary directory, a signal: no spool left behind
         _remove(tmp)
         raise
     return tmp
+
+
+def read_once(path: str) -> bool:
+    """Whether ``path`` can be read only once: stdin (``-``) or a FIFO."""
+    if path == "-":
+        return True
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def readable_twice(path: str) -> Iterator[str]:
+    """``path``, or where it can be read only once (stdin, a FIFO) a spooled copy of it, removed
+    on every way out."""
+    if not read_once(path):
+        yield path
+        return
+    tmp = spool_stdin(path)
+    try:
+        yield tmp
+    finally:
+        _remove(tmp)
 
 
 class Compressor:

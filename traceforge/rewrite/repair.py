@@ -32,7 +32,7 @@ from ..columns.windows import picked, windows_by
 from ..emit.lanes import partition
 from ..emit.tracks import TidAllocator, metadata_events
 from ..io import rows as R
-from ..io.codec import check_writable
+from ..io.codec import check_writable, readable_twice
 from ..io.event_edits import EventEdits
 from ..io.jsontext import event_blocks
 from ..io.reader import EventBatch, TraceReader
@@ -393,7 +393,12 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     """Write ``path`` repaired to ``out`` (see the module docstring); return what changed."""
     started = time.perf_counter()
     check_writable(out)
-    reader = TraceReader(path)
+    with readable_twice(path) as source:  # stdin or a FIFO: spooled, as it is read twice
+        return _repair(source, path, out, rebase_time, started)
+
+
+def _repair(source: str, path: str, out: str, rebase_time: bool, started: float) -> RepairResult:
+    reader = TraceReader(source, display_name=path)
     t = _collect(reader)
     result = RepairResult(out, events=t.events)
     threads = _Threads(t)
@@ -426,7 +431,8 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
         head_edit, tail_edit, result.base_time_ns = base_time_editors(
             reader.head, reader.tail, reader.layout, reader.metadata(), shift, reader.name)
         result.rebase_us = shift
-    write_trace(TraceReader(path), out, event_blocks(threads.metadata), edit=edits, edit_head=head_edit, edit_tail=tail_edit)
+    write_trace(TraceReader(source, display_name=path), out, event_blocks(threads.metadata), edit=edits,
+                edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -29,7 +29,7 @@ from ..columns.table import SpilledColumns
 from ..columns.windows import windows_by
 from ..errors import UsageError
 from ..io import rows as R
-from ..io.codec import check_writable
+from ..io.codec import check_writable, readable_twice
 from ..io.event_edits import EventEdits
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import write_trace
@@ -198,11 +198,12 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
         raise UsageError("give exactly one of window (START:END) or steps (N-M)")
     started = time.perf_counter()
     check_writable(out)
-    # the steps' window first: its scan's columns are gone before the events' are collected
-    step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
-    ev = _collect(TraceReader(path))
-    start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
-    keep, cut = keep_mask(ev, start_ns, end_ns)
-    write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
+    with readable_twice(path) as source:
+        # the steps' window first: its scan's columns are gone before the events' are collected
+        step_window = steps_window(source, *parse_steps(steps)) if steps is not None else None
+        ev = _collect(TraceReader(source, display_name=path))
+        start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
+        keep, cut = keep_mask(ev, start_ns, end_ns)
+        write_trace(TraceReader(source, display_name=path), out, edit=EventEdits(keep=keep))
     return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
                       time.perf_counter() - started)
