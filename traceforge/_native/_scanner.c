@@ -889,6 +889,7 @@ PyMODINIT_FUNC PyInit__scanner(void) {
         {"F_TS_FRAC", F_TS_FRAC}, {"F_DUR_FRAC", F_DUR_FRAC}, {"F_DUR_KEY", F_DUR_KEY}, {"F_EXTRA", F_EXTRA},
         {"F_BP_E", F_BP_E}, {"F_ARGS_ONE_NUMBER", F_ARGS_ONE_NUMBER}, {"F_ID_KEY", F_ID_KEY}, {"F_SCOPE_T", F_SCOPE_T},
         {"OK", ST_OK}, {"END_OF_ARRAY", ST_END}, {"INCOMPLETE", ST_INCOMPLETE}, {"STOPPED", ST_STOPPED},
+        {"MAX_DEPTH", MAX_DEPTH},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return NULL;

@@ -149,8 +149,9 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
                   spilled_launches=None)
     op_parent, call_parent = nest_calls(sub)
     op_parent, call_parent = op_parent.astype(np.int64), call_parent.astype(np.int64)
-    op_parent[(op_parent >= 0) & (op_inst[np.maximum(op_parent, 0)] != op_inst)] = -1
-    call_parent[(call_parent >= 0) & (op_inst[np.maximum(call_parent, 0)] != call_inst)] = -1
+    inst_of_parent = np.append(op_inst, -1)  # at -1 (no parent): -1, also where there is no op
+    op_parent[(op_parent >= 0) & (inst_of_parent[op_parent] != op_inst)] = -1
+    call_parent[(call_parent >= 0) & (inst_of_parent[call_parent] != call_inst)] = -1
     op_depth = _depths(op_parent)
     m_op, m_call = len(op_rows), len(call_rows)
     ev_table = np.concatenate([np.full(m_op, OP, np.int8), np.full(m_call, CALL, np.int8)])

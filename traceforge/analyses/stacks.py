@@ -104,7 +104,8 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
         items = [intervals(chunk, joined(chunk)) for chunk in cols.spilled_launches.chunks()]
     if marked is not None:
         items += [intervals(chunk, marked[chunk.name]) for chunk in cols.spilled_cpu_ops.chunks()]
-    holders = _Holders(*(np.concatenate(c) for c in zip(*items)))
+    columns = [np.concatenate(c) for c in zip(*items)] or [np.zeros(0, np.int64)] * 3  # no chunk: nothing held
+    holders = _Holders(*columns)
     if marked is None:
         return holders.hold
     return lambda chunk: holders.hold(chunk) | marked[chunk.name]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -30,8 +29,8 @@ import numpy as np
 from ..analyses.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
-from ..io import output_names
-from ..io.codec import AtomicOutput, check_writable, spool_stdin
+from ..io import output_names, tempfiles
+from ..io.codec import AtomicOutput, check_writable, readable_twice
 from ..io.event_edits import EventEdits, edits_after
 from ..io.jsontext import Block
 from ..io.patch import ExtraArgs, patch_editor
@@ -114,33 +113,31 @@ def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, An
     wait in a temporary file (their size, not the trace's), numbered after the input's
     events, and are copied from it repaired too. So the output is ``repair`` of what
     ``annotate`` writes, event for event."""
-    source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
-    fd, appended_path = tempfile.mkstemp(prefix="traceforge-appended-", suffix=".json")
-    try:
-        reader = TraceReader(source, display_name=path)
-        reading = RepairReading(reader.scanner)
-        cols = ScanPlan.of(chosen, options).scan(source, reader, where, on_batch=reading.batch)
-        injections = schedule.run_analyses(cols, chosen, options)
-        del cols
-        with os.fdopen(fd, "wb") as file:
-            appended = _write_events(file, injections.blocks())
-        injections.sources = []  # their events are in the file now
-        events = reader.event_count
-        for batch in _numbered_from(_appended_reader(appended_path, reader.scanner).batches(), events):
-            reading.batch(batch)
-        repairs = reading.decide(events + appended, out)
-        reader = TraceReader(source, display_name=path)
-        edit: Callable[[EventBatch], bytes | memoryview] = repairs.edits
-        if injections.patches_args():  # args first; the batches both edit are scanned again
-            edit = edits_after(patch_editor(ExtraArgs(injections.arg_patches, injections.arg_columns)),
-                               repairs.edits, reader.scanner)
-        blocks = _edited_blocks(_appended_reader(appended_path), events, repairs.edits)
-        write_trace(reader, out, itertools.chain(blocks, repairs.blocks()), edit=edit)
-        return appended, injections, repairs.result
-    finally:
-        os.unlink(appended_path)
-        if spooled:
-            os.unlink(source)
+    with readable_twice(path) as source:  # stdin or a FIFO: spooled, as it is read twice
+        fd, appended_path = tempfiles.make_in_tempdir("appended-", ".json")
+        try:
+            reader = TraceReader(source, display_name=path)
+            reading = RepairReading(reader.scanner)
+            cols = ScanPlan.of(chosen, options).scan(source, reader, where, on_batch=reading.batch)
+            injections = schedule.run_analyses(cols, chosen, options)
+            del cols
+            with os.fdopen(fd, "wb") as file:
+                appended = _write_events(file, injections.blocks())
+            injections.sources = []  # their events are in the file now
+            events = reader.event_count
+            for batch in _numbered_from(_appended_reader(appended_path, reader.scanner).batches(), events):
+                reading.batch(batch)
+            repairs = reading.decide(events + appended, out)
+            reader = TraceReader(source, display_name=path)
+            edit: Callable[[EventBatch], bytes | memoryview] = repairs.edits
+            if injections.patches_args():  # args first; the batches both edit are scanned again
+                edit = edits_after(patch_editor(ExtraArgs(injections.arg_patches, injections.arg_columns)),
+                                   repairs.edits, reader.scanner)
+            blocks = _edited_blocks(_appended_reader(appended_path), events, repairs.edits)
+            write_trace(reader, out, itertools.chain(blocks, repairs.blocks()), edit=edit)
+            return appended, injections, repairs.result
+        finally:
+            os.unlink(appended_path)
 
 
 def _write_events(file: BinaryIO, blocks: Iterable[Block]) -> int:
@@ -200,8 +197,7 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
                 ) -> tuple[int, Injections]:
     """Scan, analyse, then copy the trace again patching the args analyses asked for (their
     tracks made meanwhile where memory allows: ``schedule.BesideCopy``)."""
-    source, spooled = (spool_stdin(), True) if path == "-" else (path, False)
-    try:
+    with readable_twice(path) as source:
         reader = TraceReader(source, display_name=path)
         cols = ScanPlan.of(chosen, options).scan(source, reader, where, places=True)
         beside = schedule.BesideCopy(cols, chosen, options) if schedule.beside_copy(cols, options) else None
@@ -220,6 +216,3 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
             edit = patch_editor(extra_args) if injections.patches_args() else None
             count = write_trace(TraceReader(source, display_name=path), out, appended, edit=edit)
         return count, beside.finished() if beside is not None else injections
-    finally:
-        if spooled:
-            os.unlink(source)

@@ -1,11 +1,23 @@
-"""Command line: ``traceforge <command> ...``; errors become one line and exit code 1."""
+"""Command line: ``traceforge <command> ...``.
+
+The rule at this edge: an error in the input, the options or the environment (a file that
+cannot be read or written) is one line on stderr and exit code 1; anything else is a bug in
+traceforge: one line saying "internal error" and where to report it, exit code 3, and a
+traceback only with ``--debug``. No input, however malformed, gives a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import errno
+import io
+import signal
 import sys
 import tempfile
+import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .._version import __version__
 from ..errors import TraceforgeError
@@ -22,6 +34,9 @@ from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
 
 QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
+DEBUG_HELP = "on an internal error (a bug in traceforge, exit code 3), also print the Python traceback"
+INTERNAL_ERROR_EXIT = 3
+REPORT_TO = "the traceforge issue tracker"
 
 # In --help order: writing tracks, Perfetto fidelity, then the tables.
 COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
@@ -37,25 +52,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"traceforge {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
-    for command_parser in set(sub.choices.values()):  # -q also after the command name
+    for command_parser in set(sub.choices.values()):  # -q and --debug also after the command name
         command_parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
+        command_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while starting up
+        print("traceforge: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    tolerate_any_text()
     try:
-        with progress.shown(not args.quiet):
+        with progress.shown(not args.quiet), signals_unwind():
             return args.func(args)
+    except Terminated as e:
+        print(f"traceforge: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)
+        return 128 + e.signum
     except TraceforgeError as e:
-        print(f"traceforge: error: {e}", file=sys.stderr)
+        print(f"traceforge: error: {one_line(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("traceforge: interrupted", file=sys.stderr)
@@ -64,9 +89,73 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 1
     except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        # large traces spill columns to temporary files (GBs at 10 GB for check and repair)
-        print(f"traceforge: error: no space left on device, for the output or for temporary files in "
-              f"{tempfile.gettempdir()} (set TMPDIR to a larger disk)", file=sys.stderr)
+        if e.errno is None:
+            return internal_error(e, args.debug)
+        print(f"traceforge: error: {os_error_line(e)}", file=sys.stderr)
         return 1
+    except Exception as e:  # a bug: say so, in one line
+        return internal_error(e, args.debug)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (what ``timeout``, job schedulers and a closed terminal send), raised in
+    the main thread like Ctrl-C's KeyboardInterrupt, so the run unwinds and removes its temporary
+    files."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+UNWINDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """While the command runs, SIGTERM and SIGHUP raise ``Terminated`` (SIGINT already raises
+    KeyboardInterrupt); the handlers are put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    saved = {s: signal.signal(s, raise_terminated) for s in UNWINDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def tolerate_any_text() -> None:
+    """Text that was not UTF-8 in a trace (read as lone surrogates) is printed as backslash escapes
+    rather than failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an error of the system (a file that cannot be read or written, a full disk)."""
+    if e.errno == errno.ENOSPC:  # large traces spill columns to temporary files (GBs at 10 GB for check and repair)
+        return (f"no space left on device, for the output or for temporary files in {tempfile.gettempdir()} "
+                "(set TMPDIR to a larger disk)")
+    where = f"{e.filename}: " if e.filename is not None else ""
+    return one_line(f"{where}{e.strerror or e}")
+
+
+def internal_error(e: BaseException, debug: bool) -> int:
+    """Report a bug in traceforge: one line (the traceback too with ``--debug``), exit code 3."""
+    if debug:
+        traceback.print_exception(e, file=sys.stderr)
+    hint = "" if debug else " (run again with --debug for the traceback)"
+    print(f"traceforge: internal error: {type(e).__name__}: {one_line(str(e))[:300]}; this is a bug in traceforge, "
+          f"please report it to {REPORT_TO} with the command{hint}", file=sys.stderr)
+    return INTERNAL_ERROR_EXIT
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks as spaces (an error is one line on stderr)."""
+    return " ".join(text.split("\n")) if "\n" in text else text

@@ -88,6 +88,11 @@ class _Interner:
         return i
 
 
+def _usable_id(value: object) -> object:
+    """A pid or tid as written, or None for a list or object (which Perfetto reads as absent)."""
+    return None if isinstance(value, (list, dict)) else value
+
+
 def _int_or(value: object, default: int) -> int:
     if type(value) is int:
         return value
@@ -488,7 +493,7 @@ class _ColumnBuilder:
                 self._spilled_launch.extend([self.spill_launch(t) for t in texts])
         new = self.scanner.tracks[len(self._track_id):]
         if new:
-            decoded = [R.decode_track(raw) for raw in new]
+            decoded = [tuple(map(_usable_id, R.decode_track(raw))) for raw in new]
             self._track_id = np.append(self._track_id, np.array([self.tracks(t) for t in decoded], np.int32))
             self._pid_int = np.append(self._pid_int, np.array([_int64_or(p, -1) for p, _ in decoded], np.int64))
             self._tid_int = np.append(self._tid_int, np.array([_int64_or(t, -1) for _, t in decoded], np.int64))

@@ -15,10 +15,19 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
-import orjson
 
 from .. import _native
-from ..io.jsontext import ArgColumns, Block, BlockSource, EventSource, Texts, event_blocks, event_lines, join_rows
+from ..io.jsontext import (
+    ArgColumns,
+    Block,
+    BlockSource,
+    EventSource,
+    Texts,
+    event_blocks,
+    event_lines,
+    join_rows,
+    json_bytes,
+)
 
 _CHUNK = 65536
 _FLOW_CHUNK = 8192  # arrows a block: 16 texts each, their pieces described by 48 bytes a text while joined
@@ -74,9 +83,9 @@ class CounterTrack:
             self.ts = PackedTimes.of(self.ts)
 
     def blocks(self) -> Iterator[Block]:
-        head = b'{"ph":"C","cat":' + orjson.dumps(self.cat) + b',"name":' + orjson.dumps(self.name)
-        head += b',"pid":' + orjson.dumps(self.pid) + b',"ts":'
-        middle = b',"args":{' + orjson.dumps(self.key) + b":"
+        head = b'{"ph":"C","cat":' + json_bytes(self.cat) + b',"name":' + json_bytes(self.name)
+        head += b',"pid":' + json_bytes(self.pid) + b',"ts":'
+        middle = b',"args":{' + json_bytes(self.key) + b":"
         chunks = self.ts.chunks(_CHUNK) if isinstance(self.ts, PackedTimes) else \
             (self.ts[lo:lo + _CHUNK] for lo in range(0, len(self.ts), _CHUNK))
         for lo, ts in zip(range(0, len(self.ts), _CHUNK), chunks):
@@ -160,9 +169,9 @@ class TidAllocator:
 
 def metadata_events(pid: object, tid: int, name: str, sort_index: int) -> list[bytes]:
     """``thread_name`` and ``thread_sort_index`` for a new track (Perfetto reads both)."""
-    head = b'{"ph":"M","pid":' + orjson.dumps(pid) + b',"tid":' + str(tid).encode() + b',"ts":0,'
+    head = b'{"ph":"M","pid":' + json_bytes(pid) + b',"tid":' + str(tid).encode() + b',"ts":0,'
     return [
-        head + b'"name":"thread_name","args":{"name":' + orjson.dumps(name) + b"}}",
+        head + b'"name":"thread_name","args":{"name":' + json_bytes(name) + b"}}",
         head + b'"name":"thread_sort_index","args":{"sort_index":' + str(sort_index).encode() + b"}}",
     ]
 
@@ -198,9 +207,9 @@ class SliceTrack:
             self.pid, tid, self.title if k == 0 else f"{self.title} (lane {k + 1})", self.sort_index + k)]
         if names:
             yield len(names), b",\n".join(names)
-        head = b'{"ph":"X","cat":' + orjson.dumps(self.cat) + b',"pid":' + orjson.dumps(self.pid) + b',"tid":'
+        head = b'{"ph":"X","cat":' + json_bytes(self.cat) + b',"pid":' + json_bytes(self.pid) + b',"tid":'
         tid_texts = Texts.of([str(tid).encode() for tid in tids])
-        labels = Texts.of([b',"name":' + orjson.dumps(label) for label in self.labels])
+        labels = Texts.of([b',"name":' + json_bytes(label) for label in self.labels])
         args = join_rows([b',"args":', self.args]).only(self.args.lengths > 0)
         for lo in range(0, len(lanes), _CHUNK):
             part = slice(lo, lo + _CHUNK)
@@ -235,8 +244,8 @@ class FlowArrows:
 
     def blocks(self) -> Iterator[Block]:
         """Each arrow's two events, made a chunk of arrows at a time from columns of texts."""
-        cat = b',"cat":' + orjson.dumps(self.cat) + b',"name":'
-        names, name_of = self._distinct(self.values, lambda v: orjson.dumps(self.label(v)))
+        cat = b',"cat":' + json_bytes(self.cat) + b',"name":'
+        names, name_of = self._distinct(self.values, lambda v: json_bytes(self.label(v)))
         threads, thread_of = self._distinct(np.concatenate((self.start_track, self.end_track)), self._thread)
         start_thread, end_thread = thread_of[:len(self)], thread_of[len(self):]
         for lo in range(0, len(self), _FLOW_CHUNK):
@@ -251,7 +260,7 @@ class FlowArrows:
 
     def _thread(self, track: int) -> bytes:
         pid, tid = self.tracks[track]
-        return b',"pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
+        return b',"pid":' + json_bytes(pid) + b',"tid":' + json_bytes(tid)
 
     @staticmethod
     def _distinct(values: np.ndarray, text: Callable[[int], bytes]) -> tuple[Texts, np.ndarray]:

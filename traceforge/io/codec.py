@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shutil
+import stat
 import sys
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ _RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)
 from .. import _native
 from ..errors import TraceFormatError, TraceNotFoundError, UsageError
 from ..util import progress
+from . import tempfiles
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
 
@@ -267,12 +269,44 @@ class ZstdFrames:
         return (1 if kind == 1 else size) + (self._checksum if last else 0)
 
 
-def spool_stdin() -> str:
-    """Copy standard input to a temporary file so that it can be read twice."""
-    fd, tmp = tempfile.mkstemp(prefix="traceforge-stdin-", suffix=".trace")
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, READ_SIZE)
+def spool_stdin(path: str = "-") -> str:
+    """Copy standard input (or the FIFO ``path``) to a temporary file so that it can be read twice."""
+    fd, tmp = tempfiles.make_in_tempdir("stdin-", ".trace")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out, READ_SIZE)
+            else:
+                with open(path, "rb") as src:
+                    shutil.copyfileobj(src, out, READ_SIZE)
+    except BaseException:  # a full temporary directory, a signal: no spool left behind
+        _remove(tmp)
+        raise
     return tmp
+
+
+def read_once(path: str) -> bool:
+    """Whether ``path`` can be read only once: stdin (``-``) or a FIFO."""
+    if path == "-":
+        return True
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def readable_twice(path: str) -> Iterator[str]:
+    """``path``, or where it can be read only once (stdin, a FIFO) a spooled copy of it, removed
+    on every way out."""
+    if not read_once(path):
+        yield path
+        return
+    tmp = spool_stdin(path)
+    try:
+        yield tmp
+    finally:
+        _remove(tmp)
 
 
 class Compressor:
@@ -344,18 +378,40 @@ def _temp_beside(out: str) -> tuple[int, str]:
     target = Path(out)
     directory = target.parent if str(target.parent) else Path(".")
     try:
-        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        return tempfiles.make(directory, f".{target.name}.", ".tmp")
     except OSError as e:
         raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None
 
 
+def written_in_place(out: str) -> bool:
+    """Whether ``out`` is written as a stream (stdout, a character device such as /dev/null, a
+    FIFO) rather than through a temporary file renamed onto it: a rename would replace the
+    device or FIFO with a regular file. Anything else that is not a regular file (a directory,
+    a socket, a block device) is refused: a UsageError."""
+    if out == "-":
+        return True
+    try:
+        mode = os.stat(out).st_mode
+    except OSError:
+        return False  # not there yet (or not reachable: the temporary file's creation says why)
+    if stat.S_ISREG(mode):
+        return False
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return True
+    what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+    raise UsageError(f"{out}: cannot write: {what} (name a file to write the trace to)")
+
+
 def check_writable(out: str) -> None:
     """Raise now the error writing ``out`` would raise at the end (no such directory, no
-    permission), for a command that reads the whole trace before it writes: not minutes later."""
-    if out != "-":
+    permission, a directory), for a command that reads the whole trace before it writes: not
+    minutes later."""
+    if not written_in_place(out):
         fd, tmp = _temp_beside(out)
-        os.close(fd)
-        os.unlink(tmp)
+        try:
+            os.close(fd)
+        finally:  # a signal in between too
+            _remove(tmp)
 
 
 class AtomicOutput:
@@ -370,6 +426,7 @@ class AtomicOutput:
             if out != "-" and src != "-" and os.path.exists(out) and os.path.exists(src) and os.path.samefile(src, out):
                 raise UsageError(f"{out}: refusing to overwrite the input")
         self._tmp: str | None = None
+        self._in_place: BinaryIO | None = None
         self._file: BinaryIO | None = None
         self._sink: Compressor | None = None
 
@@ -378,9 +435,18 @@ class AtomicOutput:
             self._file = sys.stdout.buffer
             self._sink = Compressor(self._file, "plain")
             return self._sink
+        if written_in_place(self.out):  # a device or FIFO: never replaced by a rename
+            self._in_place = open(self.out, "wb", buffering=READ_SIZE)
+            self._file = self._in_place
+            self._sink = Compressor(self._file, output_codec(self.out))
+            return self._sink
         fd, self._tmp = _temp_beside(self.out)
-        self._file = os.fdopen(fd, "wb", buffering=READ_SIZE)
-        self._sink = Compressor(self._file, output_codec(self.out))
+        try:
+            self._file = os.fdopen(fd, "wb", buffering=READ_SIZE)
+            self._sink = Compressor(self._file, output_codec(self.out))
+        except BaseException:  # __exit__ is not called when __enter__ fails
+            _remove(self._tmp)
+            raise
         return self._sink
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -388,17 +454,34 @@ class AtomicOutput:
         if exc_type is not None:
             self._sink.abort()
         if self._tmp is None:
-            if exc_type is None:
-                self._sink.close()
+            try:
+                if exc_type is None:
+                    self._sink.close()
+            finally:
+                if self._in_place is not None:
+                    self._in_place.close()
             return
         try:
             if exc_type is None:
                 self._sink.close()
             self._file.close()
+            if exc_type is None:
+                publish(self._tmp, self.out)
+        except OSError as e:
+            _remove(self._tmp)
+            raise UsageError(f"{self.out}: cannot write: {e.strerror or e}") from None
         except BaseException:
-            os.unlink(self._tmp)
+            _remove(self._tmp)
             raise
-        if exc_type is None:
-            publish(self._tmp, self.out)
-        else:
-            os.unlink(self._tmp)
+        if exc_type is not None:
+            _remove(self._tmp)
+            if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # ulimit -f, or the file system's limit
+                raise UsageError(f"{self.out}: cannot write: {exc.strerror}") from None
+
+
+def _remove(path: str) -> None:
+    """Remove a temporary file, if it is still there (its directory may be gone)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

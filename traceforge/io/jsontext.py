@@ -38,12 +38,16 @@ def _bounds(dtype: np.dtype) -> tuple[int, int]:
 
 
 def json_bytes(value: object) -> bytes:
-    """Compact JSON of ``value`` (orjson's text; the stdlib for what orjson refuses)."""
+    """Compact JSON of ``value`` (orjson's text; the stdlib for what orjson refuses: bytes that
+    were not UTF-8 in the trace go out as they came in, a lone surrogate as its escape)."""
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
-            "utf-8", "surrogateescape")
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate read from an escape such as "\ud800"
+            return json.dumps(value, allow_nan=False, separators=(",", ":")).encode()
 
 
 Block = tuple[int, bytes]  # (n, n events joined by ",\n")

@@ -37,8 +37,10 @@ MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
+# A number with a fraction or an exponent, as RFC 8259 writes it (no leading zero, digits on
+# both sides of the point): what is not, such as 012.5, 1. or 1.e5, is left to fail as JSON.
 _FRACTIONAL_TIME = re.compile(
-    rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:\d+\.\d*|\d+(?=[eE]))(?:[eE][-+]?\d+)?)'
+    rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:0|[1-9]\d*)(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+))(?![\d.eE+-])'
 )
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
@@ -59,7 +61,17 @@ def ends_with_comma(data: bytes) -> bool:
 
 def parse_event(raw: bytes) -> dict:
     """One event's dict from its (valid) bytes, fractional times as text."""
-    return orjson.loads(quote_times(raw))
+    return loads(quote_times(raw))
+
+
+def loads(text: bytes | bytearray | memoryview) -> object:
+    """The value of valid JSON ``text``: orjson's, else (invalid UTF-8 or a lone surrogate such
+    as ``"\\ud800"`` in a string, which orjson refuses) the stdlib's, with the bytes that are
+    not UTF-8 as lone surrogates (``surrogateescape``, as everywhere traceforge reads text)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _STRICT_DECODER.decode(bytes(text).decode("utf-8", "surrogateescape"))
 
 
 class EventBatch:
@@ -99,7 +111,7 @@ class EventBatch:
     @property
     def events(self) -> list:
         if self._events is None:
-            self._events = orjson.loads(b"[" + quote_times(self.raw.rstrip(WS).rstrip(b",")) + b"]")
+            self._events = loads(b"[" + quote_times(self.raw.rstrip(WS).rstrip(b",")) + b"]")
         return self._events
 
     def event(self, i: int) -> dict:
@@ -246,6 +258,8 @@ class TraceReader:
                 meta = json.loads(text.decode("utf-8", "surrogateescape"))
             except json.JSONDecodeError as e:
                 raise self._error(f"invalid JSON around the top-level keys: {e.msg}") from None
+            except RecursionError:
+                raise self._error("a top-level value nested too deep to parse") from None
         meta.pop("traceEvents", None)
         return meta
 
@@ -335,6 +349,9 @@ class TraceReader:
             text = buf.data[pos:].decode("utf-8", "surrogateescape")
             try:
                 _, end = _DECODER.raw_decode(text)
+            except RecursionError:
+                raise self._error("a top-level value nested too deep to parse",
+                                  offset=buf.base + pos) from None
             except json.JSONDecodeError as e:
                 if buf.fill():
                     continue
@@ -441,6 +458,9 @@ class TraceReader:
             text = chunk.decode("utf-8", "surrogateescape")
             try:
                 _, end_chars = _STRICT_DECODER.raw_decode(text)
+            except RecursionError:
+                raise self._error("an event nested too deep to parse (objects and arrays in each other)",
+                                  offset=buf.base + pos, event=ordinal) from None
             except (json.JSONDecodeError, ValueError) as e:
                 err_pos = getattr(e, "pos", 0)
                 msg = getattr(e, "msg", str(e))

@@ -72,6 +72,9 @@ TS = _native.scanner.TS
 TS_AT = _native.scanner.TS_AT
 TS_END = _native.scanner.TS_END
 
+TOO_DEEP = "nesting too deep"  # the scanner's message for an event nested deeper than MAX_DEPTH levels
+MAX_DEPTH = _native.scanner.MAX_DEPTH
+SCANNED_DEPTH = 8  # no field the scan reads is nested deeper (args.grid: 3 levels)
 OK, END_OF_ARRAY, INCOMPLETE, STOPPED = (_native.scanner.OK, _native.scanner.END_OF_ARRAY, _native.scanner.INCOMPLETE,
                                          _native.scanner.STOPPED)
 
@@ -109,8 +112,11 @@ class RowScanner:
 
     def rows_of(self, events: list) -> np.ndarray:
         """Rows for parsed events (spans then refer to their re-serialised text, not the input)."""
-        text = b",".join(map(json_bytes, events)) + b"]"
+        text = b",".join(map(_scannable_json, events)) + b"]"
         result = self.scan(text, len(text))
+        if len(result.rows) != len(events) and result.message == TOO_DEEP:
+            text = b",".join(json_bytes(within_depth(e, SCANNED_DEPTH)) for e in events) + b"]"
+            result = self.scan(text, len(text))
         if len(result.rows) != len(events):
             raise ValueError(f"re-serialised events do not scan: {result.message}")
         return result.rows
@@ -126,6 +132,23 @@ class RowScanner:
         key = (json_bytes(pid) if has_pid else b"") + b"\0" + (json_bytes(tid) if has_tid else b"")
         with self._lock:
             return self._kernel.intern(self._tracks, key)
+
+
+def _scannable_json(event: dict) -> bytes:
+    """An event's JSON text, cut to ``SCANNED_DEPTH`` where it is too deep to serialise."""
+    try:
+        return json_bytes(event)
+    except RecursionError:
+        return json_bytes(within_depth(event, SCANNED_DEPTH))
+
+
+def within_depth(value: object, depth: int) -> object:
+    """``value`` with what is nested deeper than ``depth`` levels of objects and arrays as null."""
+    if type(value) is dict:
+        return {k: within_depth(v, depth - 1) for k, v in value.items()} if depth > 0 else None
+    if type(value) is list:
+        return [within_depth(v, depth - 1) for v in value] if depth > 0 else None
+    return value
 
 
 def columns(rows: np.ndarray, at: np.ndarray | None, fields: tuple[int, ...]) -> dict[int, np.ndarray]:

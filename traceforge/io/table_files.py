@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
+from . import tempfiles
 from .codec import publish
 
 
@@ -41,7 +41,7 @@ class _Outputs:
         self._pending: list[tuple[str, Path]] = []
 
     def temporary(self, path: Path) -> str:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfiles.make(path.parent, f".{path.name}.", ".tmp")
         os.close(fd)
         self._pending.append((tmp, path))
         return tmp

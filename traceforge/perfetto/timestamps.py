@@ -23,6 +23,7 @@ from ..util.exacttime import to_ns
 _NUMBER = re.compile(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
 _EXACT_DOUBLE_INT = 2**53
 _NS_LIMIT = 2.0**63
+_INT64_MAX = 2**63 - 1
 
 
 def time_ns(value: object) -> tuple[int, int] | None:
@@ -107,10 +108,12 @@ def _perfetto_chunk(exact: np.ndarray, fractional: np.ndarray | None) -> np.ndar
     whole_d = np.floor(d)
     integral = (d == whole_d) & (np.abs(whole_d) < 2**63 // 1000)
     rounded = np.floor(scaled + 0.5)
-    ns = np.where(integral, whole_d.astype(np.int64) * 1000, rounded.astype(np.int64))
+    with np.errstate(invalid="ignore"):  # beyond int64 ns (whole >= 2^53): worked out one at a time below
+        ns = np.where(integral, whole_d.astype(np.int64) * 1000, rounded.astype(np.int64))
     ns = np.where(fractional, ns, np.abs(exact))
     for i in np.flatnonzero(fractional & (whole >= _EXACT_DOUBLE_INT)).tolist():  # the sum rounds twice
-        ns[i] = time_ns(f"{whole[i]}.{frac[i]:03d}")[0]
+        read = time_ns(f"{whole[i]}.{frac[i]:03d}")
+        ns[i] = read[0] if read is not None else _INT64_MAX  # no int64 to Perfetto (unreadable): the last ns
     return np.where(exact < 0, -ns, ns)
 
 

@@ -33,7 +33,7 @@ from ..columns.windows import picked, windows_by
 from ..emit.lanes import partition
 from ..emit.tracks import TidAllocator, metadata_events
 from ..io import rows as R
-from ..io.codec import check_writable
+from ..io.codec import check_writable, readable_twice
 from ..io.event_edits import EventEdits
 from ..io.jsontext import Block, event_blocks
 from ..io.reader import EventBatch, TraceReader
@@ -419,7 +419,12 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     """Write ``path`` repaired to ``out`` (see the module docstring); return what changed."""
     started = time.perf_counter()
     check_writable(out)
-    reader = TraceReader(path)
+    with readable_twice(path) as source:  # stdin or a FIFO: spooled, as it is read twice
+        return _repair(source, path, out, rebase_time, started)
+
+
+def _repair(source: str, path: str, out: str, rebase_time: bool, started: float) -> RepairResult:
+    reader = TraceReader(source, display_name=path)
     reading = RepairReading(reader.scanner)
     for batch in reader.batches():
         reading.batch(batch)
@@ -429,8 +434,8 @@ def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     if rebase_time:
         head_edit, tail_edit, result.base_time_ns = base_time_editors(
             reader.head, reader.tail, reader.layout, reader.metadata(), result.rebase_us, reader.name)
-    write_trace(TraceReader(path), out, repairs.blocks(), edit=repairs.edits, edit_head=head_edit,
-                edit_tail=tail_edit)
+    write_trace(TraceReader(source, display_name=path), out, repairs.blocks(), edit=repairs.edits,
+                edit_head=head_edit, edit_tail=tail_edit)
     result.seconds = time.perf_counter() - started
     return result
 

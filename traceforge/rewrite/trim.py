@@ -29,12 +29,12 @@ from ..columns.table import SpilledColumns
 from ..columns.windows import windows_by
 from ..errors import UsageError
 from ..io import rows as R
-from ..io.codec import check_writable
+from ..io.codec import check_writable, readable_twice
 from ..io.event_edits import EventEdits
 from ..io.reader import EventBatch, TraceReader
 from ..io.writer import write_trace
 from ..perfetto.importer import flow_id
-from ..util.exacttime import json_time_ns, ns_to_us_text
+from ..util.exacttime import INT64_NS, json_time_ns, ns_to_us_text
 from ..util.time_window import parse_steps, parse_window, slice_in_window
 
 ALWAYS, SLICE, POINT, FLOW = range(4)
@@ -144,7 +144,7 @@ class _Collector:
             key = self.keys.of(e.get("cat"), e.get("name"))
             self.parsed_flows.append((ordinal, fid - 2**64 if fid >= 2**63 else fid, key, ts))
         return (SLICE if dur is not None else FLOW if fid is not None else POINT), ts, \
-            ts + max(dur, 0) if dur is not None else ts
+            min(ts + max(dur, 0), INT64_NS[1]) if dur is not None else ts
 
     def events(self) -> _Events:
         return _Events(self.rows, self.flows, self.earliest, self.latest)
@@ -198,11 +198,12 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
         raise UsageError("give exactly one of window (START:END) or steps (N-M)")
     started = time.perf_counter()
     check_writable(out)
-    # the steps' window first: its scan's columns are gone before the events' are collected
-    step_window = steps_window(path, *parse_steps(steps)) if steps is not None else None
-    ev = _collect(TraceReader(path))
-    start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
-    keep, cut = keep_mask(ev, start_ns, end_ns)
-    write_trace(TraceReader(path), out, edit=EventEdits(keep=keep))
+    with readable_twice(path) as source:
+        # the steps' window first: its scan's columns are gone before the events' are collected
+        step_window = steps_window(source, *parse_steps(steps)) if steps is not None else None
+        ev = _collect(TraceReader(source, display_name=path))
+        start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
+        keep, cut = keep_mask(ev, start_ns, end_ns)
+        write_trace(TraceReader(source, display_name=path), out, edit=EventEdits(keep=keep))
     return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
                       time.perf_counter() - started)

@@ -63,12 +63,16 @@ def ns_to_us_text(ns: int) -> str:
     return f"{sign}{q}.{r:03d}".rstrip("0")
 
 
+INT64_NS = (-(2**63), 2**63 - 1)  # the times traceforge represents: int64 ns, as the scan reads them
+
+
 def json_time_ns(value: object) -> int | None:
     """``to_ns`` of a ts/dur as the reader hands it over (an int, or a fractional number's
-    text); None if it is not a number."""
+    text); None if it is not a number or lies beyond int64 ns (the scan's rule: no time)."""
     if type(value) is not int and type(value) is not str:
         return None
     try:
-        return to_ns(value)
+        ns = to_ns(value)
     except ValueError:
         return None
+    return ns if INT64_NS[0] <= ns <= INT64_NS[1] else None

@@ -72,7 +72,7 @@ def _counter_frame(cols: TraceColumns) -> pd.DataFrame:
     keep = {}
     for name in raw.columns:
         values = pd.to_numeric(raw[name], errors="coerce")
-        if values.notna().any():
+        if values.notna().any() and name not in ID_COLUMNS:  # a "stream" or "source" arg is no counter
             keep[str(name)] = values.astype(float)
     return pd.DataFrame(keep, index=raw.index)
 

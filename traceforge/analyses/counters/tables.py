@@ -28,12 +28,14 @@ from ...columns.scan import KERNEL, TraceColumns
 from ...errors import UsageError
 from ...util.lazy_pandas import pd
 from ..stacks import Stacks, build_stacks
-from .derived import Peaks, add_derived, add_efficiency, choose_peaks
+from .derived import DERIVED, Peaks, add_derived, add_efficiency, choose_peaks
 from .kinds import kind_summary
 from .measurements import ID_COLUMNS, PROBLEM_COLUMNS, Measurements
 from .ncu_csv import DURATION, read_ncu_csv
 from .ncu_join import SOURCE, join_ncu
 from .ranges import match_ranges
+
+STACK_COLUMNS = ("op_stack", "top_op", "bottom_op")
 
 OPERATOR_CATS = frozenset({"cpu_op", "operator"})
 NO_OP = "(no operator)"
@@ -178,12 +180,14 @@ def counter_tables(
     if ncu is not None:
         parts.append(join_ncu(cols, stacks, read_ncu_csv(ncu), ncu_skip))
     rows = pd.concat([p.rows for p in parts], ignore_index=True)
-    counters = list(dict.fromkeys(c for p in parts for c in p.counters))
     events = _event_columns(cols, rows)
+    own = {*ID_COLUMNS, *events.columns, *STACK_COLUMNS, "time_ns", *DERIVED}
+    # an arg named as one of the table's own columns (a range's "stream" or "source") is no counter
+    counters = [c for c in dict.fromkeys(c for p in parts for c in p.counters) if c not in own]
     op_stack, top, bottom = _stack_columns(cols, stacks, rows["launch_row"].to_numpy())
-    extra = [c for c in rows.columns if c not in ID_COLUMNS and c not in counters]
+    extra = [c for c in rows.columns if c not in own and c not in counters]
     kernels = pd.concat([rows[list(ID_COLUMNS)], events, pd.DataFrame(
-        {"op_stack": op_stack, "top_op": top, "bottom_op": bottom}, index=rows.index), rows[extra + counters]], axis=1)
+        dict(zip(STACK_COLUMNS, (op_stack, top, bottom))), index=rows.index), rows[extra + counters]], axis=1)
     kernels.insert(kernels.columns.get_loc("launch_ts_ns") + 1, "time_ns", kernels["kernel_dur_ns"])
     peaks = _derived(kernels, cols.metadata, peak_dram_gbps, peak_tensor_pct)
     summary = [line for p in parts for line in p.summary]
