@@ -427,3 +427,59 @@ def test_fifo_input_to_repair(tmp_path, sample):
     direct = tmp_path / "direct.json"
     assert run_cli("repair", str(sample.path), "-o", str(direct)).returncode == 0
     assert out.read_bytes() == direct.read_bytes()
+
+
+# -- item 18: open answers only requests to this machine, with the file it opened at start ----------
+
+def _serving(path):
+    """A started server for ``path`` on a free port, and a function that requests it: (status, body)."""
+    import http.client
+
+    from traceforge.cli.serve import trace_server
+
+    server = trace_server(str(path), 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+
+    def get(host: str | None, method: str = "GET"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.putrequest(method, "/" + os.path.basename(path), skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host.replace("PORT", str(port)))
+        conn.endheaders()
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        return r.status, body
+    return server, get
+
+
+def test_open_refuses_other_hosts(tmp_path, sample):
+    server, get = _serving(sample.path)
+    try:
+        for host in ("127.0.0.1", "127.0.0.1:PORT", "localhost", "LOCALHOST:PORT"):
+            assert get(host) == (200, sample.path.read_bytes()), host
+        for host in ("evil.example", "evil.example:PORT", "127.0.0.1.evil.example", "localhost.evil:PORT",
+                     "127.0.0.1:PORT@evil", "", None):
+            for method in ("GET", "HEAD", "OPTIONS"):
+                assert get(host, method)[0] == 403, (host, method)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_open_serves_the_file_resolved_at_start(tmp_path, sample):
+    other = tmp_path / "other.json"
+    other.write_bytes(b'{"traceEvents": []}')
+    link = tmp_path / "trace.json"
+    link.symlink_to(sample.path)
+    server, get = _serving(link)
+    try:
+        link.unlink()
+        link.symlink_to(other)  # retargeted while served
+        assert get("127.0.0.1:PORT") == (200, sample.path.read_bytes())
+        link.unlink()  # and gone
+        assert get("127.0.0.1:PORT") == (200, sample.path.read_bytes())
+    finally:
+        server.shutdown()
+        server.server_close()
