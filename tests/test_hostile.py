@@ -483,3 +483,31 @@ def test_open_serves_the_file_resolved_at_start(tmp_path, sample):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- item 2 (JSON output): text that is not UTF-8 is written escaped ---------------------------------
+
+@pytest.mark.parametrize("how", ["utf8", "surrogate"])
+@pytest.mark.parametrize("command", [("stats",), ("patterns",), ("diff", "SELF"), ("check",), ("classify",)],
+                         ids=lambda c: c[0])
+def test_json_output_of_text_not_utf8(command, how, tmp_path, sample):
+    path = tmp_path / "t.json"
+    path.write_bytes(_odd_text(sample.raw, how))
+    r = run_cli(command[0], str(path), *[str(path) if a == "SELF" else a for a in command[1:]], "--format", "json")
+    assert r.returncode == 0, r.stderr.decode()
+    doc = json.loads(r.stdout)  # valid JSON (the stdlib reads lone surrogates as Python does)
+    odd = {"utf8": "\udcff\udcfe", "surrogate": "\ud800"}[how]
+    if command[0] in ("stats", "patterns", "diff"):
+        assert odd in json.dumps(doc, ensure_ascii=False), "the odd name is in the output, as escapes"
+        assert (b"\\udcff\\udcfe" if how == "utf8" else b"\\ud800") in r.stdout
+
+
+def test_json_text_escapes_only_odd_text():
+    from traceforge.cli.output import json_text
+
+    doc = {"a\ud800": ["x\udcffy", "\u00e9", 1, 2.5, None], "b": {"c": "\ud800"}}
+    text = json_text(doc)
+    assert json.loads(text) == doc
+    assert "\\ud800" in text and "\\udcff" in text and "\u00e9" in text
+    with pytest.raises(TypeError):  # anything else orjson refuses is still a bug
+        json_text({"a": object()})

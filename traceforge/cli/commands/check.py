@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-import orjson
-
 from ...errors import UsageError
 from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
 from ...perfetto import trace_processor as tp
 from ...perfetto.rules import RULES
-from ..output import wrap
+from ..output import json_text, wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         if measured is not None:
             doc["trace_processor"] = {"path": binary, "stats": {n: {"severity": s.severity, "value": s.value}
                                                                  for n, s in measured.items()}}
-        print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        print(json_text(doc))
     else:
         print(render_text(report))
         if measured is not None:
