@@ -511,3 +511,28 @@ def test_json_text_escapes_only_odd_text():
     assert "\\ud800" in text and "\\udcff" in text and "\u00e9" in text
     with pytest.raises(TypeError):  # anything else orjson refuses is still a bug
         json_text({"a": object()})
+
+
+# -- item 17: an event whose args is not an object keeps one args key ------------------------------
+
+def _no_duplicate_keys(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+
+
+@pytest.mark.parametrize("value", [5, None, [1, {"a": "}"}], "x}", True], ids=repr)
+def test_args_not_an_object_are_replaced_not_duplicated(value, tmp_path, sample):
+    doc = json.loads(sample.raw)
+    odd = [e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    for e in odd:
+        e["args"] = value
+    path, out = tmp_path / "t.json", tmp_path / "out.json"
+    path.write_text(json.dumps(doc))
+    r = run_cli("annotate", str(path), "--classify", "-o", str(out))
+    assert r.returncode == 0, r.stderr.decode()
+    events = json.loads(out.read_bytes(), object_pairs_hook=_no_duplicate_keys)["traceEvents"]
+    got = {(e.get("name"), e.get("ts")): e["args"] for e in events if "args" in e}
+    replaced = [got[(e["name"], e["ts"])] for e in odd]
+    assert all(isinstance(a, dict) and a for a in replaced)  # the added args, in place of the odd value
+    assert run_cli("check", str(out)).returncode == 0
