@@ -536,3 +536,30 @@ def test_args_not_an_object_are_replaced_not_duplicated(value, tmp_path, sample)
     replaced = [got[(e["name"], e["ts"])] for e in odd]
     assert all(isinstance(a, dict) and a for a in replaced)  # the added args, in place of the odd value
     assert run_cli("check", str(out)).returncode == 0
+
+
+# -- item 17: bytes after the last gzip member that are not a member -------------------------------
+
+@pytest.mark.parametrize("garbage", [b"x", b"xy", b"\x1f", b"not gzip at all, some text"], ids=repr)
+@pytest.mark.parametrize("command", ["info", "stats", "check"])
+def test_trailing_garbage_after_gzip_is_named(command, garbage, tmp_path, sample):
+    gz = sample.path.read_bytes()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gz + garbage)
+    r = run_cli(command, str(path))
+    if command == "check":  # a finding of check's (exit 2), the reader's words in it
+        text = " ".join(r.stdout.decode().split())
+        assert r.returncode == 2 and "trailing garbage: `head -c" in text and f"{len(garbage)} bytes after" in text, text
+        return
+    assert r.returncode == 1
+    line = r.stderr.decode().strip()
+    assert "\n" not in line and "trailing garbage" in line and f"(byte {len(gz)})" in line, line
+
+
+def test_truncated_gzip_is_still_truncated(tmp_path, sample):
+    gz = sample.path.read_bytes()
+    path = tmp_path / "t.json.gz"
+    for data in (gz[:-100], gz + b"\x1f\x8b\x08"):  # cut inside a member; a member that ends at once
+        path.write_bytes(data)
+        r = run_cli("info", str(path))
+        assert r.returncode == 1 and b"truncated gzip stream" in r.stderr, r.stderr.decode()
