@@ -563,3 +563,34 @@ def test_truncated_gzip_is_still_truncated(tmp_path, sample):
         path.write_bytes(data)
         r = run_cli("info", str(path))
         assert r.returncode == 1 and b"truncated gzip stream" in r.stderr, r.stderr.decode()
+
+
+# -- item 16: check and info read a FIFO once ------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["info", "check"])
+def test_fifo_input_to_check_and_info(command, tmp_path, sample):
+    fifo = tmp_path / "in.json.gz"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_bytes(sample.path.read_bytes()), daemon=True).start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "traceforge", command, str(fifo), "--format", "json"],
+                           capture_output=True, cwd=ROOT, timeout=30)
+    finally:  # a hung writer (or reader) is let go
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+    assert r.returncode == 0, r.stderr.decode()
+    direct = run_cli(command, str(sample.path), "--format", "json")
+    got, want = json.loads(r.stdout), json.loads(direct.stdout)
+    for doc in (got, want):
+        doc.pop("path", None), doc.pop("codec", None)
+    if command == "check":
+        for doc in (got, want):
+            doc.pop("seconds")
+    assert got == want
+
+
+def test_check_trace_processor_refuses_a_fifo(tmp_path):
+    fifo = tmp_path / "in.json"
+    os.mkfifo(fifo)  # never opened: refused before any read
+    r = run_cli("check", str(fifo), "--trace-processor")
+    assert r.returncode == 1 and b"not standard input or a FIFO" in r.stderr, r.stderr.decode()

@@ -83,7 +83,9 @@ def _open_raw(path: str) -> BinaryIO:
 
 
 def input_codec(path: str) -> str:
-    if path == "-":
+    """"gzip", "zstd" or "plain"; "stream" for stdin or a FIFO, which are not opened for this
+    (what is read from them is read once, by the reader)."""
+    if read_once(path):
         return "stream"
     with _open_raw(path) as f:
         return detect_codec(f.read(4))
