@@ -427,3 +427,170 @@ def test_fifo_input_to_repair(tmp_path, sample):
     direct = tmp_path / "direct.json"
     assert run_cli("repair", str(sample.path), "-o", str(direct)).returncode == 0
     assert out.read_bytes() == direct.read_bytes()
+
+
+# -- item 18: open answers only requests to this machine, with the file it opened at start ----------
+
+def _serving(path):
+    """A started server for ``path`` on a free port, and a function that requests it: (status, body)."""
+    import http.client
+
+    from traceforge.cli.serve import trace_server
+
+    server = trace_server(str(path), 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+
+    def get(host: str | None, method: str = "GET"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.putrequest(method, "/" + os.path.basename(path), skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host.replace("PORT", str(port)))
+        conn.endheaders()
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        return r.status, body
+    return server, get
+
+
+def test_open_refuses_other_hosts(tmp_path, sample):
+    server, get = _serving(sample.path)
+    try:
+        for host in ("127.0.0.1", "127.0.0.1:PORT", "localhost", "LOCALHOST:PORT"):
+            assert get(host) == (200, sample.path.read_bytes()), host
+        for host in ("evil.example", "evil.example:PORT", "127.0.0.1.evil.example", "localhost.evil:PORT",
+                     "127.0.0.1:PORT@evil", "", None):
+            for method in ("GET", "HEAD", "OPTIONS"):
+                assert get(host, method)[0] == 403, (host, method)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_open_serves_the_file_resolved_at_start(tmp_path, sample):
+    other = tmp_path / "other.json"
+    other.write_bytes(b'{"traceEvents": []}')
+    link = tmp_path / "trace.json"
+    link.symlink_to(sample.path)
+    server, get = _serving(link)
+    try:
+        link.unlink()
+        link.symlink_to(other)  # retargeted while served
+        assert get("127.0.0.1:PORT") == (200, sample.path.read_bytes())
+        link.unlink()  # and gone
+        assert get("127.0.0.1:PORT") == (200, sample.path.read_bytes())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- item 2 (JSON output): text that is not UTF-8 is written escaped ---------------------------------
+
+@pytest.mark.parametrize("how", ["utf8", "surrogate"])
+@pytest.mark.parametrize("command", [("stats",), ("patterns",), ("diff", "SELF"), ("check",), ("classify",)],
+                         ids=lambda c: c[0])
+def test_json_output_of_text_not_utf8(command, how, tmp_path, sample):
+    path = tmp_path / "t.json"
+    path.write_bytes(_odd_text(sample.raw, how))
+    r = run_cli(command[0], str(path), *[str(path) if a == "SELF" else a for a in command[1:]], "--format", "json")
+    assert r.returncode == 0, r.stderr.decode()
+    doc = json.loads(r.stdout)  # valid JSON (the stdlib reads lone surrogates as Python does)
+    odd = {"utf8": "\udcff\udcfe", "surrogate": "\ud800"}[how]
+    if command[0] in ("stats", "patterns", "diff"):
+        assert odd in json.dumps(doc, ensure_ascii=False), "the odd name is in the output, as escapes"
+        assert (b"\\udcff\\udcfe" if how == "utf8" else b"\\ud800") in r.stdout
+
+
+def test_json_text_escapes_only_odd_text():
+    from traceforge.cli.output import json_text
+
+    doc = {"a\ud800": ["x\udcffy", "\u00e9", 1, 2.5, None], "b": {"c": "\ud800"}}
+    text = json_text(doc)
+    assert json.loads(text) == doc
+    assert "\\ud800" in text and "\\udcff" in text and "\u00e9" in text
+    with pytest.raises(TypeError):  # anything else orjson refuses is still a bug
+        json_text({"a": object()})
+
+
+# -- item 17: an event whose args is not an object keeps one args key ------------------------------
+
+def _no_duplicate_keys(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+
+
+@pytest.mark.parametrize("value", [5, None, [1, {"a": "}"}], "x}", True], ids=repr)
+def test_args_not_an_object_are_replaced_not_duplicated(value, tmp_path, sample):
+    doc = json.loads(sample.raw)
+    odd = [e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    for e in odd:
+        e["args"] = value
+    path, out = tmp_path / "t.json", tmp_path / "out.json"
+    path.write_text(json.dumps(doc))
+    r = run_cli("annotate", str(path), "--classify", "-o", str(out))
+    assert r.returncode == 0, r.stderr.decode()
+    events = json.loads(out.read_bytes(), object_pairs_hook=_no_duplicate_keys)["traceEvents"]
+    got = {(e.get("name"), e.get("ts")): e["args"] for e in events if "args" in e}
+    replaced = [got[(e["name"], e["ts"])] for e in odd]
+    assert all(isinstance(a, dict) and a for a in replaced)  # the added args, in place of the odd value
+    assert run_cli("check", str(out)).returncode == 0
+
+
+# -- item 17: bytes after the last gzip member that are not a member -------------------------------
+
+@pytest.mark.parametrize("garbage", [b"x", b"xy", b"\x1f", b"not gzip at all, some text"], ids=repr)
+@pytest.mark.parametrize("command", ["info", "stats", "check"])
+def test_trailing_garbage_after_gzip_is_named(command, garbage, tmp_path, sample):
+    gz = sample.path.read_bytes()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gz + garbage)
+    r = run_cli(command, str(path))
+    if command == "check":  # a finding of check's (exit 2), the reader's words in it
+        text = " ".join(r.stdout.decode().split())
+        assert r.returncode == 2 and "trailing garbage: `head -c" in text and f"{len(garbage)} bytes after" in text, text
+        return
+    assert r.returncode == 1
+    line = r.stderr.decode().strip()
+    assert "\n" not in line and "trailing garbage" in line and f"(byte {len(gz)})" in line, line
+
+
+def test_truncated_gzip_is_still_truncated(tmp_path, sample):
+    gz = sample.path.read_bytes()
+    path = tmp_path / "t.json.gz"
+    for data in (gz[:-100], gz + b"\x1f\x8b\x08"):  # cut inside a member; a member that ends at once
+        path.write_bytes(data)
+        r = run_cli("info", str(path))
+        assert r.returncode == 1 and b"truncated gzip stream" in r.stderr, r.stderr.decode()
+
+
+# -- item 16: check and info read a FIFO once ------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["info", "check"])
+def test_fifo_input_to_check_and_info(command, tmp_path, sample):
+    fifo = tmp_path / "in.json.gz"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_bytes(sample.path.read_bytes()), daemon=True).start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "traceforge", command, str(fifo), "--format", "json"],
+                           capture_output=True, cwd=ROOT, timeout=30)
+    finally:  # a hung writer (or reader) is let go
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+    assert r.returncode == 0, r.stderr.decode()
+    direct = run_cli(command, str(sample.path), "--format", "json")
+    got, want = json.loads(r.stdout), json.loads(direct.stdout)
+    for doc in (got, want):
+        doc.pop("path", None), doc.pop("codec", None)
+    if command == "check":
+        for doc in (got, want):
+            doc.pop("seconds")
+    assert got == want
+
+
+def test_check_trace_processor_refuses_a_fifo(tmp_path):
+    fifo = tmp_path / "in.json"
+    os.mkfifo(fifo)  # never opened: refused before any read
+    r = run_cli("check", str(fifo), "--trace-processor")
+    assert r.returncode == 1 and b"not standard input or a FIFO" in r.stderr, r.stderr.decode()

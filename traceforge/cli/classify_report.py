@@ -12,10 +12,9 @@ import io
 from html import escape
 from pathlib import Path
 
-import orjson
-
 from ..analyses.classify import NON_GPU, Classified
 from ..util.lazy_pandas import pd
+from .output import json_text
 
 # Distinct hues for the first categories (a preset's order), then lighter ones; non-GPU is grey.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -46,7 +45,7 @@ def render_json(results: list[Classified], kernels: bool = False) -> str:
         df = r.kernels if kernels else r.table
         files.append({"file": r.path, "rules": r.rules.name, "span_ns": r.span_ns, "window_ns": r.window_ns,
                       "rows": df.to_dict(orient="records")})
-    return orjson.dumps({"files": files}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    return json_text({"files": files})
 
 
 def render_text(results: list[Classified], kernels: bool = False) -> str:

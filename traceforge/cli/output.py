@@ -2,11 +2,14 @@
 
 Text fits ``WIDTH`` columns: a table wider than that is printed as several blocks, each
 repeating the key columns (``Col.repeat``, else the first column); titles are wrapped.
-A CSV is one table (``check_one_csv_table``). JSON: ``{table: [row, ...]}``, integers exact.
+A CSV is one table (``check_one_csv_table``). JSON: ``{table: [row, ...]}``, integers exact;
+every command's JSON is written by ``json_text``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -105,6 +108,39 @@ def _blocks(cols: list[Col], widths: list[int], room: int) -> list[list[tuple[in
     return blocks or [[(k, widths[k]) for k in keys]]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+
+
+def json_text(doc: object) -> str:
+    """``doc`` as indented JSON text. Text the trace held that is not UTF-8 (read as lone
+    surrogates: a ``\\ud800`` escape as written, invalid bytes by ``surrogateescape``), which
+    orjson refuses, is written as ``\\uXXXX`` escapes of those surrogates, never a crash."""
+    try:
+        return orjson.dumps(doc, option=_JSON_OPTIONS).decode()
+    except TypeError:
+        odd: dict[str, str] = {}  # odd text -> its placeholder
+        text = orjson.dumps(_placeheld(doc, odd), option=_JSON_OPTIONS).decode()
+        if not odd:
+            raise  # not odd text: a real bug, reported as one
+        quoted = {json.dumps(k): _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(v, ensure_ascii=False))
+                  for v, k in odd.items()}
+        return re.sub("|".join(map(re.escape, quoted)), lambda m: quoted[m.group()], text)
+
+
+def _placeheld(value: object, odd: dict[str, str]) -> object:
+    """``value`` with each string that has a surrogate replaced by a placeholder (noted in ``odd``)."""
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        return odd.setdefault(value, f"traceforge-odd-text-{id(odd)}-{len(odd)}")
+    if isinstance(value, dict):
+        return {_placeheld(k, odd): _placeheld(v, odd) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_placeheld(v, odd) for v in value]
+    return value
+
+
 def check_one_csv_table(command: str, fmt: str, wanted: Sequence[str], choices: Sequence[str]) -> None:
     """A CSV holds one table (so ``pandas.read_csv`` reads it): with ``--format csv``, ``--table``
     must name exactly one of ``choices``; said before any work is done."""
@@ -118,7 +154,7 @@ def emit(tables: dict[str, pd.DataFrame], fmt: str, text: Callable[[], list[str]
     out = sys.stdout
     if fmt == "json":
         doc = {name: df.to_dict("records") for name, df in tables.items()}
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        out.write(json_text(doc) + "\n")
     elif fmt == "csv":
         (df,) = tables.values()
         out.write(df.to_csv(index=False))

@@ -30,6 +30,7 @@ from ..errors import TraceforgeError, TraceFormatError, UsageError
 from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..io.reader import TraceReader
 from ..util import progress
+from .output import json_text
 from .rank_summary import Figures, Summary, summarize
 
 T = TypeVar("T")
@@ -232,7 +233,7 @@ def _print_runs(runs: list[RankRun], fmt: str) -> None:
         doc = {"ranks": [{"rank": r.rank, "path": r.path, **({"error": r.error} if r.error else
                                                                {"result": orjson.loads(r.out)})} for r in runs],
                "summary": summary.to_dict()}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc) + "\n")
     elif fmt == "csv":
         sys.stdout.write(_ranked_csv(runs))
     else:

@@ -83,7 +83,9 @@ def _open_raw(path: str) -> BinaryIO:
 
 
 def input_codec(path: str) -> str:
-    if path == "-":
+    """"gzip", "zstd" or "plain"; "stream" for stdin or a FIFO, which are not opened for this
+    (what is read from them is read once, by the reader)."""
+    if read_once(path):
         return "stream"
     with _open_raw(path) as f:
         return detect_codec(f.read(4))
@@ -189,10 +191,11 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
         view = memoryview(block)[headroom:]
         try:
             n = reader.readinto(view)
-        except EOFError:  # gzip: the input ends inside a member
-            raise _truncated(source, codec) from None
+        except EOFError:  # gzip: the input ends inside a member (or a few bytes follow the last one)
+            raise _trailing_garbage(source.path) or _truncated(source, codec) from None
         except (*CODEC_ERRORS, BadGzipFile) as e:
-            raise TraceFormatError(source.path, f"corrupt {codec} data: {e}", offset=source.offset) from None
+            garbage = _trailing_garbage(source.path) if isinstance(e, BadGzipFile) else None
+            raise garbage or TraceFormatError(source.path, f"corrupt {codec} data: {e}", offset=source.offset) from None
         finally:
             view.release()
         if not n:
@@ -203,6 +206,39 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
             del block[headroom + n:]
         trimmer.count(n)
         yield block
+
+
+def _trailing_garbage(path: str) -> TraceFormatError | None:
+    """The error for bytes after a complete gzip member that do not start another member, at
+    the byte where they start; None where the gzip data has no such bytes or ``path`` is not a
+    regular file (stdin, a FIFO: read once). Run only once the reader has failed: it reads
+    the file again, decompressing into a bounded buffer that is thrown away."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        d, data = gzip_zlib.decompressobj(wbits=31), b""
+        try:
+            while True:
+                data = data or f.read(READ_SIZE)
+                if not data:
+                    return None  # the data ends inside a member (or where one ends: not this error)
+                d.decompress(data, READ_SIZE)
+                while d.unconsumed_tail and not d.eof:
+                    d.decompress(d.unconsumed_tail, READ_SIZE)
+                if not d.eof:
+                    data = b""
+                    continue
+                end = f.tell() - len(d.unused_data)  # where this member ends
+                data = d.unused_data + f.read(len(GZIP_MAGIC))
+                if not data:
+                    return None
+                if not data.startswith(GZIP_MAGIC):
+                    return TraceFormatError(path, f"{os.path.getsize(path) - end} bytes after the end of the gzip data "
+                                            f"are not gzip (trailing garbage: `head -c {end}` cuts them off)",
+                                            offset=end)
+                d = gzip_zlib.decompressobj(wbits=31)
+        except CODEC_ERRORS:
+            return None  # damage inside a member: the reader's own error says so
 
 
 def _truncated(source: _Source, codec: str) -> TraceFormatError:

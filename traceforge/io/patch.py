@@ -1,4 +1,8 @@
-"""Adding keys to an event's ``args`` while leaving every other byte of it as it was."""
+"""Adding keys to an event's ``args`` while leaving every other byte of it as it was.
+
+An event whose ``args`` is not an object (a number, string, array, ``null``: no args any
+reader can show) has that value replaced by the object of the added keys; the event keeps
+one ``args`` key (never a second one appended)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ _WS = b" \t\r\n"
 def add_args(raw: bytes, event: dict, extra: dict) -> bytes:
     """``raw`` (one event's bytes, parsed as ``event``) with ``extra`` merged into its args."""
     args = event.get("args")
+    if "args" in event and type(args) is not dict:  # replaced: see the module's docstring
+        start, stop = _args_value_span(raw)
+        return raw[:start] + json_bytes(extra) + raw[stop:]
     if type(args) is not dict:
         end = raw.rstrip(_WS)
         return end[:-1] + b',"args":' + json_bytes(extra) + b"}" + raw[len(end):]
@@ -65,6 +72,38 @@ def _args_span(raw: bytes) -> tuple[int, int]:
         else:
             want_args = depth == 1 and tok == b'"args"' and raw[m.end():].lstrip(_WS)[:1] == b":"
     raise ValueError("event has no args object")
+
+
+_SCALAR_END = re.compile(rb"[^\s,}\]]*")
+
+
+def _args_value_span(raw: bytes) -> tuple[int, int]:
+    """(start, stop) of the value of the event's top-level ``args`` member, whatever its type (the
+    last such member, as the parsed event holds it)."""
+    depth = 0
+    found = None
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"args"' and raw[m.end():].lstrip(_WS)[:1] == b":":
+            colon = raw.index(b":", m.end())
+            found = colon + 1 + len(raw[colon + 1:]) - len(raw[colon + 1:].lstrip(_WS))
+    if found is None:
+        raise ValueError("event has no args member")
+    first = raw[found:found + 1]
+    if first == b'"':
+        return found, _TOKEN.match(raw, found).end()
+    if first in (b"{", b"["):
+        depth = 0
+        for m in _TOKEN.finditer(raw, found):
+            depth += 1 if m.group() in (b"{", b"[") else -1 if m.group() in (b"}", b"]") else 0
+            if depth == 0:
+                return found, m.end()
+        raise ValueError("args value not closed")
+    return found, _SCALAR_END.match(raw, found).end()
 
 
 def _replace_args(raw: bytes, merged: dict) -> bytes:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-import orjson
-
 from ...errors import UsageError
+from ...io.codec import read_once
 from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
 from ...perfetto import trace_processor as tp
 from ...perfetto.rules import RULES
-from ..output import wrap
+from ..output import json_text, wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if measured is not None:
             doc["trace_processor"] = {"path": binary, "stats": {n: {"severity": s.severity, "value": s.value}
                                                                  for n, s in measured.items()}}
-        print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        print(json_text(doc))
     else:
         print(render_text(report))
         if measured is not None:
@@ -57,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _trace_processor(args: argparse.Namespace) -> str:
-    if args.input == "-":
-        raise UsageError("--trace-processor needs a trace file, not standard input")
+    if read_once(args.input):  # trace_processor reads the file again
+        raise UsageError("--trace-processor needs a trace file, not standard input or a FIFO")
     binary = tp.find(args.trace_processor or None)
     if binary is None:
         raise UsageError("--trace-processor: no trace_processor found: give its path, put trace_processor_shell "

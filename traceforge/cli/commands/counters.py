@@ -6,8 +6,6 @@ import argparse
 import math
 import sys
 
-import orjson
-
 from ...analyses.counters import CounterTables, counter_tables, ncu_tables
 from ...analyses.counters.kinds import INSTRUCTIONS, TOTAL, kind_summary
 from ...analyses.counters.ncu_csv import looks_like_ncu_csv
@@ -18,6 +16,7 @@ from ...api.reads import counter_columns
 from ...errors import UsageError
 from ...util.lazy_pandas import pd
 from ..options import add_filter_arguments, add_options, filters_of
+from ..output import json_text
 
 TABLES = ("kernels", "kinds", "operators", "problems")
 PROBLEMS_SHOWN = 20
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "csv":
         getattr(tables, args.table).to_csv(sys.stdout, index=False)
     elif args.format == "json":
-        sys.stdout.write(orjson.dumps(_as_json(tables), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode())
+        sys.stdout.write(json_text(_as_json(tables)))
         sys.stdout.write("\n")
     else:
         _print_text(args.input, tables)

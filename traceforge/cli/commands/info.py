@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-import orjson
-
 from ...columns.info import trace_info
-from ..output import wrap
+from ..output import json_text, wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     info = trace_info(args.input)
     if args.format == "json":
-        print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
+        print(json_text(info))
         return 0
     print(f"{info['path']}: {info['events']:,} events ({info['vocabulary']}; {info['codec']})")
     print("\n".join(wrap(f"top-level keys: {', '.join(info['top_level_keys'])}")))

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 import numpy as np
-import orjson
 
 from ...analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS,
@@ -24,7 +23,7 @@ from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, filters_of
-from ..output import Col, count, ms, render, short
+from ..output import Col, count, json_text, ms, render, short
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
@@ -80,7 +79,7 @@ def launch_stats_one(args: argparse.Namespace) -> Figures:
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
     message = table.attrs.get("message")
     if args.format == "json":
-        print(orjson.dumps(_report(table, stats, lists, args, start), option=orjson.OPT_INDENT_2).decode())
+        print(json_text(_report(table, stats, lists, args, start)))
     elif args.format == "csv":
         if message:
             print(f"traceforge: {message}", file=sys.stderr)

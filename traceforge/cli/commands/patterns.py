@@ -7,8 +7,6 @@ import csv
 import io
 import sys
 
-import orjson
-
 from ...analyses.pattern_table import ARROW, Patterns
 from ...analyses.patterns import DEFAULT_MIN_LEN
 from ...annotator.plan import filtered_scan
@@ -20,6 +18,7 @@ from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
 from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
+from ..output import json_text
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
 
@@ -134,7 +133,7 @@ def _records(result: Patterns) -> list[dict]:
 def format_json(result: Patterns, path: str) -> str:
     doc = {"trace": path, "mode": result.mode, "searched": result.searched, "note": result.note,
            "total_gpu_ns": result.total_gpu_ns, "coverage": result.coverage, "patterns": _records(result)}
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+    return json_text(doc) + "\n"
 
 
 def format_csv(result: Patterns, path: str) -> str:
