@@ -36,7 +36,7 @@ from ..util import progress
 from . import tempfiles
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
-from .limits import RATIO_FLOOR, ReadLimits, read_limits
+from .limits import ReadLimits, read_limits
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -210,18 +210,19 @@ def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterat
 
 class _SizeCap:
     """The decompressed-size limits (``io.limits``): ``max_size`` bytes in all, and, for
-    compressed input past ``RATIO_FLOOR`` bytes, ``max_ratio`` bytes per compressed byte read."""
+    compressed input past ``ratio_floor`` bytes, ``max_ratio`` bytes per compressed byte read."""
 
     def __init__(self, source: _Source, codec: str, limits: ReadLimits):
         self.source, self.codec, self.size = source, codec, 0
         self.max_size, self.max_ratio = limits.max_size, limits.max_ratio if codec != "plain" else None
+        self.floor = limits.ratio_floor
 
     def count(self, n: int) -> None:
         self.size += n
         if self.max_size is not None and self.size > self.max_size:
             raise TraceFormatError(self.source.path, f"the input is larger than --max-size {self.max_size:,} bytes "
                                    "(decompressed); raise --max-size to read it", offset=self.max_size)
-        if self.max_ratio is not None and self.size > RATIO_FLOOR and self.size > self.max_ratio * self.source.offset:
+        if self.max_ratio is not None and self.size > self.floor and self.size > self.max_ratio * self.source.offset:
             raise TraceFormatError(self.source.path, f"{self.codec} data expands more than {self.max_ratio}x "
                                    f"({self.size:,} bytes from {self.source.offset:,}): a decompression bomb? "
                                    "raise --max-ratio to read it", offset=self.size)

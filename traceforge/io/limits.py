@@ -8,7 +8,7 @@ the same way (``with traceforge.reading_limits(ReadLimits(max_event_bytes=...))`
   much of it is in hand, never held whole).
 - ``max_metadata_bytes``: the top-level keys other than ``traceEvents`` (before and after it).
 - ``max_ratio``: decompressed bytes per compressed byte read, checked once the decompressed
-  bytes pass ``RATIO_FLOOR`` (real traces compress 5-40x; bombs 1,000x and more).
+  bytes pass ``ratio_floor`` (real traces compress 5-40x; bombs 1,000x and more).
 - ``max_size``: decompressed bytes in all (None: no absolute cap).
 
 Runs of whitespace between events are never held: the reader drops a run longer than
@@ -34,6 +34,7 @@ class ReadLimits:
     max_metadata_bytes: int = 64 * MB
     max_ratio: int = 200
     max_size: int | None = None
+    ratio_floor: int = RATIO_FLOOR
 
 
 _limits: ContextVar[ReadLimits] = ContextVar("traceforge_read_limits", default=ReadLimits())

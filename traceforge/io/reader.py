@@ -342,6 +342,7 @@ class TraceReader:
         while buf.fill():
             self._check_metadata_size(len(buf.data), buf.base)
         self.tail = buf.data
+        self._check_metadata_size(len(self.tail), buf.base)
         rest = self.tail.lstrip(WS)
         if self.layout == "array" and rest.rstrip(WS) != b"]":
             raise self._error("unexpected data after the event array", offset=buf.base + len(self.tail) - len(rest) + 1)
@@ -391,6 +392,7 @@ class TraceReader:
                 self._check_metadata_size(len(buf.data) - pos, buf.base + pos)
                 raise self._error(f"invalid JSON in the top-level object: {e.msg}",
                                   offset=buf.base + pos + _byte_len(text[:e.pos])) from None
+            self._check_metadata_size(_byte_len(text[:end]), buf.base + pos)
             return pos + _byte_len(text[:end])
 
     # -- events -----------------------------------------------------------------------
@@ -424,6 +426,8 @@ class TraceReader:
         if not len(result.rows):
             return None, False
         lo = buf.start
+        if result.stop > self.limits.max_event_bytes:  # only where the limit is below a batch's size
+            self._check_event_sizes(result.rows[:, R.START:R.END + 1], buf.base + lo, ordinal)
         batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
         buf.consume(result.stop)
         return batch, result.status == R.END_OF_ARRAY
@@ -451,6 +455,15 @@ class TraceReader:
         else:
             buf.fill_to(buf.available + 1)
         return True
+
+    def _check_event_sizes(self, spans: np.ndarray, base: int, ordinal: int) -> None:
+        """Refuse the first event longer than ``max_event_bytes`` among ``spans`` (relative to ``base``)."""
+        limit = self.limits.max_event_bytes
+        over = np.flatnonzero(spans[:, 1] - spans[:, 0] > limit)
+        if len(over):
+            i = int(over[0])
+            raise self._error(f"an event longer than {limit >> 20} MB (--max-event-mb {limit >> 20}); raise "
+                              "--max-event-mb to read it", offset=base + int(spans[i, 0]), event=ordinal + i)
 
     def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
         """Walk events one by one up to about ``batch_bytes``; True when the array ended."""
@@ -480,8 +493,9 @@ class TraceReader:
 
     def _take(self, buf: _Buffer, ordinal: int, events: list, spans: list, end: int) -> EventBatch:
         raw = buf.data[:end]
-        batch = EventBatch(ordinal, raw, 0, len(raw), buf.base, events=events,
-                           spans=np.array(spans, np.int64).reshape(-1, 2), scanner=self.scanner)
+        spans = np.array(spans, np.int64).reshape(-1, 2)
+        self._check_event_sizes(spans, buf.base, ordinal)
+        batch = EventBatch(ordinal, raw, 0, len(raw), buf.base, events=events, spans=spans, scanner=self.scanner)
         buf.drop(end)
         return batch
 
