@@ -48,12 +48,13 @@ from .columns.info import trace_info
 from .columns.scan import TraceColumns, scan
 from .errors import TraceforgeError, TraceFormatError, TraceNotFoundError, UsageError
 from .io.codec import output_compression
+from .io.limits import ReadLimits, reading_limits
 from .rewrite.repair import RepairResult, repair
 from .rewrite.trim import TrimResult, trim
 
 __all__ = [
-    "ANALYSES", "AnnotateResult", "Filters", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
+    "ANALYSES", "AnnotateResult", "Filters", "ReadLimits", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
     "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
-    "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "repair", "scan", "stats", "trace_info", "trim",
+    "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "scan", "stats", "trace_info", "trim",
 ]

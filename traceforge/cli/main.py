@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from .._version import __version__
 from ..errors import TraceforgeError
+from ..io.limits import reading_limits
 from ..util import progress
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import critical_path as critical_path_cmd
@@ -32,6 +33,7 @@ from .commands import repair as repair_cmd
 from .commands import report as report_cmd
 from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
+from .options import add_limit_arguments, limits_of
 
 QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
 DEBUG_HELP = "on an internal error (a bug in traceforge, exit code 3), also print the Python traceback"
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command_parser in set(sub.choices.values()):  # -q and --debug also after the command name
         command_parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
         command_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        add_limit_arguments(command_parser)
     return parser
 
 
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tolerate_any_text()
     try:
-        with progress.shown(not args.quiet), signals_unwind():
+        with progress.shown(not args.quiet), signals_unwind(), reading_limits(limits_of(args)):
             return args.func(args)
     except Terminated as e:
         print(f"traceforge: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from dataclasses import fields, replace
 
 from ..analyses.filters import Filters
 from ..annotator.plugin import Option
+from ..io.limits import RATIO_FLOOR, ReadLimits, parse_size
 
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Iterable[Option]) -> None:
@@ -51,3 +53,41 @@ def filters_of(args: argparse.Namespace) -> Filters | None:
     """The filters given on the command line (``add_filter_arguments``), None for none."""
     where = Filters(**{name: getattr(args, f"where_{name}", None) for name in FILTER_OPTIONS})
     return where or None
+
+
+def _positive_mb(text: str) -> int:
+    try:
+        mb = int(text)
+    except ValueError:
+        mb = 0
+    if mb <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive whole number of MB: {text!r}")
+    return mb << 20
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The reading limits (``io.limits.ReadLimits``), each defaulting to its one definition there."""
+    d = ReadLimits()
+    group = parser.add_argument_group("reading limits", "what keeps memory bounded on crafted or damaged input")
+    group.add_argument("--max-event-mb", dest="max_event_bytes", type=_positive_mb, default=argparse.SUPPRESS,
+                       metavar="MB", help=f"refuse an event longer than this (default {d.max_event_bytes >> 20})")
+    group.add_argument("--max-metadata-mb", dest="max_metadata_bytes", type=_positive_mb, default=argparse.SUPPRESS,
+                       metavar="MB", help=f"refuse top-level metadata longer than this (default "
+                       f"{d.max_metadata_bytes >> 20})")
+    group.add_argument("--max-size", dest="max_size", type=_size, default=argparse.SUPPRESS, metavar="SIZE",
+                       help="refuse input that decompresses to more than this (e.g. 50GB; default: no cap)")
+    group.add_argument("--max-ratio", dest="max_ratio", type=int, default=argparse.SUPPRESS, metavar="X",
+                       help=f"refuse compressed input expanding more than X times (past "
+                       f"{RATIO_FLOOR >> 20} MB; default {d.max_ratio})")
+
+
+def limits_of(args: argparse.Namespace) -> ReadLimits:
+    """The reading limits given on the command line (``add_limit_arguments``), defaults for the rest."""
+    return replace(ReadLimits(), **{f.name: getattr(args, f.name) for f in fields(ReadLimits) if hasattr(args, f.name)})

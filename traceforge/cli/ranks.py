@@ -27,6 +27,7 @@ import orjson
 
 from ..annotator.run import default_output
 from ..errors import TraceforgeError, TraceFormatError, UsageError
+from ..io.limits import ReadLimits, read_limits, reading_limits
 from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..io.reader import TraceReader
 from ..util import progress
@@ -328,13 +329,19 @@ def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tupl
     # forkserver: workers start clean (no inherited threads or progress bar) and fork from a warm server
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=get_context("forkserver"))
     try:
-        pending = {pool.submit(job, item): i for i, item in enumerate(items)}
+        limits = read_limits()  # the workers start clean: they get the limits in force here
+        pending = {pool.submit(_limited, limits, job, item): i for i, item in enumerate(items)}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 yield pending.pop(future), future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
+    with reading_limits(limits):
+        return job(item)
 
 
 def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iterator[tuple[int, R]]:
@@ -347,7 +354,7 @@ def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iter
     except (OSError, TimeoutError, ValueError) as e:
         raise UsageError(f"--cluster {address}: cannot connect: {e}") from None
     with client:
-        futures = client.map(job, items, pure=False)
+        futures = client.map(partial(_limited, read_limits(), job), items, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures):
             yield index[future.key], future.result()

@@ -36,6 +36,7 @@ from ..util import progress
 from . import tempfiles
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
+from .limits import ReadLimits, read_limits
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -92,7 +93,7 @@ def input_codec(path: str) -> str:
 
 
 def iter_decompressed(
-    path: str, on_read: Callable[[int], None] | None = None, headroom: int = 0
+    path: str, on_read: Callable[[int], None] | None = None, headroom: int = 0, limits: ReadLimits | None = None
 ) -> Iterator[bytearray]:
     """Yield the decompressed bytes of ``path`` in blocks of up to ``BLOCK`` bytes; errors
     name the compressed offset.
@@ -102,12 +103,13 @@ def iter_decompressed(
     ``headroom``: each block's first ``headroom`` bytes are spare, filled by the
     decompression thread: a reader can put the end of the previous block there instead of
     copying both into one buffer on its own thread.
+    ``limits``: the decompressed-size caps (``io.limits``; default: those in force where the read starts).
     """
     with _open_raw(path) as f:
         head = f.read(4)
         codec = detect_codec(head)
         source = _Source(f, head, path, on_read, codec)
-        blocks = _blocks(source, codec, headroom)
+        blocks = _blocks(source, codec, headroom, _SizeCap(source, codec, limits or read_limits()))
         out = blocks if codec == "plain" else prefetched(blocks)
         yield from _counted(out, on_read, headroom) if isinstance(on_read, progress.PassHook) else out
 
@@ -176,7 +178,7 @@ def _decompressing_reader(source: _Source, codec: str):
     return source
 
 
-def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
+def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterator[bytearray]:
     """The input's (decompressed) bytes in fresh blocks of up to ``BLOCK`` after ``headroom``
     spare bytes.
 
@@ -204,6 +206,7 @@ def _blocks(source: _Source, codec: str, headroom: int) -> Iterator[bytearray]:
             return
         if n < BLOCK:
             del block[headroom + n:]
+        cap.count(n)
         trimmer.count(n)
         yield block
 
@@ -239,6 +242,26 @@ def _trailing_garbage(path: str) -> TraceFormatError | None:
                 d = gzip_zlib.decompressobj(wbits=31)
         except CODEC_ERRORS:
             return None  # damage inside a member: the reader's own error says so
+
+
+class _SizeCap:
+    """The decompressed-size limits (``io.limits``): ``max_size`` bytes in all, and, for
+    compressed input past ``ratio_floor`` bytes, ``max_ratio`` bytes per compressed byte read."""
+
+    def __init__(self, source: _Source, codec: str, limits: ReadLimits):
+        self.source, self.codec, self.size = source, codec, 0
+        self.max_size, self.max_ratio = limits.max_size, limits.max_ratio if codec != "plain" else None
+        self.floor = limits.ratio_floor
+
+    def count(self, n: int) -> None:
+        self.size += n
+        if self.max_size is not None and self.size > self.max_size:
+            raise TraceFormatError(self.source.path, f"the input is larger than --max-size {self.max_size:,} bytes "
+                                   "(decompressed); raise --max-size to read it", offset=self.max_size)
+        if self.max_ratio is not None and self.size > self.floor and self.size > self.max_ratio * self.source.offset:
+            raise TraceFormatError(self.source.path, f"{self.codec} data expands more than {self.max_ratio}x "
+                                   f"({self.size:,} bytes from {self.source.offset:,}): a decompression bomb? "
+                                   "raise --max-ratio to read it", offset=self.size)
 
 
 def _truncated(source: _Source, codec: str) -> TraceFormatError:

@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from .. import _native
 from ..errors import TraceFormatError
 from ..util import progress
 from . import rows as R
-from .codec import iter_decompressed
+from .codec import BLOCK, iter_decompressed
+from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
 HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
-MAX_EVENT_BYTES = 256 << 20
 WS = b" \t\r\n"
 
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
@@ -42,6 +43,7 @@ _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
 _FRACTIONAL_TIME = re.compile(
     rb'("(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*)(-?(?:0|[1-9]\d*)(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+))(?![\d.eE+-])'
 )
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
 
@@ -190,6 +192,29 @@ class _Buffer:
         self.base += self.start
         self.start = 0
 
+    def grow_to(self, n: int) -> None:
+        """Like ``fill_to``, for one long event: the unconsumed bytes and the chunks go into
+        one buffer made up front (with a block of slack: pages never written cost nothing),
+        so the peak is the old bytes and the new buffer, not also the chunks' join or a
+        growing buffer's copies."""
+        old = memoryview(self.data)[self.start:]
+        data = _native.splice.uninitialized(max(n, len(old)) + BLOCK)
+        data[:len(old)] = old
+        have = len(old)
+        del old
+        self.data, self.base, self.start = b"", self.base + self.start, 0
+        while have < n and not self.eof:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.eof = True
+            elif len(chunk) > self.headroom:
+                size = len(chunk) - self.headroom
+                data[have:have + size] = memoryview(chunk)[self.headroom:]
+                have += size
+            del chunk
+        del data[have:]
+        self.data = data
+
     def consume(self, n: int) -> None:
         self.start += n
 
@@ -221,6 +246,7 @@ class TraceReader:
     trailing_comma: bool = False  # the last event is followed by a comma (before "]")
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
     scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
+    limits: ReadLimits = field(default_factory=read_limits)  # those in force where the reader is made (not a thread's)
 
     @property
     def name(self) -> str:
@@ -234,7 +260,7 @@ class TraceReader:
     def batches(self) -> Iterator[EventBatch]:
         """Yield event batches (each knows its events' byte spans)."""
         on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path)
-        buf = _Buffer(iter_decompressed(self.path, on_read=on_read, headroom=HEADROOM), HEADROOM)
+        buf = _Buffer(iter_decompressed(self.path, on_read=on_read, headroom=HEADROOM, limits=self.limits), HEADROOM)
         pos = self._read_head(buf)
         buf.drop(pos)
         gc_was_enabled = gc.isenabled()
@@ -314,13 +340,21 @@ class TraceReader:
         buf.compact()
         self.events_end = buf.base
         while buf.fill():
-            pass
+            self._check_metadata_size(len(buf.data), buf.base)
         self.tail = buf.data
+        self._check_metadata_size(len(self.tail), buf.base)
         rest = self.tail.lstrip(WS)
         if self.layout == "array" and rest.rstrip(WS) != b"]":
             raise self._error("unexpected data after the event array", offset=buf.base + len(self.tail) - len(rest) + 1)
         if self.layout == "object":
             self.metadata()  # validates the keys after traceEvents
+
+    def _check_metadata_size(self, size: int, offset: int) -> None:
+        """Top-level metadata (what is not ``traceEvents``) is held whole: refused past its limit."""
+        limit = self.limits.max_metadata_bytes
+        if size > limit:
+            raise self._error(f"top-level metadata longer than {limit >> 20} MB (--max-metadata-mb {limit >> 20}); "
+                              "raise --max-metadata-mb to read it", offset=offset)
 
     # -- byte helpers -----------------------------------------------------------------
 
@@ -353,10 +387,12 @@ class TraceReader:
                 raise self._error("a top-level value nested too deep to parse",
                                   offset=buf.base + pos) from None
             except json.JSONDecodeError as e:
-                if buf.fill():
+                if len(buf.data) - pos <= self.limits.max_metadata_bytes and buf.fill():
                     continue
+                self._check_metadata_size(len(buf.data) - pos, buf.base + pos)
                 raise self._error(f"invalid JSON in the top-level object: {e.msg}",
                                   offset=buf.base + pos + _byte_len(text[:e.pos])) from None
+            self._check_metadata_size(_byte_len(text[:end]), buf.base + pos)
             return pos + _byte_len(text[:end])
 
     # -- events -----------------------------------------------------------------------
@@ -384,15 +420,50 @@ class TraceReader:
         while True:
             # All that is in hand: what is left for the next fill is at most one partial event.
             result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
-            if result.status == R.INCOMPLETE and not len(result.rows) and buf.fill():
-                continue  # an event longer than the buffer
+            if result.status == R.INCOMPLETE and not len(result.rows) and self._grow(buf):
+                continue  # an event (or a run of whitespace) longer than the buffer
             break
         if not len(result.rows):
             return None, False
         lo = buf.start
+        if result.stop > self.limits.max_event_bytes:  # only where the limit is below a batch's size
+            self._check_event_sizes(result.rows[:, R.START:R.END + 1], buf.base + lo, ordinal)
         batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
         buf.consume(result.stop)
         return batch, result.status == R.END_OF_ARRAY
+
+    def _grow(self, buf: _Buffer) -> bool:
+        """More input behind an incomplete event; False at the end of the input. A leading run
+        of whitespace longer than ``WS_RUN_KEPT`` is dropped, not held; an event is refused at
+        its first byte once ``max_event_bytes`` of it are in hand. The buffer (about) doubles, so an
+        event of n bytes is scanned and copied O(n) times in all, not O(n^2 / block)."""
+        m = _NOT_WS.search(buf.data, buf.start)
+        run = (m.start() if m else len(buf.data)) - buf.start
+        if run > WS_RUN_KEPT:
+            buf.consume(run)
+        limit = self.limits.max_event_bytes
+        if buf.available > limit:
+            raise self._error(f"an event longer than {limit >> 20} MB (--max-event-mb {limit >> 20}); raise "
+                              "--max-event-mb to read it", offset=buf.base + buf.start, event=self.event_count)
+        if buf.eof:
+            return False
+        if buf.available > self.batch_bytes:
+            target = limit + 1  # halvings of it, so the last step lands on it (a small last step would cost 2x)
+            while target // 2 > buf.available:
+                target //= 2
+            buf.grow_to(target)
+        else:
+            buf.fill_to(buf.available + 1)
+        return True
+
+    def _check_event_sizes(self, spans: np.ndarray, base: int, ordinal: int) -> None:
+        """Refuse the first event longer than ``max_event_bytes`` among ``spans`` (relative to ``base``)."""
+        limit = self.limits.max_event_bytes
+        over = np.flatnonzero(spans[:, 1] - spans[:, 0] > limit)
+        if len(over):
+            i = int(over[0])
+            raise self._error(f"an event longer than {limit >> 20} MB (--max-event-mb {limit >> 20}); raise "
+                              "--max-event-mb to read it", offset=base + int(spans[i, 0]), event=ordinal + i)
 
     def _precise_batch(self, buf: _Buffer, ordinal: int) -> tuple[EventBatch, bool]:
         """Walk events one by one up to about ``batch_bytes``; True when the array ended."""
@@ -422,8 +493,9 @@ class TraceReader:
 
     def _take(self, buf: _Buffer, ordinal: int, events: list, spans: list, end: int) -> EventBatch:
         raw = buf.data[:end]
-        batch = EventBatch(ordinal, raw, 0, len(raw), buf.base, events=events,
-                           spans=np.array(spans, np.int64).reshape(-1, 2), scanner=self.scanner)
+        spans = np.array(spans, np.int64).reshape(-1, 2)
+        self._check_event_sizes(spans, buf.base, ordinal)
+        batch = EventBatch(ordinal, raw, 0, len(raw), buf.base, events=events, spans=spans, scanner=self.scanner)
         buf.drop(end)
         return batch
 
@@ -465,7 +537,7 @@ class TraceReader:
                 err_pos = getattr(e, "pos", 0)
                 msg = getattr(e, "msg", str(e))
                 cut_short = _ends_in_partial_value(text, err_pos, msg)
-                if cut_short and window < MAX_EVENT_BYTES and (len(chunk) == window or buf.fill()):
+                if cut_short and window < self.limits.max_event_bytes and (len(chunk) == window or buf.fill()):
                     window *= 4
                     continue
                 where = buf.base + pos + _byte_len(text[:err_pos])
