@@ -13,6 +13,9 @@ import sys
 import numpy as np
 import pytest
 
+from .test_splice import MEMBERS
+from .test_splice import _events as splice_events
+
 _splice = pytest.importorskip("traceforge._native._splice", reason="the C _splice is not built")
 if not hasattr(_splice, "set_avx2"):
     pytest.skip("this _splice has no AVX2 switch (not the C module)", allow_module_level=True)
@@ -164,18 +167,10 @@ def test_spans_containing_avx2_on_and_off_agree_on_long_spans():
 
 
 def _events(rng: random.Random, count: int):
-    """Events with args objects (some empty, some long): bytes, starts, insertion places, emptiness."""
-    raw, starts, at, empty = b"[", [], [], []
-    for i in range(count):
-        members = rng.choice([b"", b'"a": 1', b'"b": "x", "c": [1]', b'"category": 0', b'"launch_delay_us": 2',
-                              b'"padding": "' + b'"x' * rng.randint(0, 40) + b'"',
-                              b'"' + b"k" * rng.randint(0, 70) + b'": 1'])
-        event = b'{"name": "k%d", "args": {' % i + members
-        starts.append(len(raw))
-        at.append(len(raw) + len(event))
-        empty.append(not members)
-        raw += event + b"}}" + (b", " if i < count - 1 else b"]")
-    return raw, starts, at, empty
+    """test_splice's events, some with long args too (each long member drawn as before)."""
+    return splice_events(rng, count, lambda rng: rng.choice([
+        *MEMBERS, b'"launch_delay_us": 2', b'"padding": "' + b'"x' * rng.randint(0, 40) + b'"',
+        b'"' + b"k" * rng.randint(0, 70) + b'": 1']))
 
 
 def _insert(raw, starts, at, empty, bodies, keys):

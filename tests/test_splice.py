@@ -57,11 +57,16 @@ def test_spans_containing_edges():
         spans_containing(data, _i64([0]), _i64([len(data) + 1]), [b"x"])
 
 
-def _events(rng: random.Random, count: int) -> tuple[bytes, list[int], list[int], list[bool]]:
-    """Events with args objects (some empty): their bytes, starts, args' insertion places and emptiness."""
+MEMBERS = (b"", b'"a": 1', b'"b": "x", "c": [1]', b'"category": 0')
+
+
+def _events(rng: random.Random, count: int, members_of=lambda rng: rng.choice(MEMBERS)
+            ) -> tuple[bytes, list[int], list[int], list[bool]]:
+    """Events with args objects (some empty; ``members_of(rng)``: one's members): their bytes,
+    starts, args' insertion places and emptiness."""
     raw, starts, at, empty = b"[", [], [], []
     for i in range(count):
-        members = rng.choice([b"", b'"a": 1', b'"b": "x", "c": [1]', b'"category": 0'])
+        members = members_of(rng)
         event = b'{"name": "k%d", "args": {' % i + members
         starts.append(len(raw))
         at.append(len(raw) + len(event))
