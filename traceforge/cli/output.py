@@ -38,7 +38,8 @@ class Col:
 
 
 def ms(ns: object) -> str:
-    return f"{int(ns) / 1e6:,.3f}"
+    """ns (an int, or a per-step mean) as ms with three decimals, for reading only."""
+    return f"{float(ns) / 1e6:,.3f}"
 
 
 def us(ns: object) -> str:

@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if result.per_step:
         values = [
             Col("A count/step", "a_count_per_step", _number), Col("B count/step", "b_count_per_step", _number),
-            Col("A ms/step", "a_ns_per_step", _ms_float), Col("B ms/step", "b_ns_per_step", _ms_float),
-            Col("diff ms/step", "ns_per_step_diff", _signed_ms_float),
+            Col("A ms/step", "a_ns_per_step", ms), Col("B ms/step", "b_ns_per_step", ms),
+            Col("diff ms/step", "ns_per_step_diff", _signed_ms),
         ]
     else:
         values = [
@@ -90,19 +90,11 @@ def _signed(value: object) -> str:
 
 
 def _signed_ms(ns: object) -> str:
-    return f"{int(ns) / 1e6:+,.3f}"
+    return f"{float(ns) / 1e6:+,.3f}"
 
 
 def _number(value: object) -> str:
     return f"{float(value):,.2f}"
-
-
-def _ms_float(ns: object) -> str:
-    return f"{float(ns) / 1e6:,.3f}"
-
-
-def _signed_ms_float(ns: object) -> str:
-    return f"{float(ns) / 1e6:+,.3f}"
 
 
 def _pct(value: object) -> str:
