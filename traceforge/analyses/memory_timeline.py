@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..columns.table import Table
 from ..util.lazy_pandas import pd
 from .steps import Steps, profiler_steps
 
@@ -57,11 +58,28 @@ class DeviceMemory:
 
 
 def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
-    """Each device's events, by device type then device id; one device's arrays at a time."""
-    m = cols.memory
+    """Each device's events, by device type then device id; one device's arrays at a time (read
+    back from disk one device at a time where the scan left them there: ``spilled_memory``)."""
+    spilled = cols.spilled_memory
+    if spilled is None:
+        yield from _devices(cols.memory)
+        return
+    keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks()]
+    spilled.keep_open()
+    for k in np.unique(np.concatenate(keys)).tolist() if keys else []:
+        yield from _devices(spilled.select(lambda chunk, k=k: _device_key(chunk) == k))
+
+
+def _device_key(m: Table) -> np.ndarray:
+    """(device type, device) as one int64 per event, in that order."""
+    return m.device_type.astype(np.int64) << 32 | (m.device.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _devices(m: Table) -> Iterator[DeviceMemory]:
+    """``device_memory`` of the events of ``m`` (in memory)."""
     if not len(m):
         return
-    key = m.device_type.astype(np.int64) << 32 | (m.device.astype(np.int64) & 0xFFFFFFFF)
+    key = _device_key(m)
     for k in np.unique(key).tolist():
         rows = np.flatnonzero(key == k)
         rows = rows[np.lexsort((m.ordinal[rows], m.ts[rows]))]

@@ -43,7 +43,7 @@ class ScanPlan:
 
     def scan(self, path: str, reader: TraceReader, where: Filters | None = None, **kwargs: Any) -> TraceColumns:
         """The columns the analyses read, of what ``where`` keeps."""
-        kwargs["memory"] = self.memory_events
+        kwargs["memory"] = kwargs["spill_memory"] = self.memory_events  # read a device at a time, by the last analysis
         if self.stack_marks and not self.near_launches and self.launch_apis is not None:
             # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
             cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True,

@@ -36,7 +36,7 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
                                "(torch.profiler writes them with profile_memory=True)"])
     points = sum(len(t.ts) for t in tracks)
     return Injections(tracks, [f"memory: {len(tracks)} counter tracks, {points:,} points, "
-                               f"from {len(cols.memory):,} {MEMORY_EVENT} events"])
+                               f"from {cols.memory_events:,} {MEMORY_EVENT} events"])
 
 
 def _table(cols: TraceColumns, options: Mapping[str, Any]):
