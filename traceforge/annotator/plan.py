@@ -83,7 +83,7 @@ class ScanPlan:
             launches[:] = True
         else:
             launches |= self._calls_read(cols.names)[cols.launches.name]
-        cols.launches = cols.launches.take(np.flatnonzero(launches))  # in place: the full table goes now
+        cols.launches = cols.launches.taken(np.flatnonzero(launches))  # in place: the full table goes now
         cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
         if cols.spilled_launches is None:
             return cols

@@ -18,10 +18,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
+from ..io.heap import trim_heap
 from ..io.jsontext import Block
 from .plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
@@ -45,6 +44,7 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         rest = built.add(analysis.name, analysis.build(cols, ctx))
         if rest is not None:
             built.add(analysis.name, rest(cols))
+        trim_heap()  # its temporaries leave holes in the heap that the next one's arrays need not fit
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
@@ -55,10 +55,11 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         for i, analysis in enumerate(order):
             build(analysis, cols)
             later = ScanPlan.of(order[i + 1:], options)
+            # Emptied in place: the caller's columns (and those ``picked`` was made from) hold the same tables.
             if later.launch_apis == frozenset() and not later.stack_marks:
-                cols.launches = cols.launches.take(np.zeros(0, np.int64))
+                cols.launches.clear()
             if not (later.near_launches or later.stack_marks):
-                cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
+                cols.cpu_ops.clear()
         if done is not None:
             done.result()
     return built.injections(chosen)

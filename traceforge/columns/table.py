@@ -211,6 +211,16 @@ class Table:
         """The table of ``rows`` only (copies: the whole table can then be freed)."""
         return Table({k: v[rows] for k, v in self.cols.items()})
 
+    def taken(self, rows: np.ndarray) -> Table:
+        """``take(rows)``, made a column at a time while this table is emptied (consumes it):
+        the two copies are never held whole at once."""
+        return Table({k: self.cols.pop(k)[rows] for k in list(self.cols)})
+
+    def clear(self) -> None:
+        """Empty this table in place (its columns keep their names and dtypes), so that its
+        memory goes wherever else it is held too."""
+        self.cols = {k: np.zeros(0, v.dtype) for k, v in self.cols.items()}
+
 
 def time_span(tables: Iterable[Table | SpilledColumns]) -> tuple[int, int] | None:
     """(first start, last end) in ns over the rows of ``tables``, a negative dur counting as 0;
