@@ -56,7 +56,7 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
             build(analysis, cols)
             later = ScanPlan.of(order[i + 1:], options)
             # Emptied in place: the caller's columns (and those ``picked`` was made from) hold the same tables.
-            if later.launch_apis == frozenset() and not later.stack_marks:
+            if not later.reads_launches and not later.stack_marks:
                 cols.launches.clear()
             if not (later.near_launches or later.stack_marks):
                 cols.cpu_ops.clear()
@@ -66,9 +66,9 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
 
 
 def picked(cols: TraceColumns, reads: ScanPlan, options: dict[str, Any]) -> TraceColumns:
-    """The columns the analyses read: of the CPU ops waiting on disk, those an arrow can meet
-    or a stack passes through; shown to the caller's ``on_columns`` (figures across ranks)."""
-    if cols.spilled_cpu_ops is not None:
+    """The columns the analyses read: of the CPU ops and launch calls waiting on disk, those an
+    arrow can meet, a stack passes through or a GPU op joins; shown to the caller's ``on_columns`` (figures across ranks)."""
+    if cols.spilled_cpu_ops is not None or cols.spilled_launches is not None:
         cols = reads.some_ops_only(cols)
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # no second scan for what the rank summary reads
