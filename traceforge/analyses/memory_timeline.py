@@ -33,6 +33,7 @@ from .steps import Steps, profiler_steps
 DEVICE_TYPES = {0: "cpu", 1: "cuda"}  # Kineto's Device Type
 CPU_DEVICE_TYPE = 0
 NONE = -1  # no level: no event before the step
+SPILL_CHUNK = 1 << 18  # events read back from disk at a time (``spilled_memory``)
 
 
 def device_type_name(code: int) -> str:
@@ -64,10 +65,10 @@ def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
     if spilled is None:
         yield from _devices(cols.memory)
         return
-    keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks()]
+    keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks(SPILL_CHUNK)]
     spilled.keep_open()
     for k in np.unique(np.concatenate(keys)).tolist() if keys else []:
-        yield from _devices(spilled.select(lambda chunk, k=k: _device_key(chunk) == k))
+        yield from _devices(spilled.select(lambda chunk, k=k: _device_key(chunk) == k, SPILL_CHUNK))
 
 
 def _device_key(m: Table) -> np.ndarray:
