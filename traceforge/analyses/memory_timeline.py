@@ -68,7 +68,8 @@ def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
     keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks(SPILL_CHUNK)]
     spilled.keep_open()
     for k in np.unique(np.concatenate(keys)).tolist() if keys else []:
-        yield from _devices(spilled.select(lambda chunk, k=k: _device_key(chunk) == k, SPILL_CHUNK))
+        # Only the columns a device's series reads, handed over whole: nothing here holds them after.
+        yield _one_device(spilled.select(lambda chunk, k=k: _device_key(chunk) == k, SPILL_CHUNK, _DEVICE_FIELDS))
 
 
 def _device_key(m: Table) -> np.ndarray:
@@ -83,9 +84,23 @@ def _devices(m: Table) -> Iterator[DeviceMemory]:
     key = _device_key(m)
     for k in np.unique(key).tolist():
         rows = np.flatnonzero(key == k)
-        rows = rows[np.lexsort((m.ordinal[rows], m.ts[rows]))]
-        yield DeviceMemory(int(m.device_type[rows[0]]), int(m.device[rows[0]]), int(m.track[rows[0]]),
-                           m.ts[rows].astype(np.int64), m.allocated[rows], m.reserved[rows])
+        yield _one_device(Table({f: m.cols[f][rows] for f in _DEVICE_FIELDS}))
+
+
+_DEVICE_FIELDS = ("ordinal", "ts", "track", "device_type", "device", "allocated", "reserved")
+
+
+def _one_device(m: Table) -> DeviceMemory:
+    """The events of ``m`` (all of one device, ``_DEVICE_FIELDS``) in the allocator's order.
+    Consumes ``m``: each column goes once sorted."""
+    order = np.lexsort((m.ordinal, m.ts))
+    first = int(order[0])
+    device_type, device, track = int(m.device_type[first]), int(m.device[first]), int(m.track[first])
+    ts = m.cols.pop("ts")[order].astype(np.int64, copy=False)
+    allocated = m.cols.pop("allocated")[order]
+    reserved = m.cols.pop("reserved")[order]
+    m.cols.clear()
+    return DeviceMemory(device_type, device, track, ts, allocated, reserved)
 
 
 def memory_timeline(cols: TraceColumns) -> pd.DataFrame:
