@@ -44,7 +44,8 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         rest = built.add(analysis.name, analysis.build(cols, ctx))
         if rest is not None:
             built.add(analysis.name, rest(cols))
-        trim_heap()  # its temporaries leave holes in the heap that the next one's arrays need not fit
+        if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
+            trim_heap()
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
