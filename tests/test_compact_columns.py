@@ -176,7 +176,7 @@ def test_spilled_tracks_write_the_same_events():
         injections = Injections([*tracks[:2], slices, tracks[2]])
         if spill:
             injections.spill(tempfile.TemporaryFile())
-            assert sum(type(s).__name__ == "_OnDisk" for s in injections.sources) == 3
+            assert sum(type(s).__name__ == "_OnDisk" for s in injections.sources) == 4  # slices too
         return list(injections.blocks())
 
     assert text(spill=True) == text(spill=False)

@@ -26,12 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..columns.table import Table
 from ..util.lazy_pandas import pd
 from .steps import Steps, profiler_steps
 
 DEVICE_TYPES = {0: "cpu", 1: "cuda"}  # Kineto's Device Type
 CPU_DEVICE_TYPE = 0
 NONE = -1  # no level: no event before the step
+SPILL_CHUNK = 1 << 18  # events read back from disk at a time (``spilled_memory``)
 
 
 def device_type_name(code: int) -> str:
@@ -57,16 +59,48 @@ class DeviceMemory:
 
 
 def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
-    """Each device's events, by device type then device id; one device's arrays at a time."""
-    m = cols.memory
+    """Each device's events, by device type then device id; one device's arrays at a time (read
+    back from disk one device at a time where the scan left them there: ``spilled_memory``)."""
+    spilled = cols.spilled_memory
+    if spilled is None:
+        yield from _devices(cols.memory)
+        return
+    keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks(SPILL_CHUNK)]
+    spilled.keep_open()
+    for k in np.unique(np.concatenate(keys)).tolist() if keys else []:
+        # Only the columns a device's series reads, handed over whole: nothing here holds them after.
+        yield _one_device(spilled.select(lambda chunk, k=k: _device_key(chunk) == k, SPILL_CHUNK, _DEVICE_FIELDS))
+
+
+def _device_key(m: Table) -> np.ndarray:
+    """(device type, device) as one int64 per event, in that order."""
+    return m.device_type.astype(np.int64) << 32 | (m.device.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _devices(m: Table) -> Iterator[DeviceMemory]:
+    """``device_memory`` of the events of ``m`` (in memory)."""
     if not len(m):
         return
-    key = m.device_type.astype(np.int64) << 32 | (m.device.astype(np.int64) & 0xFFFFFFFF)
+    key = _device_key(m)
     for k in np.unique(key).tolist():
         rows = np.flatnonzero(key == k)
-        rows = rows[np.lexsort((m.ordinal[rows], m.ts[rows]))]
-        yield DeviceMemory(int(m.device_type[rows[0]]), int(m.device[rows[0]]), int(m.track[rows[0]]),
-                           m.ts[rows].astype(np.int64), m.allocated[rows], m.reserved[rows])
+        yield _one_device(Table({f: m.cols[f][rows] for f in _DEVICE_FIELDS}))
+
+
+_DEVICE_FIELDS = ("ordinal", "ts", "track", "device_type", "device", "allocated", "reserved")
+
+
+def _one_device(m: Table) -> DeviceMemory:
+    """The events of ``m`` (all of one device, ``_DEVICE_FIELDS``) in the allocator's order.
+    Consumes ``m``: each column goes once sorted."""
+    order = np.lexsort((m.ordinal, m.ts))
+    first = int(order[0])
+    device_type, device, track = int(m.device_type[first]), int(m.device[first]), int(m.track[first])
+    ts = m.cols.pop("ts")[order].astype(np.int64, copy=False)
+    allocated = m.cols.pop("allocated")[order]
+    reserved = m.cols.pop("reserved")[order]
+    m.cols.clear()
+    return DeviceMemory(device_type, device, track, ts, allocated, reserved)
 
 
 def memory_timeline(cols: TraceColumns) -> pd.DataFrame:

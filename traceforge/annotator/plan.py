@@ -16,6 +16,7 @@ from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
 from ..emit.flow_anchors import LaunchWindows
 from ..io.reader import TraceReader
+from ..util.search import searchsorted
 from .plugin import Analysis
 
 
@@ -27,11 +28,17 @@ class ScanPlan:
     near_launches: bool  # the CPU ops and launch calls near stream launch calls (arrows)
     stack_marks: tuple[NameMask, ...]  # the CPU ops call stacks pass through
     memory_events: bool = False  # Kineto's [memory] instants (parsed one by one: only when read)
+    joined_launches: bool = False  # the launch calls GPU ops join, whatever their API
 
     @property
     def cpu_side(self) -> bool:
         """Reads launch calls or CPU ops."""
-        return self.launch_apis != frozenset() or self.near_launches or bool(self.stack_marks)
+        return self.reads_launches or self.near_launches or bool(self.stack_marks)
+
+    @property
+    def reads_launches(self) -> bool:
+        """Reads some launch calls (those of its APIs, or those GPU ops join)."""
+        return self.launch_apis != frozenset() or self.joined_launches
 
     @classmethod
     def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> ScanPlan:
@@ -39,11 +46,12 @@ class ScanPlan:
         marks = (a.setting("stack_marks", options) for a in chosen)
         return cls(None if None in apis else frozenset().union(*apis),
                    any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None),
-                   any(a.setting("memory_events", options) for a in chosen))
+                   any(a.setting("memory_events", options) for a in chosen),
+                   any(a.setting("joined_launches", options) for a in chosen))
 
     def scan(self, path: str, reader: TraceReader, where: Filters | None = None, **kwargs: Any) -> TraceColumns:
         """The columns the analyses read, of what ``where`` keeps."""
-        kwargs["memory"] = self.memory_events
+        kwargs["memory"] = kwargs["spill_memory"] = self.memory_events  # read a device at a time, by the last analysis
         if self.stack_marks and not self.near_launches and self.launch_apis is not None:
             # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
             cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True,
@@ -52,8 +60,10 @@ class ScanPlan:
         some_ops = self.near_launches or bool(self.stack_marks)
         if self.launch_apis is None or self.stack_marks:  # every launch call
             keep = spill = None
-        elif self.near_launches:  # arrows: calls of other APIs count only near a stream launch (seen later)
-            read = calls_of(self.launch_apis | STREAM_LAUNCH_APIS)
+        elif self.near_launches or self.joined_launches:
+            # Calls of other APIs wait on disk: those near a stream launch (arrows) or that a GPU op joins
+            # come back (both known once every call and GPU op is scanned).
+            read = calls_of(self.launch_apis | (STREAM_LAUNCH_APIS if self.near_launches else frozenset()))
             keep, spill = None, lambda name: not read(name)
         else:
             keep, spill = calls_of(self.launch_apis), None
@@ -69,13 +79,20 @@ class ScanPlan:
 
     def some_ops_only(self, cols: TraceColumns) -> TraceColumns:
         """Keep only the CPU ops (waiting on disk) that an arrow can meet or a call stack
-        passes through, and the launch calls arrows can start at or analyses read. Consumes ``cols``."""
+        passes through, and the launch calls arrows can start at, GPU ops join (where read)
+        or analyses read. Consumes ``cols``."""
         keeps: list[Callable[[Table], np.ndarray]] = []
+        back: list[Callable[[Table], np.ndarray]] = []  # which launch calls on disk come back
         launches = np.zeros(len(cols.launches), bool)
         if self.near_launches:
             windows = LaunchWindows(cols, stream_launch_rows(cols))
             keeps.append(windows.near)
+            back.append(windows.near)
             launches |= windows.near(cols.launches)
+        if self.joined_launches:
+            joined = joined_calls(cols)
+            back.append(joined)
+            launches |= joined(cols.launches)
         if self.stack_marks:
             keeps.append(stack_keeper(cols, self._marked(cols.names)))
             launches[:] = True  # every call can pop an op off a stack
@@ -83,13 +100,31 @@ class ScanPlan:
             launches[:] = True
         else:
             launches |= self._calls_read(cols.names)[cols.launches.name]
-        cols.launches = cols.launches.take(np.flatnonzero(launches))  # in place: the full table goes now
-        cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
+        cols.launches = cols.launches.taken(np.flatnonzero(launches))  # in place: the full table goes now
+        if cols.spilled_cpu_ops is not None:
+            cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
         if cols.spilled_launches is None:
             return cols
-        # Calls of other APIs (waiting on disk): those near a stream launch come back.
-        return replace(cols, launches=merged_by_ordinal(cols.launches, cols.spilled_launches.select(windows.near)),
-                       spilled_launches=None)
+        # Calls of other APIs (waiting on disk): those near a stream launch, or that a GPU op joins, come back.
+        called = cols.spilled_launches.select(lambda chunk: np.logical_or.reduce([b(chunk) for b in back]
+                                                                              or [np.zeros(len(chunk), bool)]))
+        return replace(cols, launches=merged_by_ordinal(cols.launches, called), spilled_launches=None)
+
+
+def joined_calls(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
+    """A mask per table of launch calls: those some GPU op of ``cols`` joins (by correlation;
+    every call of that correlation, so ``launch_of_gpu`` finds the same first one)."""
+    correlations = np.sort(cols.gpu.correlation).astype(np.int64)  # not np.unique: ~100x the time of a sort here
+
+    def joined(chunk: Table) -> np.ndarray:
+        if not len(correlations):
+            return np.zeros(len(chunk), bool)
+        wanted = chunk.correlation.astype(np.int64)
+        at = searchsorted(correlations, wanted)
+        np.minimum(at, len(correlations) - 1, out=at)
+        return correlations[at] == wanted
+
+    return joined
 
 
 def filtered_scan(path: str, where: Filters | None, **scan_options: Any) -> TraceColumns:

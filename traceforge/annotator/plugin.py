@@ -84,6 +84,9 @@ class Analysis:
     patches_args: bool | Setting = False
     # The launch APIs it reads (None: all launch calls; an empty set: none).
     launch_apis: frozenset[str] | None | Setting = None
+    # Reads the launch calls GPU ops join, whatever their API (beside those of ``launch_apis``): the
+    # others wait on disk through the scan and only these come back.
+    joined_launches: bool | Setting = False
     # Draws arrows from stream launch calls: it needs the CPU-side slices near them, not all CPU ops.
     arrows_from_launches: bool = False
     # Reads Kineto's [memory] instants (``TraceColumns.memory``): the scan parses them only then.

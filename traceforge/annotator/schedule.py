@@ -18,10 +18,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
+from ..io.heap import trim_heap
 from ..io.jsontext import Block
 from .plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
@@ -45,6 +44,8 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         rest = built.add(analysis.name, analysis.build(cols, ctx))
         if rest is not None:
             built.add(analysis.name, rest(cols))
+        if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
+            trim_heap()
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
@@ -55,19 +56,20 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         for i, analysis in enumerate(order):
             build(analysis, cols)
             later = ScanPlan.of(order[i + 1:], options)
-            if later.launch_apis == frozenset() and not later.stack_marks:
-                cols.launches = cols.launches.take(np.zeros(0, np.int64))
+            # Emptied in place: the caller's columns (and those ``picked`` was made from) hold the same tables.
+            if not later.reads_launches and not later.stack_marks:
+                cols.launches.clear()
             if not (later.near_launches or later.stack_marks):
-                cols.cpu_ops = cols.cpu_ops.take(np.zeros(0, np.int64))
+                cols.cpu_ops.clear()
         if done is not None:
             done.result()
     return built.injections(chosen)
 
 
 def picked(cols: TraceColumns, reads: ScanPlan, options: dict[str, Any]) -> TraceColumns:
-    """The columns the analyses read: of the CPU ops waiting on disk, those an arrow can meet
-    or a stack passes through; shown to the caller's ``on_columns`` (figures across ranks)."""
-    if cols.spilled_cpu_ops is not None:
+    """The columns the analyses read: of the CPU ops and launch calls waiting on disk, those an
+    arrow can meet, a stack passes through or a GPU op joins; shown to the caller's ``on_columns`` (figures across ranks)."""
+    if cols.spilled_cpu_ops is not None or cols.spilled_launches is not None:
         cols = reads.some_ops_only(cols)
     on_columns: Callable[[TraceColumns], None] | None = options.get("on_columns")
     if on_columns is not None:  # no second scan for what the rank summary reads

@@ -145,12 +145,19 @@ class TraceColumns:
     # The cuda_sync events, always (a few per step): kind is the index in SYNC_KINDS (-1 another),
     # wait_stream and record_correlation their SYNC_ARGS (-1 where absent).
     syncs: Table = field(default_factory=lambda: GrowingColumns(_SYNC_FIELDS).table())
+    # With scan(memory=True, spill_memory=True): the [memory] instants on disk (``memory`` stays empty).
+    spilled_memory: SpilledColumns | None = None
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
         spilled = self.spilled_cpu_ops
         cpu_ops = spilled.select(keep)
         return replace(self, cpu_ops=cpu_ops, spilled_cpu_ops=None, dropped_cpu_ops=spilled.size - len(cpu_ops))
+
+    @property
+    def memory_events(self) -> int:
+        """How many ``[memory]`` instants were kept, in memory or on disk."""
+        return len(self.memory) + (0 if self.spilled_memory is None else self.spilled_memory.size)
 
     @property
     def all_launches(self) -> tuple[Table | SpilledColumns, ...]:
@@ -206,6 +213,7 @@ def scan(
     spill_launch: Callable[[str], bool] | None = None,
     op_args: bool = False,
     memory: bool = False,
+    spill_memory: bool = False,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -220,11 +228,12 @@ def scan(
     ``op_args``: also keep args ``External id`` (GPU ops, launch calls, CPU ops) and ``shared
     memory`` (GPU ops) as columns ``external_id`` and ``shared_memory`` (-1 where absent or not
     an int), for export. ``memory``: also keep Kineto's ``[memory]`` instants (``TraceColumns.memory``;
-    each is parsed, and traces taken with ``profile_memory=True`` have millions).
+    each is parsed, and traces taken with ``profile_memory=True`` have millions); with ``spill_memory``
+    they wait on disk (``spilled_memory``), for a caller that reads them a device at a time.
     """
     reader = reader or TraceReader(path, display_name=display_name)
     builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args,
-                             memory)
+                             memory, spill_memory)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -262,7 +271,8 @@ class _ColumnBuilder:
 
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
-                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False, memory: bool = False):
+                 spill_launch: Callable[[str], bool] | None = None, op_args: bool = False, memory: bool = False,
+                 spill_memory: bool = False):
         self.scanner = scanner
         self.op_args = op_args
         self.cpu_ops = cpu_ops
@@ -299,7 +309,9 @@ class _ColumnBuilder:
         self._annotation_cat = _ByString(bool, False)
         self.syncs = GrowingColumns(_SYNC_FIELDS)
         self._sync_cat = _ByString(bool, False)
-        self.memory = GrowingColumns(_MEMORY_FIELDS) if memory else None
+        self.memory: GrowingColumns | SpilledColumns | None = None
+        if memory:
+            self.memory = SpilledColumns(_MEMORY_FIELDS) if spill_memory else GrowingColumns(_MEMORY_FIELDS)
         self._memory_name = _ByString(bool, False)
         self.copy_rates = GrowingColumns(_COPY_RATE_FIELDS)
         self.range_args: list[dict] = []
@@ -540,7 +552,8 @@ class _ColumnBuilder:
             gpu_annotations=self.gpu_annotations.table(),
             syncs=self.syncs.table(),
             copy_rates=self.copy_rates.table(),
-            **({} if self.memory is None else {"memory": self.memory.table()}),
+            **({"memory": self.memory.table()} if isinstance(self.memory, GrowingColumns) else
+               {"spilled_memory": self.memory}),
             range_args=self.range_args,
             names=self.names.values,
             tracks=self.tracks.values,

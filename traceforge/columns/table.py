@@ -154,15 +154,17 @@ class SpilledColumns:
         """A block of rows as a table (views of its columns)."""
         return Table.of_rows(rows, self.fields)
 
-    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18) -> Table:
+    def select(self, keep: Callable[[Table], np.ndarray | slice], chunk: int = 1 << 18,
+               fields: tuple[str, ...] | None = None) -> Table:
         """The rows ``keep`` (a mask per chunk, given as a table) picks, as an in-memory table
-        of the declared widths (int64 where a narrow column's values do not fit). Last use,
-        unless ``keep_open`` was called."""
-        kept = GrowingColumns(self._spec)  # grown in place: no list of parts joined at the end
+        of the declared widths (int64 where a narrow column's values do not fit); of ``fields``
+        only, where given. Last use, unless ``keep_open`` was called."""
+        spec = " ".join(f for f in self._spec.split() if fields is None or f.partition(":")[0] in fields)
+        kept = GrowingColumns(spec)  # grown in place: no list of parts joined at the end
         for rows in self.blocks(chunk, reuse=True):
             table = self.as_table(rows)
             picked = keep(table)
-            kept.extend(*(table.cols[f][picked] for f in self.fields))
+            kept.extend(*(table.cols[f][picked] for f in kept.fields))
         if self._last_use:
             self._file.close()
         trim_heap()  # the chunks read leave holes in the heap that the analyses after do not fit
@@ -210,6 +212,16 @@ class Table:
     def take(self, rows: np.ndarray) -> Table:
         """The table of ``rows`` only (copies: the whole table can then be freed)."""
         return Table({k: v[rows] for k, v in self.cols.items()})
+
+    def taken(self, rows: np.ndarray) -> Table:
+        """``take(rows)``, made a column at a time while this table is emptied (consumes it):
+        the two copies are never held whole at once."""
+        return Table({k: self.cols.pop(k)[rows] for k in list(self.cols)})
+
+    def clear(self) -> None:
+        """Empty this table in place (its columns keep their names and dtypes), so that its
+        memory goes wherever else it is held too."""
+        self.cols = {k: np.zeros(0, v.dtype) for k, v in self.cols.items()}
 
 
 def time_span(tables: Iterable[Table | SpilledColumns]) -> tuple[int, int] | None:

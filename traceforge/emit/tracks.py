@@ -25,7 +25,6 @@ from ..io.jsontext import (
     Texts,
     event_blocks,
     event_lines,
-    join_rows,
     json_bytes,
 )
 
@@ -130,22 +129,38 @@ class Injections:
             yield from source.blocks() if hasattr(source, "blocks") else event_blocks(source.events())
 
     def spill(self, file: BinaryIO) -> None:
-        """Move the counter tracks and arrows (the bulk: ~50 bytes a GPU op on big traces) to
-        ``file`` until their events are written: the analyses after and the copy run without them."""
-        self.sources = [_OnDisk(file, s) if isinstance(s, (CounterTrack, FlowArrows)) else s for s in self.sources]
+        """Move the counter tracks, slices and arrows (the bulk: ~50 bytes a GPU op on big traces,
+        and a slice's args text) to ``file`` until their events are written: the analyses after and
+        the copy run without them."""
+        self.sources = [_OnDisk(file, s) if isinstance(s, (CounterTrack, SliceTrack, FlowArrows)) else s
+                        for s in self.sources]
 
 
 class _OnDisk:
-    """A block source pickled into a temporary file, loaded back when its blocks are read."""
+    """A block source pickled into a temporary file, loaded back when its blocks are read.
+
+    A ``TidAllocator`` it refers to stays in memory and is referred to again when it is loaded
+    (not a copy): the tracks draw their new thread ids from the one they share."""
 
     def __init__(self, file: BinaryIO, source: BlockSource):
         self._file = file
         self._at = file.seek(0, os.SEEK_END)
-        pickle.dump(source, file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared: list[TidAllocator] = []
+        pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = self._shared_id  # type: ignore[method-assign]
+        pickler.dump(source)
+
+    def _shared_id(self, obj: object) -> int | None:
+        if isinstance(obj, TidAllocator):
+            self._shared.append(obj)
+            return len(self._shared) - 1
+        return None
 
     def blocks(self) -> Iterator[Block]:
         self._file.seek(self._at)
-        yield from pickle.load(self._file).blocks()
+        unpickler = pickle.Unpickler(self._file)
+        unpickler.persistent_load = self._shared.__getitem__  # type: ignore[method-assign]
+        yield from unpickler.load().blocks()
 
 
 FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32
@@ -210,13 +225,14 @@ class SliceTrack:
         head = b'{"ph":"X","cat":' + json_bytes(self.cat) + b',"pid":' + json_bytes(self.pid) + b',"tid":'
         tid_texts = Texts.of([str(tid).encode() for tid in tids])
         labels = Texts.of([b',"name":' + json_bytes(label) for label in self.labels])
-        args = join_rows([b',"args":', self.args]).only(self.args.lengths > 0)
-        for lo in range(0, len(lanes), _CHUNK):
+        for lo in range(0, len(lanes), _CHUNK):  # the args too a chunk at a time: not a second copy of them all
             part = slice(lo, lo + _CHUNK)
             n = len(lanes[part])
+            args = self.args.take(part)
             yield n, event_lines([
                 head, tid_texts.take(lanes[part]), b',"ts":', Texts.numbers(self.ts[part], 3), b',"dur":',
-                Texts.numbers(self.dur[part], 3), labels.take(self.label[part]), args.take(part), b"}"], n)
+                Texts.numbers(self.dur[part], 3), labels.take(self.label[part]),
+                Texts.where(b',"args":', args.lengths > 0), args, b"}"], n)
 
 
 @dataclass

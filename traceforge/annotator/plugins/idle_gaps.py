@@ -55,7 +55,7 @@ ANALYSIS = Analysis(
     options=(Option("idle_gaps_min", "--idle-gaps draws gaps at least this long (e.g. 50us, 1.5ms; a bare number "
                     f"is us; default {ns_to_us_text(DEFAULT_MIN_GAP_NS)}us)", default=DEFAULT_MIN_GAP_NS,
                     parse=duration_arg, metavar="DURATION"),),
-    launch_apis=None,  # host wait reads each GPU op's launch call, whatever its API (as stats does)
+    launch_apis=frozenset(), joined_launches=True,  # host wait reads each GPU op's launch call, whatever its API
     figures=(Figure("idle_gaps", "idle gaps"),),
     table=lambda cols, options: idle_gaps(cols, min_gap_ns=_min_gap(options)),
 )

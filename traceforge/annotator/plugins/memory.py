@@ -10,7 +10,7 @@ from typing import Any
 
 from ...analyses.memory_timeline import CPU_DEVICE_TYPE, device_memory, device_type_name, memory_timeline
 from ...columns.scan import MEMORY_EVENT, TraceColumns
-from ...emit.tracks import CounterTrack, Injections
+from ...emit.tracks import CounterTrack, Injections, PackedTimes
 from ..plugin import Analysis, AnnotateContext
 
 MB_DECIMALS = 6  # values are bytes; written as MB (10^6 bytes), exactly
@@ -23,9 +23,13 @@ def memory_tracks(cols: TraceColumns) -> list[CounterTrack]:
         pid = cols.tracks[d.track][0] if d.device_type == CPU_DEVICE_TYPE else cols.gpu_pid(d.device)
         key = "MB" if d.device_type in (CPU_DEVICE_TYPE, 1) else f"{device_type_name(d.device_type)} {d.device} MB"
         ts, allocated, reserved = d.levels()
-        tracks += [CounterTrack(pid=pid, name="Memory allocated", key=key, ts=ts, values=allocated,
+        del d  # its events go before the times are packed
+        times = PackedTimes.of(ts)  # once, for both tracks
+        del ts
+        tracks += [CounterTrack(pid=pid, name="Memory allocated", key=key, ts=times, values=allocated,
                                 decimals=MB_DECIMALS),
-                   CounterTrack(pid=pid, name="Memory reserved", key=key, ts=ts, values=reserved, decimals=MB_DECIMALS)]
+                   CounterTrack(pid=pid, name="Memory reserved", key=key, ts=times, values=reserved,
+                                decimals=MB_DECIMALS)]
     return tracks
 
 
@@ -36,7 +40,7 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
                                "(torch.profiler writes them with profile_memory=True)"])
     points = sum(len(t.ts) for t in tracks)
     return Injections(tracks, [f"memory: {len(tracks)} counter tracks, {points:,} points, "
-                               f"from {len(cols.memory):,} {MEMORY_EVENT} events"])
+                               f"from {cols.memory_events:,} {MEMORY_EVENT} events"])
 
 
 def _table(cols: TraceColumns, options: Mapping[str, Any]):
