@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from open_page import open_page  # noqa: E402
+
 from traceforge.report import write_report  # noqa: E402
 
 

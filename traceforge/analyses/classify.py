@@ -19,6 +19,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .intervals import grouped_first_start_owned
 from .rules import RuleSet
@@ -39,7 +40,7 @@ class Labels:
 
 def label_ops(cols: TraceColumns, rules: RuleSet) -> Labels:
     """Label each distinct GPU op name once, then every op by indexing (no per-op Python)."""
-    used = np.unique(cols.gpu.name)
+    used = unique(cols.gpu.name)
     cat_ids, stage_ids, categories, stages = rules.label_names([cols.names[i] for i in used.tolist()])
     category_of_name = np.zeros(len(cols.names) or 1, np.int32)  # 4 bytes per op, not 8
     stage_of_name = np.zeros(len(cols.names) or 1, np.int32)

@@ -41,6 +41,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..columns.table import GrowingColumns, SpilledColumns, Table
 from ..errors import UsageError
+from ..util.distinct import unique
 from ..util.exacttime import ns_to_us_text
 from ..util.time_window import parse_steps, parse_window, slice_in_window
 from .launches import STREAM_LAUNCH_APIS, calls_of
@@ -266,7 +267,7 @@ class _OpScope:
         self._merge(gathered.table())
         inside = [chunk.correlation[self.inside(chunk) & (chunk.correlation >= 0)]
                   for part in cols.all_launches for chunk in part.chunks()]
-        self.calls = np.unique(np.concatenate(inside)) if inside else np.zeros(0, np.int64)
+        self.calls = unique(np.concatenate(inside)) if inside else np.zeros(0, np.int64)
 
     def _merge(self, new: Table) -> None:
         """``union`` with ``new``'s intervals added: per thread, sorted, disjoint."""
@@ -274,7 +275,7 @@ class _OpScope:
         start = np.concatenate([self.union.start, new.start])
         end = np.concatenate([self.union.end, new.end])
         parts = []
-        for t in np.unique(track).tolist():
+        for t in unique(track).tolist():
             rows = np.flatnonzero(track == t)
             rows = rows[np.argsort(start[rows], kind="stable")]
             s, e = start[rows], np.maximum.accumulate(end[rows])
@@ -292,7 +293,7 @@ class _OpScope:
         u = self.union
         if not len(u) or not len(chunk):
             return out
-        for t in np.intersect1d(np.unique(chunk.track), u.track).tolist():
+        for t in np.intersect1d(unique(chunk.track), u.track).tolist():
             rows = np.flatnonzero(chunk.track == t)
             mine = u.track == t
             starts, ends = u.start[mine], u.end[mine]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 
 COLUMNS = ["device", "name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns", "pct_of_annotated",
@@ -52,7 +53,7 @@ def _device_spans(cols: TraceColumns) -> dict[int, int]:
     """Per device with annotations: its GPU span in ns (see the module docstring)."""
     a, gpu = cols.gpu_annotations, cols.gpu
     spans = {}
-    for d in np.unique(a.device).tolist():
+    for d in unique(a.device).tolist():
         mine = gpu.device == d
         table = gpu if mine.any() else a
         rows = np.flatnonzero(mine) if mine.any() else np.flatnonzero(a.device == d)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
 from .launches import launched_before as launched_before_mask
@@ -151,7 +152,7 @@ def busy_idle(
         starts, ends, _ = merge_intervals(ts, ts + gpu.dur[rows_t])
         busy = int((ends - starts).sum())
         devices.append({
-            "device": int(gpu.device[rows[0]]), "streams": len(np.unique(gpu.stream[rows])), "ops": len(rows),
+            "device": int(gpu.device[rows[0]]), "streams": len(unique(gpu.stream[rows])), "ops": len(rows),
             "busy_ns": busy, "idle_ns": _idle(starts, ends, span), "busy_pct": _pct(busy, span_ns),
         })
     return pd.DataFrame(devices, columns=DEVICE_COLUMNS), pd.DataFrame(streams, columns=STREAM_COLUMNS)

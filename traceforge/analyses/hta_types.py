@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from ..columns.scan import KERNEL, TraceColumns
+from ..util.distinct import unique
 
 COMMUNICATION, MEMORY, COMPUTATION, OTHER = 0, 1, 2, 3
 KERNEL_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
@@ -43,7 +44,7 @@ def type_of_name(name: str) -> int:
 def op_types(cols: TraceColumns) -> np.ndarray:
     """The kernel type of each row of ``cols.gpu`` (int8): each distinct name typed once."""
     gpu = cols.gpu
-    used = np.unique(gpu.name)
+    used = unique(gpu.name)
     of_name = np.zeros(len(cols.names) or 1, np.int8)
     of_name[used] = [type_of_name(cols.names[i]) for i in used.tolist()]
     out = of_name[gpu.name]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..util.distinct import unique
+
 
 def first_start_owned(ts: np.ndarray, end: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
     """Owned ns of each interval [ts, end) (int64, input order); equal starts go by ``tiebreak``.
@@ -40,7 +42,7 @@ def first_start_owned(ts: np.ndarray, end: np.ndarray, tiebreak: np.ndarray) -> 
 def grouped_first_start_owned(group: np.ndarray, ts: np.ndarray, end: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
     """``first_start_owned`` within each value of ``group`` (e.g. per device), input order;
     one group (one device) is done on the arrays as they are, without a copy of them."""
-    groups = np.unique(group).tolist()
+    groups = unique(group).tolist()
     if len(groups) == 1:
         return first_start_owned(ts, end, tiebreak)
     owned = np.zeros(len(ts), np.int64)

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .classify import label_ops
 from .gpu_busy import merge_intervals
@@ -90,7 +91,7 @@ def kernel_types(cols: TraceColumns, rules: str | RuleSet = HTA_RULES, *, ops: n
     longest first (see the module docstring)."""
     typed = _Typed(cols, rules, ops, types)
     parts = []
-    for device in np.unique(typed.device).tolist():
+    for device in unique(typed.device).tolist():
         at = np.flatnonzero(typed.device == device)
         masks, time = _set_times(typed.place[at], typed.ts[at], typed.ts[at] + typed.dur[at], len(typed.order))
         total = int(time.sum())

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..columns.scan import MEMCPY, MEMSET, RATE_SCALE, TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .series import net_steps
 
@@ -112,9 +113,9 @@ def bandwidth_steps(cols: TraceColumns) -> Iterator[tuple[int, str, np.ndarray, 
     del kinds
     gpu = cols.gpu
     device = gpu.device[rows]
-    for d in np.unique(device).tolist():
+    for d in unique(device).tolist():
         on_device = device == d
-        for k in np.unique(kind_codes[on_device]).tolist():
+        for k in unique(kind_codes[on_device]).tolist():
             mine = rows[on_device & (kind_codes == k)]
             ts, dur = gpu.ts[mine], gpu.dur[mine]
             rate = copy_rates(cols, mine)

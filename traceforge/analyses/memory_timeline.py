@@ -27,6 +27,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..columns.table import Table
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .steps import Steps, profiler_steps
 
@@ -65,9 +66,9 @@ def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
     if spilled is None:
         yield from _devices(cols.memory)
         return
-    keys = [np.unique(_device_key(chunk)) for chunk in spilled.chunks(SPILL_CHUNK)]
+    keys = [unique(_device_key(chunk)) for chunk in spilled.chunks(SPILL_CHUNK)]
     spilled.keep_open()
-    for k in np.unique(np.concatenate(keys)).tolist() if keys else []:
+    for k in unique(np.concatenate(keys)).tolist() if keys else []:
         # Only the columns a device's series reads, handed over whole: nothing here holds them after.
         yield _one_device(spilled.select(lambda chunk, k=k: _device_key(chunk) == k, SPILL_CHUNK, _DEVICE_FIELDS))
 
@@ -82,7 +83,7 @@ def _devices(m: Table) -> Iterator[DeviceMemory]:
     if not len(m):
         return
     key = _device_key(m)
-    for k in np.unique(key).tolist():
+    for k in unique(key).tolist():
         rows = np.flatnonzero(key == k)
         yield _one_device(Table({f: m.cols[f][rows] for f in _DEVICE_FIELDS}))
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .gpu_busy import merge_intervals
 from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
@@ -123,7 +124,7 @@ def step_groups(rows: np.ndarray, step: np.ndarray) -> list[tuple[int, np.ndarra
 
 def table_steps(ops: OpTimes) -> list[int]:
     """The rows of a per-step table: the whole trace, then each step that has a GPU op."""
-    return [WHOLE_TRACE] + [s for s in np.unique(ops.step).tolist() if s != NO_STEP]
+    return [WHOLE_TRACE] + [s for s in unique(ops.step).tolist() if s != NO_STEP]
 
 
 def comm_overlap(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta: bool = False) -> pd.DataFrame:
@@ -133,7 +134,7 @@ def comm_overlap(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta:
     steps = table_steps(ops)
     at = {s: i for i, s in enumerate(steps)}
     kernels, comm_ns, overlapped = (np.zeros(len(steps), np.int64) for _ in range(3))
-    for device in np.unique(ops.device).tolist():
+    for device in unique(ops.device).tolist():
         mine = ops.device == device
         is_comp = mine & (ops.type == COMPUTATION)
         comp = union(ops.start[is_comp], ops.end[is_comp])
@@ -184,7 +185,7 @@ def exposed_intervals(cols: TraceColumns) -> Exposed:
     """
     ops = op_times(cols, gpu_step=np.zeros(len(cols.gpu), np.int64))
     parts = []
-    for device in np.unique(ops.device).tolist():
+    for device in unique(ops.device).tolist():
         mine = ops.device == device
         is_comp = mine & (ops.type == COMPUTATION)
         comp = union(ops.start[is_comp], ops.end[is_comp])

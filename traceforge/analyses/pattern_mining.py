@@ -28,7 +28,7 @@ import numpy as np
 from .. import _native
 from ..columns.scan import TraceColumns
 from ..io.jsontext import compact_ints
-from ..util.distinct import factorized
+from ..util.distinct import factorized, unique
 from ..util.search import in_sorted
 from .pattern_table import Patterns, concat_runs, pattern_columns
 
@@ -79,7 +79,7 @@ class _Sequence:
         """Starts of the windows of ``n`` ops that span two streams (sorted): those that start
         fewer than ``n`` ops before a stream's first op, a few per stream."""
         starts = (self.stream_firsts[:, None] - np.arange(1, n)).ravel()
-        return np.unique(starts[(starts >= 0) & (starts <= self.size - n)])
+        return unique(starts[(starts >= 0) & (starts <= self.size - n)])
 
     def window_time(self, n: int, starts: np.ndarray | None = None) -> np.ndarray:
         """GPU time of the windows of ``n`` ops at ``starts`` (None: every window, by slices)."""

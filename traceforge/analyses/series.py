@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..util.distinct import unique
+
 
 def net_steps(keys: list[np.ndarray], ts: np.ndarray, delta: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Group by ``keys``; within a group, net all ``delta`` at equal ``ts`` (int64, exact).
@@ -77,10 +79,10 @@ def stream_groups(device: np.ndarray, stream: np.ndarray, where: np.ndarray) -> 
 
     Masks, not a sort by group: one group's working set at a time, a byte per row.
     """
-    for d in np.unique(device[where]).tolist():
+    for d in unique(device[where]).tolist():
         on_device = device == d
         on_device &= where
-        for s in np.unique(stream[on_device]).tolist():
+        for s in unique(stream[on_device]).tolist():
             mask = stream == s
             mask &= on_device
             yield d, s, mask

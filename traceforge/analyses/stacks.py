@@ -17,6 +17,7 @@ import numpy as np
 from .. import _native
 from ..columns.scan import TraceColumns
 from ..columns.table import Table
+from ..util.distinct import unique
 from ..util.search import in_sorted
 from .launches import launch_of_gpu
 
@@ -126,7 +127,7 @@ class _Ends:
 
     def __init__(self, ops: Table):
         end = ops.ts + np.maximum(ops.dur, 0)
-        self._by_track = {t: np.sort(end[ops.track == t]) for t in np.unique(ops.track).tolist()}
+        self._by_track = {t: np.sort(end[ops.track == t]) for t in unique(ops.track).tolist()}
 
     def inside(self, calls: Table) -> np.ndarray:
         out = np.zeros(len(calls), bool)
@@ -144,7 +145,7 @@ class _Holders:
 
     def __init__(self, track: np.ndarray, ts: np.ndarray, dur: np.ndarray):
         self._by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for t in np.unique(track).tolist():
+        for t in unique(track).tolist():
             rows = np.flatnonzero(track == t)
             order = np.argsort(ts[rows], kind="stable")
             start = ts[rows][order].astype(np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
+from ..util.distinct import unique
 from .launches import STREAM_LAUNCH_APIS, is_call_of, launch_of_gpu, launched_before
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
@@ -95,7 +96,7 @@ def steps_window(cols: TraceColumns, first: int, last: int) -> tuple[int, int]:
     steps = profiler_steps(cols)
     rows = np.flatnonzero((steps.number >= first) & (steps.number <= last))
     if not len(rows):
-        found = np.unique(steps.number)
+        found = unique(steps.number)
         have = f"steps {found.min()}-{found.max()}" if len(found) else "no ProfilerStep#N ranges"
         raise UsageError(f"steps {first}-{last}: the trace has {have}")
     start, cpu_end = int(steps.start[rows].min()), int(steps.end[rows].max())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .intervals import union_ns
 
@@ -29,7 +30,7 @@ def gpu_figures(cols: TraceColumns) -> Figures:
     figures: Figures = {"gpu_ops": len(gpu)}
     if len(gpu):
         busy, last = 0, None
-        for device in np.unique(gpu.device).tolist():  # one device's temporaries at a time
+        for device in unique(gpu.device).tolist():  # one device's temporaries at a time
             rows = np.flatnonzero(gpu.device == device)
             ts = gpu.ts[rows]
             end = ts + np.maximum(gpu.dur[rows], 0)

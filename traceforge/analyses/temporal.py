@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .hta_types import COMPUTATION
 from .overlap import op_times, pct, step_groups, table_steps, union
@@ -42,7 +43,7 @@ def temporal_breakdown(cols: TraceColumns, *, gpu_step: np.ndarray | None = None
     steps = table_steps(ops)
     at = {s: i for i, s in enumerate(steps)}
     n_ops, span, busy, compute = (np.zeros(len(steps), np.int64) for _ in range(4))
-    for device in np.unique(ops.device).tolist():
+    for device in unique(ops.device).tolist():
         rows = np.flatnonzero(ops.device == device)
         for step, group in step_groups(rows, ops.step[rows]):
             i = at[step]

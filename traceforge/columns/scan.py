@@ -24,7 +24,7 @@ from ..io import rows as R
 from ..io.background import prefetched
 from ..io.placed_patch import EventPlaces
 from ..io.reader import EventBatch, TraceReader
-from ..util.distinct import factorized
+from ..util.distinct import factorized, unique
 from ..util.exacttime import to_ns
 from .phases import FLOW, METADATA, OTHER, SLICE, earliest_ts, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
@@ -526,7 +526,7 @@ class _ColumnBuilder:
             return out
         out = table[ids]
         if (out < 0).any():
-            for i in np.unique(ids[out < 0]).tolist():
+            for i in unique(ids[out < 0]).tolist():
                 table[i] = interner(self._texts[i])
             out = table[ids]
         return out

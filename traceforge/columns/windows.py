@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..util import progress
+from ..util.distinct import unique
 from .table import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
@@ -91,7 +92,7 @@ def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max
 
 def _bounds(sample: np.ndarray, windows: int) -> np.ndarray:
     """The keys that start windows 1, 2, ... of about equal rows, from a sorted sample."""
-    return np.unique(sample[[len(sample) * k // windows for k in range(1, windows)]])
+    return unique(sample[[len(sample) * k // windows for k in range(1, windows)]])
 
 
 def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray,

@@ -17,6 +17,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..columns.table import Table
 from ..perfetto.timestamps import perfetto_ns
+from ..util.distinct import unique
 from ..util.exacttime import NS_PER_US
 from ..util.search import searchsorted
 
@@ -53,7 +54,7 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]],
     limit += start
     drawn = _gathered(queries, "dur", bool, lambda dur: dur >= 0)
     thread = _gathered(queries, "track", np.int32, lambda track: thread_of_track[track])
-    for t in np.unique(thread[drawn]).tolist():
+    for t in unique(thread[drawn]).tolist():
         mine = np.flatnonzero(drawn & (thread == t))
         _clip_to_next(cols, thread_of_track == t, start, limit, mine, queries)
     del thread
@@ -140,7 +141,7 @@ def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray,
 
 def _followed_at_start(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
     """For slices sharing their start with another: is one of those after it in Perfetto's order?"""
-    keys = np.unique(start)
+    keys = unique(start)
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for table, rows, mask in _slices_on(cols, on_thread):
         at = perfetto_ns(table.ts[rows][mask])
@@ -217,7 +218,7 @@ class LaunchWindows:
         launches = cols.launches
         thread = self._thread_of_track[launches.track[launch_rows]]
         self._windows: dict[int, _Windows] = {}  # per thread
-        for t in np.unique(thread).tolist():
+        for t in unique(thread).tolist():
             mine = launch_rows[thread == t]
             ts = launches.ts[mine]
             self._windows[t] = _Windows.of(ts - NS_PER_US, ts + np.maximum(launches.dur[mine], 0) + NS_PER_US + 1)

@@ -27,6 +27,7 @@ from ..io.jsontext import (
     event_lines,
     json_bytes,
 )
+from ..util.distinct import unique
 
 _CHUNK = 65536
 _FLOW_CHUNK = 8192  # arrows a block: 16 texts each, their pieces described by 48 bytes a text while joined
@@ -282,5 +283,5 @@ class FlowArrows:
     def _distinct(values: np.ndarray, text: Callable[[int], bytes]) -> tuple[Texts, np.ndarray]:
         """``text`` of each distinct value (one call each), and which one each value has
         (found by bisection: cheaper than ``np.unique``'s indirect sort)."""
-        distinct = np.unique(values)
+        distinct = unique(values)
         return Texts.of([text(v) for v in distinct.tolist()]), np.searchsorted(distinct, values).astype(np.int32)

@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from .. import _native
+from ..util.distinct import unique
 from ..util.search import in_sorted
 
 
@@ -220,7 +221,7 @@ class ArgColumns:
     def _code_texts(self, key: str) -> tuple[np.ndarray, Texts]:
         """The distinct codes of column ``key`` and their members, made once for all chunks."""
         if key not in self._codes:
-            codes = np.unique(self.values[key])
+            codes = unique(self.values[key])
             prefix = json_bytes(key) + b":"
             decoded = (self.decode[key](codes) if key in self.decode else codes).tolist()
             self._codes[key] = codes, Texts.of([b"" if v is None else prefix + json_bytes(v) for v in decoded])

@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from .. import _native
+from ..util.distinct import unique
 from .jsontext import json_bytes
 
 # the scanner's column and flag names, re-exported: constants, the same in every backend
@@ -230,7 +231,7 @@ class IdTable:
             grown[:len(self.table)] = self.table
             self.table = grown
         at = np.maximum(ids + 1, 0)
-        for i in np.unique(at[self.table[at, 0] == self._UNSET]).tolist():
+        for i in unique(at[self.table[at, 0] == self._UNSET]).tolist():
             self.table[i] = self.compute(self.texts[i - 1])
         values = self.table[at]
         return tuple(values[:, j] for j in range(values.shape[1]))

@@ -18,6 +18,7 @@ import numpy as np
 from ..columns.table import SpilledColumns
 from ..io import rows as R
 from ..io.reader import EventBatch, TraceReader
+from ..util.distinct import unique
 from .event_rules import (
     CONTROL_ESCAPE,
     GPU_CATS,
@@ -227,7 +228,7 @@ class _Collector:
                                             and np.array_equal(fields["dur"], fields["dur_exact"]))
         flow = fields["kind"] >= FLOW_START
         if flow.any():
-            self.flow_pairs.update(np.unique(flow_pair(fields["cat"][flow], fields["name"][flow])).tolist())
+            self.flow_pairs.update(unique(flow_pair(fields["cat"][flow], fields["name"][flow])).tolist())
             fid = fields["fid"][flow]
             low, high = int(fid.min()), int(fid.max())
             if self.flow_id_range is not None:

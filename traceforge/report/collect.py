@@ -16,6 +16,7 @@ from ..analyses.launch_delay import launch_pairs
 from ..analyses.stats import top_kernels
 from ..analyses.stragglers import Figures, gpu_figures
 from ..api.trace import Trace
+from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .downsample import DEFAULT_BUCKETS, min_max_buckets
 
@@ -109,7 +110,7 @@ def delay_histogram(delays_ns: np.ndarray, bins: int = DELAY_BINS) -> tuple[np.n
     if not len(delays_ns):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     top = max(int(delays_ns.max()), 2_000)
-    edges = np.unique(np.round(np.geomspace(1_000, top + 1, bins + 1)).astype(np.int64))
+    edges = unique(np.round(np.geomspace(1_000, top + 1, bins + 1)).astype(np.int64))
     edges[0] = min(int(delays_ns.min()), 1_000)
     edges[-1] = max(edges[-1], top + 1)
     at = np.searchsorted(edges, delays_ns, side="right") - 1

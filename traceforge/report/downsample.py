@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..util.distinct import unique
+
 DEFAULT_BUCKETS = 1000
 
 
@@ -29,5 +31,5 @@ def min_max_buckets(ts: np.ndarray, values: np.ndarray, *, buckets: int = DEFAUL
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     ends = np.r_[starts[1:], len(ts)] - 1
     order = np.lexsort((values, bucket))  # by bucket, then value (stable: ties in time order)
-    keep = np.unique(np.concatenate([starts, ends, order[starts], order[ends]]))
+    keep = unique(np.concatenate([starts, ends, order[starts], order[ends]]))
     return ts[keep], values[keep]

@@ -41,6 +41,7 @@ from ..io.writer import write_trace
 from ..perfetto.importer import flow_id, out_of_range, thread_of
 from ..perfetto.overlaps import SpillWalk
 from ..perfetto.timestamps import perfetto_ns, time_ns
+from ..util.distinct import unique
 from ..util.exacttime import json_time_ns
 from .rebase import Rebase, base_time_editors, shift_us_text, start_us
 
@@ -496,7 +497,7 @@ def _overlap_lanes(t: _Trace, threads: _Threads, shift: int, result: RepairResul
     index, track, start, end, ordinal, pair = (spills[name] for name in ("index", "track", "start", "end",
                                                                           "ordinal", "pair"))
     tid = np.full(len(index), UNCHANGED, np.int64)
-    moved_tracks = np.unique(track).tolist()
+    moved_tracks = unique(track).tolist()
     for thread in moved_tracks:
         rows = np.flatnonzero(track == thread)
         lanes = partition(start[rows], end[rows])
@@ -567,7 +568,7 @@ def _follow(t: _Trace, threads: _Threads, moved: _Moved, keep: np.ndarray) -> _M
     innermost slice of its thread that starts at or before it (latest start, shortest)
     and has not ended; for ``f`` without bp, the next slice to begin on its thread.
     """
-    moved_tracks = np.unique(threads.track[moved.pair])
+    moved_tracks = unique(threads.track[moved.pair])
     slices = picked(t.slices, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
     flows = picked(t.flows, lambda rows: np.isin(threads.track[rows.pair], moved_tracks))
     s_track, f_track = threads.track[slices.pair], threads.track[flows.pair]

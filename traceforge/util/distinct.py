@@ -13,3 +13,16 @@ def factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     where each distinct value is first met."""
     codes, first = np.empty(len(values), np.intp), np.empty(len(values), np.intp)
     return codes, first[:_native.factorize.factorize(np.ascontiguousarray(values), codes, first)].copy()
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D array, sorted. Integers and bools are sorted and the first of each
+    run kept: numpy 2.3+ finds them by hashing instead, which on 4 M distinct int32 takes 4 CPU s
+    against 0.04 s for the sort; other dtypes go to ``np.unique`` (one NaN kept, as it does)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub" or values.ndim != 1:
+        return np.unique(values)
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...columns.scan import TraceColumns
 from ...errors import UsageError
+from ...util.distinct import unique
 from ...util.lazy_pandas import pd
 from ..stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, examples, kernel_launch_order, problems_frame
@@ -72,7 +73,7 @@ def _index(cols: TraceColumns, stacks: Stacks, skip: int) -> _KernelIndex:
     rows = ordered[skip:]
     gpu = cols.gpu
     name = gpu.name[rows]
-    uniq = np.unique(gpu.name[ordered]).tolist()
+    uniq = unique(gpu.name[ordered]).tolist()
     key_ids: dict[str, int] = {}
     key_of = np.zeros(max(uniq, default=-1) + 1, np.int64)
     for i in uniq:

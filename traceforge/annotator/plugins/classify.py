@@ -23,6 +23,7 @@ from ...columns.scan import TraceColumns
 from ...columns.table import Table
 from ...emit.tracks import CounterTrack, Injections
 from ...io.jsontext import ArgColumns
+from ...util.distinct import unique
 from ...util.search import searchsorted
 from ..plugin import Analysis, AnnotateContext, Option
 
@@ -35,12 +36,12 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
     One device, then one of its categories, at a time: the working set is that group's.
     """
     gpu = cols.gpu
-    for d in np.unique(gpu.device).tolist():
+    for d in unique(gpu.device).tolist():
         on_device = gpu.device == d
         times, total = running_count(_starts_and_ends(gpu, on_device), int(np.count_nonzero(on_device)))
         total = total.astype(np.int32, copy=False)  # at most the device's ops
         wide = int(total.max(initial=0)) * (2 * PERMILLE + 1) >= 2**31  # int32 holds the sums below
-        for c in np.unique(labels.category[on_device]).tolist():
+        for c in unique(labels.category[on_device]).tolist():
             mine = labels.category == c
             mine &= on_device
             permille = _running_at(gpu, mine, times)

@@ -25,6 +25,7 @@ from ...analyses.launches import STREAM_LAUNCH_APIS
 from ...analyses.series import net_steps
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
+from ...util.distinct import unique
 from ...util.lazy_pandas import pd
 from ..plugin import Analysis, AnnotateContext, Option
 
@@ -103,7 +104,7 @@ def rate_tracks(cols: TraceColumns, tables: CounterTables) -> list[CounterTrack]
         device = rows["device"].to_numpy()
         (dev,), at, value = net_steps([np.concatenate([device, device])], np.concatenate([ts, ts + dur]),
                                       np.concatenate([rate, -rate]))
-        for d in np.unique(dev).tolist():
+        for d in unique(dev).tolist():
             sel = dev == d
             tracks.append(CounterTrack(pid=cols.gpu_pid(int(d)), name=name, key=key, ts=at[sel],
                                        values=value[sel], decimals=6))

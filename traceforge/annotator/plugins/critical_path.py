@@ -25,6 +25,7 @@ from ...emit.flow_anchors import flow_anchors
 from ...emit.tracks import FlowArrows, Injections, SliceTrack
 from ...io.jsontext import ArgColumns, FixedPoint, Texts, join_rows
 from ...perfetto.timestamps import perfetto_ns
+from ...util.distinct import unique
 from ..plugin import Analysis, AnnotateContext, Figure, Option
 
 TITLE = "Critical path"
@@ -155,7 +156,7 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
         tracks.append(SliceTrack(pid=p, title=TITLE, sort_index=SORT_INDEX, ts=start, dur=abutting_durations(start, end),
                                  labels=labels, label=label[rows], args=args.take(rows),
                                  allocator=ctx.allocator))
-    skipped = len(path.summary) - len(np.unique(pairs[0]))
+    skipped = len(path.summary) - len(unique(pairs[0]))
     return tracks, skipped
 
 

@@ -14,6 +14,7 @@ from ...analyses.overlap import exposed_comm, exposed_intervals
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack
 from ...io.jsontext import Texts, join_rows
+from ...util.distinct import unique
 from ..plugin import Analysis, AnnotateContext, Figure
 
 TITLE = "Exposed communication"
@@ -31,7 +32,7 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     args = join_rows([b'{"nccl_kernels":', Texts.numbers(found.nccl_kernels), b',"comm_us":',
                       Texts.numbers(found.comm_ns, 3), b"}"])
     tracks = []
-    for d in np.unique(found.device).tolist():
+    for d in unique(found.device).tolist():
         rows = np.flatnonzero(found.device == d)
         tracks.append(SliceTrack(
             pid=cols.gpu_pid(d), title=TITLE, sort_index=SORT_INDEX, ts=found.ts[rows], dur=found.dur[rows],
