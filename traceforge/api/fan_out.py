@@ -31,6 +31,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 CONNECT_TIMEOUT_S = 30
+# What a worker would import on its own after the fork: pandas (lazy in traceforge: ~0.3 CPU s), which the
+# parent imports anyway to gather the results (the summaries across ranks are DataFrames).
+PRELOAD = ("pandas",)
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds this traceforge package
 
 
@@ -66,6 +69,16 @@ def ranked(inputs: Sequence[str], job: Callable[[str, int], tuple[int, R]], *, j
     for path, (rank, result) in zip(paths, done):
         claim_rank(seen, rank, path)
         yield rank, path, result
+
+
+def with_rank(read: Callable[[str], T]) -> Callable[[str, int], tuple[int, T]]:
+    """A ``ranked`` job from ``read(path)``, whose result has the trace's top-level ``metadata``."""
+    return partial(_read_with_rank, read)
+
+
+def _read_with_rank(read: Callable[[str], Any], path: str, index: int) -> tuple[int, Any]:
+    loaded = read(path)
+    return trace_rank(loaded.metadata, path, index), loaded
 
 
 def _indexed(job: Callable[[str, int], R], item: tuple[int, str]) -> R:
@@ -146,8 +159,11 @@ def _context(job: Callable) -> Any:
     """Fork where this process runs one Python thread (nothing can hold a lock across the
     fork; ProcessPoolExecutor forks all its workers before starting its own thread), else a
     forkserver that imports the job's module once, before it forks the workers."""
+    import importlib
     import multiprocessing
 
+    for module in PRELOAD:  # imported once here, not again in each worker
+        importlib.import_module(module)
     if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
         sys.stdout.flush()  # a forked worker flushes the streams it inherits as it exits: not ours twice
         sys.stderr.flush()
@@ -155,7 +171,7 @@ def _context(job: Callable) -> Any:
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["traceforge.api", *_modules(job)])
+    context.set_forkserver_preload([*PRELOAD, "traceforge.api", *_modules(job)])
     saved = os.environ.get("PYTHONPATH")
     # the server imports this traceforge, whatever the working directory is now (it is started with -c)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, saved) if p)

@@ -103,11 +103,20 @@ def fans_out(args: argparse.Namespace) -> bool:
     return len(args.input) > 1 or args.cluster is not None or any(Path(p).is_dir() for p in args.input)
 
 
-def check_fan_out(args: argparse.Namespace) -> None:
-    if "-" in args.input:
+def check_fan_out(args: argparse.Namespace, inputs: Sequence[str] | None = None) -> None:
+    if "-" in (args.input if inputs is None else inputs):
         raise UsageError("- (standard input) works with one input only")
     if args.cluster is not None and args.jobs is not None:
         raise UsageError("--jobs is for this machine; with --cluster the cluster's workers decide")
+
+
+def fan_out_of(args: argparse.Namespace, inputs: Sequence[str]) -> dict[str, Any]:
+    """``jobs`` and ``cluster`` for the API's many-rank functions (``api.fan_out.ranked``):
+    ``--jobs`` (default the cores) or ``--cluster``, checked as for every many-file command.
+    With ``--cluster`` the paths given must be ones the workers reach (absolute)."""
+    if len(inputs) > 1 or args.cluster is not None:
+        check_fan_out(args, inputs)
+    return {"jobs": args.jobs, "cluster": args.cluster}
 
 
 @dataclass
