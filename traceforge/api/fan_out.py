@@ -58,8 +58,11 @@ def ranked(inputs: Sequence[str], job: Callable[[str, int], tuple[int, R]], *, j
     Two traces of one rank are an error. With one job at a time (``jobs=1``, the default, or
     one trace) each trace is read when its turn comes, so only one result need be held;
     else the jobs run in parallel (``run_jobs``: ``jobs`` processes, None for the cores, or on
-    the Dask scheduler at ``cluster``): ``job`` and its result must then pickle, and be small."""
+    the Dask scheduler at ``cluster``, given absolute paths): ``job`` and its result must then
+    pickle, and be small."""
     paths = trace_paths(list(inputs))
+    if cluster is not None:  # the workers' working directories are not ours
+        paths = [os.path.abspath(p) for p in paths]
     items = list(enumerate(paths))
     if cluster is None and min(jobs or cores(), len(paths)) <= 1:
         done: Iterator[tuple[int, R]] = (job(path, i) for i, path in items)
