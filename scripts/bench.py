@@ -352,25 +352,49 @@ def rank_copies(trace: Path, ranks: int, tile: int, work: Path) -> Path:
     return directory
 
 
-def cluster_run(workers: int, cmd: list[str], env: dict[str, str]) -> Run:
-    """``cmd`` with ``--cluster`` on a fresh Dask LocalCluster of ``workers`` one-thread processes;
-    CPU s is the workers' (their own rusage, before and after) plus the command's."""
+def serve_cluster(workers: int) -> None:
+    """``--serve-cluster W``: a Dask LocalCluster of ``W`` one-thread worker processes, its
+    address on stdout; each line read from stdin answers the workers' CPU s so far; EOF ends it.
+    Its own process, so that the bench's stays small: a child's peak RSS from ``wait4`` is at
+    least the bench's own (spawning shares its memory until exec)."""
     import resource
 
     from distributed import Client, LocalCluster
 
-    os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the workers import this checkout
-    sys.path.insert(0, str(REPO))  # and so does the scheduler, here, which unpickles the jobs
     def used() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    sys.path.insert(0, str(REPO))  # the scheduler, here, unpickles the jobs: this checkout's
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.run(lambda: __import__("traceforge.cli.main"))  # the workers' imports are not the run's
-        before = sum(client.run(used).values())
-        run = run_child([*cmd, "--cluster", cluster.scheduler_address], env)
-        after = sum(client.run(used).values())
+        print(cluster.scheduler_address, flush=True)
+        for _ in sys.stdin:
+            print(sum(client.run(used).values()), flush=True)
+
+
+def cluster_run(workers: int, cmd: list[str], env: dict[str, str]) -> Run:
+    """``cmd`` with ``--cluster`` on a fresh ``serve_cluster`` of ``workers``; CPU s is the
+    command's plus what the workers used meanwhile."""
+    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-cluster", str(workers)],
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    assert server.stdin is not None and server.stdout is not None
+
+    def workers_cpu() -> float:
+        server.stdin.write("cpu\n")
+        server.stdin.flush()
+        return float(server.stdout.readline())
+
+    try:
+        address = server.stdout.readline().strip()
+        before = workers_cpu()
+        run = run_child([*cmd, "--cluster", address], env)
+        after = workers_cpu()
+    finally:
+        server.stdin.close()
+        server.wait()
     return replace(run, cpu_seconds=run.cpu_seconds + after - before)
 
 
@@ -380,7 +404,11 @@ def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        directory = rank_copies(trace, ranks, tile, work)
+        made = run_child([sys.executable, str(Path(__file__).resolve()), "--make-ranks", str(trace), str(ranks),
+                          str(tile), str(work)], env)  # in a child: the bench's own memory stays small
+        if made.returncode:
+            raise RuntimeError(f"could not make the rank copies of {trace}")
+        directory = work / "ranks"
         one = next(directory.iterdir())
         for path in directory.iterdir():
             warm_page_cache(path)
@@ -434,11 +462,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-workers", default="", metavar="W,W",
                         help="many-ranks mode: also on a Dask LocalCluster of W worker processes (e.g. 1,2)")
     parser.add_argument("--tile", type=int, default=1, metavar="K", help="many-ranks mode: tile TRACE K times first")
+    parser.add_argument("--make-ranks", nargs=4, metavar=("TRACE", "N", "TILE", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-cluster", type=int, metavar="W", help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     parser.add_argument("--job-floor", nargs=3, type=Path, metavar=("SRC", "OUTPUT", "DST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
         print(floor(*args.floor))
+        return 0
+    if args.make_ranks:
+        trace, ranks, tile, work = args.make_ranks
+        rank_copies(Path(trace), int(ranks), int(tile), Path(work))
+        return 0
+    if args.serve_cluster:
+        serve_cluster(args.serve_cluster)
         return 0
     if args.job_floor:
         print(job_floor(*args.job_floor))
