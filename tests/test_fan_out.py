@@ -18,7 +18,7 @@ from traceforge.api import fan_out
 from traceforge.io import reader as reader_module
 from traceforge.io.rank_files import head_rank
 
-from .conftest import run_cli
+from .conftest import load_script, run_cli
 
 DISTRIBUTED = b'"distributedInfo": {"backend": "nccl", "rank": 0'
 # rank -> (steps, seed) of the sample it is made from: sizes differ, so the largest (started
@@ -167,3 +167,16 @@ def test_cluster_stats_and_critical_path_equal_the_local_run(rank_dir):
             r = _run(command, rank_dir, rank_dir.parent / "remote", "--cluster", cluster.scheduler_address)
             assert r.returncode == 0, r.stderr.decode()
             assert r.stdout == expected.stdout, command
+
+
+def test_bench_rank_copies_differ_only_in_rank(sample, tmp_path):
+    """``scripts/bench.py --ranks``'s copies: ranks 0..N-1 in their heads, the events untouched."""
+    bench = load_script("bench")
+    directory = bench.rank_copies(sample.path, 3, 1, tmp_path)
+    copies = sorted(directory.iterdir())
+    assert [head_rank(str(p)) for p in copies] == [0, 1, 2]
+    events = sample.raw[sample.raw.index(b'"traceEvents"'):]
+    for path in copies:
+        text = gzip.decompress(path.read_bytes())
+        assert text[text.index(b'"traceEvents"'):] == events
+        assert orjson.loads(text)["distributedInfo"] == {"rank": int(path.name[4]), "world_size": 3}
