@@ -26,6 +26,17 @@ With ``--repeat N`` each command runs N times and its fastest run is reported, a
 are (single runs on the VM of docs/benchmarks.md vary by 10-25 %).
 
     python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--repeat N] [--out-dir DIR] [--hta PYTHON]
+
+Many ranks (``--ranks N``): N copies of TRACE (``distributedInfo.rank`` 0..N-1 written into
+each head; ``--tile K`` first tiles TRACE K times with scripts/tile_trace.py) in a temporary
+directory, then ``annotate DIR --all`` and ``stats DIR`` with each ``--jobs`` of
+``--jobs-list``, the runs interleaved ``--repeat`` times (fastest kept), and one rank alone.
+Each row: wall, CPU s (the process and the workers it reaped), the largest process's peak
+RSS, the bound (CPU s of ``--jobs 1`` spread over min(jobs, ranks, cores)) and the ratio to
+it (the issue's acceptance: within 1.5x). ``--cluster-workers 1,2`` adds the same commands on
+a Dask ``LocalCluster`` of that many one-thread worker processes (CPU s from the workers).
+
+    python scripts/bench.py --ranks 16 --jobs-list 1,2,4,8,16 --tile 4 --repeat 3 TRACE
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -306,6 +318,133 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
     return rows, ok
 
 
+RANK_COMMANDS = {"annotate --all": "annotate {dir} --all -o {out}", "stats": "stats {dir}"}
+DISTRIBUTED_KEY = b'"distributedInfo"'
+
+
+def rank_copies(trace: Path, ranks: int, tile: int, work: Path) -> Path:
+    """``ranks`` copies of ``trace`` (tiled ``tile`` times first) in ``work/ranks``, each with
+    ``distributedInfo.rank`` set in its head, compressed as ``trace`` is."""
+    text = b"".join(bytes(c) for c in decompressed_chunks(trace))
+    if tile > 1:
+        plain = work / "tile_source.json"
+        plain.write_bytes(text)
+        tiled = work / "tiled.json"
+        subprocess.run([sys.executable, str(REPO / "scripts" / "tile_trace.py"), str(plain), "-o", str(tiled),
+                        "--copies", str(tile)], check=True, capture_output=True)
+        text = tiled.read_bytes()
+        plain.unlink()
+        tiled.unlink()
+    events = text.index(b'"traceEvents"')
+    head, body = text[:events], text[events:]
+    at = head.find(DISTRIBUTED_KEY)
+    if at >= 0:  # drop the old key and its object (Kineto's is flat: no nested braces)
+        end = head.index(b"}", at) + 1
+        head = head[:at] + head[end:].lstrip().removeprefix(b",").lstrip()
+    brace = head.index(b"{") + 1
+    directory = work / "ranks"
+    directory.mkdir()
+    suffix = "".join(trace.suffixes[-2:]) if trace.suffix in CODECS else trace.suffix
+    for rank in range(ranks):
+        named = head[:brace] + b'\n  "distributedInfo": {"rank": %d, "world_size": %d},' % (rank, ranks) + head[brace:]
+        out = directory / f"rank{rank}{suffix}"
+        compressed(iter([memoryview(named), memoryview(body)]), trace.suffix, out)
+    return directory
+
+
+def serve_cluster(workers: int) -> None:
+    """``--serve-cluster W``: a Dask LocalCluster of ``W`` one-thread worker processes, its
+    address on stdout; each line read from stdin answers the workers' CPU s so far; EOF ends it.
+    Its own process, so that the bench's stays small: a child's peak RSS from ``wait4`` is at
+    least the bench's own (spawning shares its memory until exec)."""
+    import resource
+
+    from distributed import Client, LocalCluster
+
+    def used() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    sys.path.insert(0, str(REPO))  # the scheduler, here, unpickles the jobs: this checkout's
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.run(lambda: __import__("traceforge.cli.main"))  # the workers' imports are not the run's
+        print(cluster.scheduler_address, flush=True)
+        for _ in sys.stdin:
+            print(sum(client.run(used).values()), flush=True)
+
+
+def cluster_run(workers: int, cmd: list[str], env: dict[str, str]) -> Run:
+    """``cmd`` with ``--cluster`` on a fresh ``serve_cluster`` of ``workers``; CPU s is the
+    command's plus what the workers used meanwhile."""
+    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-cluster", str(workers)],
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    assert server.stdin is not None and server.stdout is not None
+
+    def workers_cpu() -> float:
+        server.stdin.write("cpu\n")
+        server.stdin.flush()
+        return float(server.stdout.readline())
+
+    try:
+        address = server.stdout.readline().strip()
+        before = workers_cpu()
+        run = run_child([*cmd, "--cluster", address], env)
+        after = workers_cpu()
+    finally:
+        server.stdin.close()
+        server.wait()
+    return replace(run, cpu_seconds=run.cpu_seconds + after - before)
+
+
+def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: list[int], tile: int,
+                repeat: int, env: dict[str, str]) -> list[list[str]]:
+    """The many-ranks table's rows for ``trace`` (see the module's docstring)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        made = run_child([sys.executable, str(Path(__file__).resolve()), "--make-ranks", str(trace), str(ranks),
+                          str(tile), str(work)], env)  # in a child: the bench's own memory stays small
+        if made.returncode:
+            raise RuntimeError(f"could not make the rank copies of {trace}")
+        directory = work / "ranks"
+        one = next(directory.iterdir())
+        for path in directory.iterdir():
+            warm_page_cache(path)
+        for name, line in RANK_COMMANDS.items():
+            def cmd(target: Path, tag: str) -> list[str]:
+                out = work / f"out_{tag}"
+                out = out.with_suffix(".json.gz") if target.is_file() else out
+                words = line.replace("{dir}", str(target)).replace("{out}", str(out)).split()
+                return [sys.executable, "-m", "traceforge", *words]
+
+            best: dict[str, Run] = {}
+            variants = [("1 rank alone", lambda: run_child(cmd(one, "alone"), env))]
+            variants += [(f"--jobs {j}", lambda j=j: run_child(cmd(directory, f"j{j}") + ["--jobs", str(j)], env))
+                         for j in jobs_list]
+            variants += [(f"Dask {w} worker{'s' if w > 1 else ''}", lambda w=w: cluster_run(w, cmd(directory, f"c{w}"),
+                                                                                              env))
+                         for w in cluster_workers]
+            for _ in range(repeat):  # interleaved: load from other work spreads over every variant
+                for label, measure in variants:
+                    run = measure()
+                    if run.returncode:
+                        raise RuntimeError(f"{name} {label} failed (exit {run.returncode})")
+                    if label not in best or run.seconds < best[label].seconds:
+                        best[label] = replace(run, peak_mb=max(run.peak_mb, best.get(label, run).peak_mb))
+            serial_cpu = best["--jobs 1"].cpu_seconds if "--jobs 1" in best else None
+            for label, run in best.items():
+                parallel = (1 if label == "1 rank alone" else
+                            min(int(label.split()[1]), ranks, CORES) if label.startswith("--jobs") else
+                            min(int(label.split()[1]), ranks))
+                bound = serial_cpu / parallel if serial_cpu is not None and label != "1 rank alone" else None
+                rows.append([name, str(ranks), label, f"{run.seconds:.2f}", f"{run.cpu_seconds:.2f}", f"{run.peak_mb:.0f}",
+                             "–" if bound is None else f"{bound:.2f}",
+                             "–" if bound is None else f"{run.seconds / bound:.2f}"])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="*", type=Path, metavar="TRACE", help=".json, .json.gz or .json.zst")
@@ -317,11 +456,26 @@ def main(argv: list[str] | None = None) -> int:
                         "of three), with the highest peak RSS of the N (default: 1)")
     parser.add_argument("--hta-timeout", type=float, default=3600, metavar="S",
                         help="stop an HTA run after S seconds (default: 3600)")
+    parser.add_argument("--ranks", type=int, metavar="N", help="many-ranks mode: N rank copies of each TRACE")
+    parser.add_argument("--jobs-list", default="1,2,4", metavar="J,J",
+                        help="many-ranks mode: the --jobs values to run (default 1,2,4)")
+    parser.add_argument("--cluster-workers", default="", metavar="W,W",
+                        help="many-ranks mode: also on a Dask LocalCluster of W worker processes (e.g. 1,2)")
+    parser.add_argument("--tile", type=int, default=1, metavar="K", help="many-ranks mode: tile TRACE K times first")
+    parser.add_argument("--make-ranks", nargs=4, metavar=("TRACE", "N", "TILE", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-cluster", type=int, metavar="W", help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     parser.add_argument("--job-floor", nargs=3, type=Path, metavar=("SRC", "OUTPUT", "DST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
         print(floor(*args.floor))
+        return 0
+    if args.make_ranks:
+        trace, ranks, tile, work = args.make_ranks
+        rank_copies(Path(trace), int(ranks), int(tile), Path(work))
+        return 0
+    if args.serve_cluster:
+        serve_cluster(args.serve_cluster)
         return 0
     if args.job_floor:
         print(job_floor(*args.job_floor))
@@ -330,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("at least one TRACE is required")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.ranks:
+        return main_ranks(args)
     jobs = args.jobs.split(",")
     unknown = [j for j in jobs if j not in JOBS]
     if unknown:
@@ -355,6 +511,25 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print("| " + " | ".join(row) + " |")
     return 0 if ok else 1
+
+
+def main_ranks(args: argparse.Namespace) -> int:
+    """The many-ranks mode: a Markdown table, the machine's cores and load in its title."""
+    env = child_env()
+    compile_package(env)
+    jobs_list = [int(j) for j in args.jobs_list.split(",") if j]
+    workers = [int(w) for w in args.cluster_workers.split(",") if w]
+    print(f"{args.ranks} ranks, {CORES} cores, load average {os.getloadavg()[0]:.2f} at the start "
+          f"(python {sys.version.split()[0]})")
+    header = ["command", "ranks", "run", "wall s", "CPU s", "peak RSS MB (largest process)",
+              f"bound s (CPU s of --jobs 1 / min(jobs, ranks, {CORES} cores))", "x bound"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(" --- " for _ in header) + "|")
+    for trace in args.traces:
+        for row in bench_ranks(trace, args.ranks, jobs_list, workers, args.tile, args.repeat, env):
+            print("| " + " | ".join(row) + " |", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ analysis sees only what it keeps, e.g. ``traceforge.stats(path, where=Filters(st
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
@@ -17,9 +18,9 @@ from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
-from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
 from ..util.lazy_pandas import pd
 from . import reads
+from .fan_out import ranked, trace_rank
 
 T = TypeVar("T")
 
@@ -58,15 +59,27 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
-          tables: Collection[str] | None = None, where: Filters | None = None) -> TraceStats:
+          tables: Collection[str] | None = None, where: Filters | None = None, jobs: int | None = 1,
+          cluster: str | None = None) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
     (see ``analyses.stats``); ``tables`` picks which are made (default ``default_tables()``). Each trace's rank is its ``distributedInfo.rank``, else the number
-    in its file name (``rank3``), else its position among the inputs."""
-    from ..analyses.stats import TraceStats, trace_stats
+    in its file name (``rank3``), else its position among the inputs. ``jobs``: traces read at
+    once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``)."""
+    from ..analyses.stats import TraceStats
 
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    return TraceStats.of_ranks([trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
-                                for rank, _, cols in ranked(paths, lambda p: reads.stats_columns(p, where, tables))])
+    job = partial(_rank_stats, kernel_wait_ns, None if tables is None else tuple(tables), where)
+    return TraceStats.of_ranks([s for _, _, s in ranked(paths, job, jobs=jobs, cluster=cluster)])
+
+
+def _rank_stats(kernel_wait_ns: int, tables: Collection[str] | None, where: Filters | None, path: str,
+                index: int) -> tuple[int, TraceStats]:
+    """One trace's rank and statistics (a ``ranked`` job: runs where the trace is read)."""
+    from ..analyses.stats import trace_stats
+
+    cols = reads.stats_columns(path, where, tables)
+    rank = trace_rank(cols.metadata, path, index)
+    return rank, trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
@@ -81,18 +94,6 @@ def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters 
         return table
 
     return compared_tails(tails(a), tails(b))
-
-
-def ranked(inputs: Iterable[str], read: Callable[[str], T]) -> Iterator[tuple[int, str, T]]:
-    """(rank, path, ``read(path)``) for each trace of ``inputs`` (files or directories), one at a
-    time; what ``read`` gives has the trace's top-level ``metadata``. A trace's rank is its ``distributedInfo.rank``, else the number in its file name
-    (``rank3``), else its position among the inputs; two traces of one rank are an error."""
-    seen: dict[int, str] = {}
-    for i, path in enumerate(trace_paths(list(inputs))):
-        loaded = read(path)
-        rank = next(r for r in (metadata_rank(loaded.metadata), name_rank(path), i) if r is not None)
-        claim_rank(seen, rank, path)
-        yield rank, path, loaded
 
 
 def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None, where: Filters | None = None

@@ -35,7 +35,7 @@ from ..errors import UsageError
 from ..io.codec import input_codec
 from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
-from .files import ranked
+from .fan_out import ranked, with_rank
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -194,7 +194,7 @@ class Traces:
 
     @classmethod
     def read(cls, inputs: Iterable[str | os.PathLike]) -> Traces:
-        return cls({rank: trace for rank, _, trace in ranked([os.fspath(p) for p in inputs], Trace.read)})
+        return cls({rank: trace for rank, _, trace in ranked([os.fspath(p) for p in inputs], with_rank(Trace.read))})
 
     def __getitem__(self, rank: int) -> Trace:
         return self.by_rank[rank]

@@ -2,11 +2,13 @@
 (processes on this machine, or a Dask cluster), and gather the results in rank order.
 
 A directory stands for its trace files. A file's rank is ``distributedInfo.rank`` among the
-top-level keys before ``traceEvents`` (where Kineto writes it; only the first batch is
-read), else a number in its name (``rank3``, ``rank-3``, ``rank_3``); files with neither
+top-level keys before ``traceEvents`` (where Kineto writes it; only the head is
+decompressed: ``io.rank_files.head_rank``), else a number in its name (``rank3``, ``rank-3``, ``rank_3``); files with neither
 are numbered after the highest rank found, in the order given.
 Each job is the command's own single-file function, so every rank's output is exactly
-what a run on that file alone prints or writes.
+what a run on that file alone prints or writes; the summary across ranks is made from the
+figures each job returns, never by reading a trace again. The jobs run through
+``api.fan_out.run_jobs``, as the API's many-rank functions do.
 """
 
 from __future__ import annotations
@@ -16,29 +18,21 @@ import csv
 import io
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
 from ..annotator.run import default_output
-from ..errors import TraceforgeError, TraceFormatError, UsageError
-from ..io.limits import ReadLimits, read_limits, reading_limits
-from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
-from ..io.reader import TraceReader
-from ..util import progress
+from ..api.fan_out import cores, run_jobs
+from ..errors import TraceforgeError, UsageError
+from ..io.rank_files import claim_rank, head_rank, name_rank, trace_paths
 from .output import json_text
 from .rank_summary import Figures, Summary, summarize
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-HEAD_BATCH_BYTES = 1 << 16
-CONNECT_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
@@ -46,26 +40,6 @@ class RankFile:
     path: str
     rank: int
     source: str  # where the rank came from: "distributedInfo", "file name" or "order"
-
-
-def head_rank(path: str) -> int | None:
-    """``distributedInfo.rank`` if it comes before ``traceEvents``; reads one small batch."""
-    reader = TraceReader(path, batch_bytes=HEAD_BATCH_BYTES)
-    batches = reader.batches()
-    try:
-        with progress.hidden():
-            next(batches, None)
-    except TraceFormatError:
-        return None  # the job on this file reports it
-    finally:
-        batches.close()
-    if reader.layout != "object":
-        return None
-    try:
-        keys = orjson.loads(reader.head + b"]}")  # the head ends just inside "traceEvents": [
-    except orjson.JSONDecodeError:
-        return None
-    return metadata_rank(keys)
 
 
 def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]:
@@ -100,9 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser, input_help: str) -> None:
     """The inputs (one or more files or directories) and how to fan out over them."""
     parser.add_argument("input", nargs="+", metavar="IN", help=f"{input_help}; or several, or a directory of rank "
                         "traces: each runs as on its own, in parallel, followed by a summary across ranks")
+    add_fan_out_arguments(parser)
+
+
+def add_fan_out_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--jobs`` and ``--cluster``: how the traces of several ranks are processed in parallel."""
     group = parser.add_argument_group("several traces (one per rank)")
     group.add_argument("--jobs", type=_positive, metavar="N",
-                       help=f"traces processed at once on this machine (default: the CPU cores, {_cores()})")
+                       help=f"traces processed at once on this machine (default: the CPU cores, {cores()})")
     group.add_argument("--cluster", metavar="ADDRESS",
                        help="run the per-trace jobs on this Dask distributed scheduler (e.g. tcp://head:8786) "
                        "instead; the traces (and any -o directory) must be on storage every worker reaches at "
@@ -119,23 +98,25 @@ def _positive(text: str) -> int:
     return value
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def fans_out(args: argparse.Namespace) -> bool:
     """Several inputs, a directory or a cluster: one job per trace and a summary."""
     return len(args.input) > 1 or args.cluster is not None or any(Path(p).is_dir() for p in args.input)
 
 
-def check_fan_out(args: argparse.Namespace) -> None:
-    if "-" in args.input:
+def check_fan_out(args: argparse.Namespace, inputs: Sequence[str] | None = None) -> None:
+    if "-" in (args.input if inputs is None else inputs):
         raise UsageError("- (standard input) works with one input only")
     if args.cluster is not None and args.jobs is not None:
         raise UsageError("--jobs is for this machine; with --cluster the cluster's workers decide")
+
+
+def fan_out_of(args: argparse.Namespace, inputs: Sequence[str]) -> dict[str, Any]:
+    """``jobs`` and ``cluster`` for the API's many-rank functions (``api.fan_out.ranked``):
+    ``--jobs`` (default the cores) or ``--cluster``, checked as for every many-file command.
+    With ``--cluster`` the paths given must be ones the workers reach (absolute)."""
+    if len(inputs) > 1 or args.cluster is not None:
+        check_fan_out(args, inputs)
+    return {"jobs": args.jobs, "cluster": args.cluster}
 
 
 @dataclass
@@ -266,95 +247,3 @@ def _ranked_csv(runs: list[RankRun]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
-
-
-# -- running the jobs ------------------------------------------------------------------------
-
-
-def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *, jobs: int | None = None,
-             cluster: str | None = None) -> list[R]:
-    """``job`` on every item (``paths[i]`` is item i's trace, for progress), results in item order.
-
-    Locally with ``jobs`` processes (default: the cores; 1 runs here), or on the Dask
-    scheduler at ``cluster``. A bar counts the traces' compressed bytes as jobs finish.
-    """
-    sizes = [_size(p) for p in paths]
-    total = sum(sizes)
-    results: list[Any] = [None] * len(items)
-    done = 0
-    bar = progress.active()
-    guarded = partial(_guarded, job)
-    completed = _on_cluster(guarded, items, cluster) if cluster is not None else _here(guarded, items, jobs or _cores())
-    for i, result in completed:
-        if isinstance(result, _Failed):
-            raise TraceforgeError(result.message)
-        results[i] = result
-        done += sizes[i]
-        if bar is not None:
-            bar(f"{len(items)} traces", done, total)
-    return results
-
-
-@dataclass(frozen=True)
-class _Failed:
-    message: str
-
-
-def _guarded(job: Callable[[T], R], item: T) -> R | _Failed:
-    """One job, with no per-read progress (the caller draws one bar over all); errors come
-    back as text: TraceFormatError's keyword arguments do not survive pickling."""
-    try:
-        with progress.hidden():
-            return job(item)
-    except TraceforgeError as e:
-        return _Failed(str(e))
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _here(job: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[tuple[int, R]]:
-    if min(jobs, len(items)) <= 1:
-        for i, item in enumerate(items):
-            yield i, job(item)
-        return
-    # imported here: multiprocessing is ~10 ms of every command's start-up, needed only for files in parallel
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from multiprocessing import get_context
-
-    # forkserver: workers start clean (no inherited threads or progress bar) and fork from a warm server
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=get_context("forkserver"))
-    try:
-        limits = read_limits()  # the workers start clean: they get the limits in force here
-        pending = {pool.submit(_limited, limits, job, item): i for i, item in enumerate(items)}
-        while pending:
-            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in ready:
-                yield pending.pop(future), future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
-    with reading_limits(limits):
-        return job(item)
-
-
-def _on_cluster(job: Callable[[T], R], items: Sequence[T], address: str) -> Iterator[tuple[int, R]]:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise UsageError("--cluster needs Dask distributed: pip install 'traceforge[cluster]'") from None
-    try:
-        client = Client(address, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"--cluster {address}: cannot connect: {e}") from None
-    with client:
-        futures = client.map(partial(_limited, read_limits(), job), items, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
-        for future in as_completed(futures):
-            yield index[future.key], future.result()

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+import zstandard
 
 from ..errors import UsageError
+from .codec import detect_codec
+from .limits import read_limits
 from .output_names import is_output
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)", re.IGNORECASE)
+HEAD_READ_BYTES = 1 << 16  # decompressed bytes read at a time while looking for "traceEvents"
+TRACE_EVENTS_KEY = b'"traceEvents"'
 
 
 def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
@@ -47,6 +56,55 @@ def metadata_rank(metadata: dict) -> int | None:
     info = metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if type(rank) is int else None
+
+
+def head_rank(path: str) -> int | None:
+    """``distributedInfo.rank`` among the top-level keys before ``traceEvents`` (where Kineto
+    writes it), or None (no such key there, an array trace, unreadable: the job on the file
+    reports that). Decompresses only the head, ``HEAD_READ_BYTES`` at a time, up to the
+    top-level metadata limit (``io.limits``): a few ms a file, where a reader's first batch
+    decompresses megabytes."""
+    most = read_limits().max_metadata_bytes
+    head = bytearray()
+    searched = 0
+    try:
+        with open(path, "rb") as raw, _decompressed(raw) as f:
+            while len(head) <= most:
+                more = f.read(HEAD_READ_BYTES)
+                if not more:
+                    return None
+                head += more
+                while (at := head.find(TRACE_EVENTS_KEY, searched)) >= 0:
+                    searched = at + 1
+                    keys = _top_level_keys(bytes(head[:at]))
+                    if keys is not None:
+                        return metadata_rank(keys)
+                searched = max(searched, len(head) - len(TRACE_EVENTS_KEY))
+    except (OSError, EOFError, zstandard.ZstdError):
+        return None
+    return None
+
+
+def _decompressed(raw: BinaryIO) -> BinaryIO:
+    codec = detect_codec(raw.peek(4)[:4] if hasattr(raw, "peek") else b"")
+    if codec == "gzip":
+        return gzip.GzipFile(fileobj=raw)
+    if codec == "zstd":
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+    return raw
+
+
+def _top_level_keys(head: bytes) -> dict | None:
+    """The keys of a top-level object that ``head`` opens and that continues with a
+    ``"traceEvents"`` key; None where ``head`` is not that (the key is inside a value)."""
+    text = head.removeprefix(b"\xef\xbb\xbf").strip()
+    if not text.startswith(b"{") or not text.endswith((b"{", b",")):
+        return None
+    try:
+        keys = orjson.loads(text + TRACE_EVENTS_KEY + b":null}")
+    except orjson.JSONDecodeError:
+        return None
+    return keys if isinstance(keys, dict) else None
 
 
 def name_rank(path: str) -> int | None:

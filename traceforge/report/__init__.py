@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from functools import partial
 
-from ..api.files import ranked
+from ..api.fan_out import ranked, trace_rank
 from ..api.trace import Trace
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
@@ -15,14 +16,24 @@ from .page import render, require_bokeh
 __all__ = ["RankReport", "rank_report", "render", "write_report"]
 
 
-def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int = DEFAULT_BUCKETS) -> list[RankReport]:
+def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int = DEFAULT_BUCKETS, jobs: int | None = 1,
+                 cluster: str | None = None) -> list[RankReport]:
     """Write the report of ``inputs`` (one trace per rank, or directories of them) to ``out``;
-    return each rank's data. Each trace is loaded, summarized and let go before the next."""
+    return each rank's data. Each trace is loaded, summarized and let go before the next;
+    ``jobs`` at once in processes (None: the cores), or on the Dask scheduler at ``cluster``
+    (``api.fan_out``): only each rank's summary comes back."""
     require_bokeh()  # the missing extra is an error before any trace is read
-    reports = [rank_report(rank, path, trace, buckets=buckets)
-               for rank, path, trace in ranked([os.fspath(p) for p in inputs], Trace.read)]
+    job = partial(_rank_report, buckets)
+    reports = [report for _, _, report in ranked([os.fspath(p) for p in inputs], job, jobs=jobs, cluster=cluster)]
     reports.sort(key=lambda r: r.rank)
     text = render(reports)
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
     return reports
+
+
+def _rank_report(buckets: int, path: str, index: int) -> tuple[int, RankReport]:
+    """One trace's rank and report data (a ``ranked`` job: runs where the trace is read)."""
+    trace = Trace.read(path)
+    rank = trace_rank(trace.metadata, path, index)
+    return rank, rank_report(rank, path, trace, buckets=buckets)

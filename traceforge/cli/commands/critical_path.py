@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from ...analyses.critical_path import CATEGORY_COLUMNS
-from ...api.files import critical_path, ranked
+from ...analyses.filters import Filters
+from ...api.fan_out import ranked, trace_rank
+from ...api.files import critical_path
 from ...util.lazy_pandas import pd
+from .. import ranks
 from ..options import add_filter_arguments, filters_of
 from ..output import Col, check_one_csv_table, emit, ms, pct, render, short, us, wrap
 
@@ -31,19 +35,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="text (default), csv (one --table, ns), json (ns)")
     add_filter_arguments(p)
+    ranks.add_fan_out_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or ["summary"]
     check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
-    where = filters_of(args)
+    job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()))
     summaries, segments = [], []
-    for rank, _, result in ranked(args.input, lambda p: _Read(p, args, where)):
-        summaries.append(result.path.summary.assign(rank=rank))
-        start = result.path.trace_start_ns or 0  # times from the trace start, as Perfetto shows them
-        segments.append(result.path.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
-                                                    end_rel_ns=lambda d: d["end"] - start))
+    for _, _, (summary, segment) in ranked(args.input, job, **ranks.fan_out_of(args, args.input)):
+        summaries.append(summary)
+        segments.append(segment)
     summary = pd.concat(summaries, ignore_index=True)
     seg = pd.concat(segments, ignore_index=True)
     total = summary.groupby("rank")["span_ns"].sum().sort_values(ascending=False, kind="stable")
@@ -56,11 +59,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Read:
-    def __init__(self, path: str, args: argparse.Namespace, where) -> None:
-        self.path = critical_path(path, annotation=args.annotation, step=args.step, where=where,
-                                  segments="segments" in (args.table or ()))
-        self.metadata = self.path.metadata
+def _rank_path(annotation: str | None, step: int | None, where: Filters | None, segments: bool, path: str,
+               index: int) -> tuple[int, tuple[pd.DataFrame, pd.DataFrame]]:
+    """One trace's rank and its critical path's summary and segments, each with a ``rank``
+    column (a ``ranked`` job: runs where the trace is read)."""
+    found = critical_path(path, annotation=annotation, step=step, where=where, segments=segments)
+    rank = trace_rank(found.metadata, path, index)
+    start = found.trace_start_ns or 0  # times from the trace start, as Perfetto shows them
+    return rank, (found.summary.assign(rank=rank),
+                  found.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
+                                        end_rel_ns=lambda d: d["end"] - start))
 
 
 def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ import sys
 
 from ...report import write_report
 from ...report.downsample import DEFAULT_BUCKETS
+from .. import ranks
 
 DEFAULT_OUT = "report.html"
 
@@ -24,11 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default=DEFAULT_OUT, metavar="OUT.html", help=f"(default {DEFAULT_OUT})")
     p.add_argument("--points", type=int, default=DEFAULT_BUCKETS, metavar="N",
                    help=f"time series cut to N buckets, each keeping its min and max (default {DEFAULT_BUCKETS})")
+    ranks.add_fan_out_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    reports = write_report(args.inputs, args.output, buckets=max(1, args.points))
+    reports = write_report(args.inputs, args.output, buckets=max(1, args.points), **ranks.fan_out_of(args, args.inputs))
     size = os.path.getsize(args.output)
     print(f"report: {len(reports)} rank(s), {size / 1e6:.1f} MB written to {args.output}", file=sys.stderr)
     return 0

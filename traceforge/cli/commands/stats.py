@@ -17,6 +17,7 @@ from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
+from .. import ranks
 from ..options import add_filter_arguments, filters_of
 from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
 
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare two traces IN A and IN B: per activity kind, tail concentration (top 1/5/10 %% "
                    "share and mean) and count, total and mean, as ratios B/A (one table, tail_compare)")
     add_filter_arguments(p)
+    ranks.add_fan_out_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args)
     wanted = tuple(dict.fromkeys(args.table or default_tables()))
     check_one_csv_table("stats", args.format, wanted, TABLES)
-    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args))
+    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args),
+                   **ranks.fan_out_of(args, args.inputs))
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
     _note_without_gpu(tables.get("summary"))

@@ -1,0 +1,182 @@
+"""Every many-file command fans out the same way (``api.fan_out``): ``--jobs 2`` prints and
+writes exactly what ``--jobs 1`` does, the summary across ranks comes from the jobs' small
+results (no trace is read again for it), and rank heads are read without a reader's batch.
+The Dask path is checked against the local one in ``test_ranks.py`` (launch-stats,
+annotate) and here (stats, critical-path)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from traceforge.api import fan_out
+from traceforge.io import reader as reader_module
+from traceforge.io.rank_files import head_rank
+
+from .conftest import load_script, run_cli
+
+DISTRIBUTED = b'"distributedInfo": {"backend": "nccl", "rank": 0'
+# rank -> (steps, seed) of the sample it is made from: sizes differ, so the largest (started
+# first) is not rank 0, and jobs finish out of rank order. File names sort against the ranks.
+RANKS = {0: (3, 1), 1: (5, 2), 2: (2, 3)}
+
+
+@pytest.fixture(scope="module")
+def rank_dir(make_sample, tmp_path_factory) -> Path:
+    """Three samples of different sizes, ``distributedInfo.rank`` 0..2 in their heads."""
+    where = tmp_path_factory.mktemp("fan_out") / "ranks"
+    where.mkdir()
+    for rank, (steps, seed) in RANKS.items():
+        raw = make_sample(steps=steps, seed=seed).raw
+        assert raw.count(DISTRIBUTED) == 1
+        named = raw.replace(DISTRIBUTED, b'"distributedInfo": {"backend": "nccl", "rank": %d' % rank)
+        (where / f"trace_{'cba'[rank]}.json.gz").write_bytes(gzip.compress(named, 1, mtime=0))
+    return where
+
+
+# Each command as a user runs it over a directory of ranks; OUT is where it writes files.
+COMMANDS = {
+    "annotate": ("annotate", "{dir}", "--all", "-o", "{out}"),
+    "stats": ("stats", "{dir}"),
+    "stats-json": ("stats", "{dir}", "--format", "json", "--table", "summary", "--table", "top_kernels"),
+    "classify": ("classify", "{dir}"),
+    "launch-stats": ("launch-stats", "{dir}"),
+    "patterns": ("patterns", "{dir}"),
+    "critical-path": ("critical-path", "{dir}", "--table", "summary", "--table", "segments"),
+    "report": ("report", "{dir}", "-o", "{out}/report.html"),
+}
+
+
+def _run(command: str, rank_dir: Path, out: Path, *more: str):
+    out.mkdir(parents=True, exist_ok=True)
+    args = [a.format(dir=rank_dir, out=out) for a in COMMANDS[command]]
+    return run_cli(*args, *more, process=command == "report")  # bokeh numbers its models per process
+
+
+def _untimed(text: bytes) -> bytes:
+    """stderr less the seconds each rank took (``... appended in 0.1 s``)."""
+    return re.sub(rb" in \d+(\.\d+)? s\b", b" in - s", text)
+
+
+UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """The files written, less the random element ids bokeh gives the report page each time."""
+    return {p.name: UUID.sub(b"<id>", p.read_bytes()) if p.suffix == ".html" else p.read_bytes()
+            for p in sorted(out.iterdir())}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_two_jobs_print_and_write_what_one_does(command, rank_dir, tmp_path):
+    if command == "report":
+        pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
+    one = _run(command, rank_dir, tmp_path / "one", "--jobs", "1")
+    two = _run(command, rank_dir, tmp_path / "two", "--jobs", "2")
+    assert one.returncode == 0, one.stderr.decode()
+    assert two.returncode == 0, two.stderr.decode()
+    assert one.stdout or _files(tmp_path / "one")
+    assert two.stdout == one.stdout
+    assert _untimed(two.stderr.replace(b"/two", b"/one")) == _untimed(one.stderr)
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+    if command == "stats-json":  # every rank, in the order of the files (as before the fan-out)
+        assert [r["rank"] for r in orjson.loads(one.stdout)["summary"]] == [2, 1, 0]
+
+
+def test_the_api_fans_out_stats(rank_dir):
+    import traceforge
+
+    one = traceforge.stats(rank_dir, tables=("summary", "top_kernels", "streams"))
+    two = traceforge.stats(rank_dir, tables=("summary", "top_kernels", "streams"), jobs=2)
+    for name, table in one.tables().items():
+        assert table.equals(two.tables()[name]), name
+    assert one.summary["rank"].tolist() == [2, 1, 0]
+
+
+@pytest.mark.parametrize("command", ["annotate", "stats", "classify", "launch-stats", "patterns", "critical-path"])
+def test_the_summary_reads_no_trace_again(command, rank_dir, tmp_path, monkeypatch):
+    """A run over the ranks opens each trace as often as a run on that trace alone does: the
+    summary across ranks is made from the jobs' results (``--jobs 1``: all in this process)."""
+    opened: Counter[str] = Counter()
+    batches = reader_module.TraceReader.batches
+
+    def counted(self):
+        opened[Path(self.path).name] += 1
+        return batches(self)
+
+    monkeypatch.setattr(reader_module.TraceReader, "batches", counted)
+    alone: Counter[str] = Counter()
+    for i, trace in enumerate(sorted(rank_dir.iterdir())):
+        single = tmp_path / f"single{i}"
+        single.mkdir()
+        (single / trace.name).symlink_to(trace)
+        r = run_cli(*(a.format(dir=single / trace.name, out=single / "out.json.gz") for a in COMMANDS[command]))
+        assert r.returncode == 0, r.stderr.decode()
+        alone.update(opened)
+        opened.clear()
+    r = _run(command, rank_dir, tmp_path / "all", "--jobs", "1")
+    assert r.returncode == 0, r.stderr.decode()
+    assert opened == alone and set(opened) == {p.name for p in rank_dir.iterdir()}
+
+
+def test_head_rank_reads_only_the_head(rank_dir, tmp_path):
+    """``distributedInfo.rank`` before ``traceEvents`` (as Kineto writes it), from the head alone:
+    a file cut short after its head still answers; a rank key inside a value, after the events
+    or in an array trace does not count."""
+    assert [head_rank(str(p)) for p in sorted(rank_dir.iterdir())] == [2, 1, 0]
+    head = gzip.decompress(sorted(rank_dir.iterdir())[0].read_bytes())[:100_000]
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(head)
+    assert head_rank(str(cut)) == 2
+    cases = {
+        "after.json": b'{"traceEvents": [], "distributedInfo": {"rank": 5}}',
+        "nested.json": b'{"other": {"distributedInfo": {"rank": 5}, "traceEvents": []}, "traceEvents": []}',
+        "array.json": b'[{"distributedInfo": {"rank": 5}}]',
+        "bom.json": b'\xef\xbb\xbf {"distributedInfo": {"rank": 7},\n "traceEvents": []}',
+        "late.json": b'{"x": "' + b"a" * 200_000 + b'", "distributedInfo": {"rank": 8}, "traceEvents": []}',
+    }
+    found = {}
+    for name, text in cases.items():
+        (tmp_path / name).write_bytes(text)
+        found[name] = head_rank(str(tmp_path / name))
+    assert found == {"after.json": None, "nested.json": None, "array.json": None, "bom.json": 7, "late.json": 8}
+
+
+def test_results_come_back_in_item_order(tmp_path):
+    """The largest trace starts first, yet each result is at its item's place."""
+    sizes = {"a": 10, "b": 3000, "c": 20}
+    for name, size in sizes.items():
+        (tmp_path / name).write_bytes(b"x" * size)
+    paths = [str(tmp_path / n) for n in sizes]
+    expected = [b"x" * size for size in sizes.values()]
+    assert fan_out.run_jobs(Path.read_bytes, [Path(p) for p in paths], paths, jobs=2) == expected
+    assert fan_out.run_jobs(Path.read_bytes, [Path(p) for p in paths], paths, jobs=1) == expected
+
+
+def test_cluster_stats_and_critical_path_equal_the_local_run(rank_dir):
+    distributed = pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (the test extra)")
+    local = {c: _run(c, rank_dir, rank_dir.parent / "local", "--jobs", "1") for c in ("stats", "critical-path")}
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        for command, expected in local.items():
+            r = _run(command, rank_dir, rank_dir.parent / "remote", "--cluster", cluster.scheduler_address)
+            assert r.returncode == 0, r.stderr.decode()
+            assert r.stdout == expected.stdout, command
+
+
+def test_bench_rank_copies_differ_only_in_rank(sample, tmp_path):
+    """``scripts/bench.py --ranks``'s copies: ranks 0..N-1 in their heads, the events untouched."""
+    bench = load_script("bench")
+    directory = bench.rank_copies(sample.path, 3, 1, tmp_path)
+    copies = sorted(directory.iterdir())
+    assert [head_rank(str(p)) for p in copies] == [0, 1, 2]
+    events = sample.raw[sample.raw.index(b'"traceEvents"'):]
+    for path in copies:
+        text = gzip.decompress(path.read_bytes())
+        assert text[text.index(b'"traceEvents"'):] == events
+        assert orjson.loads(text)["distributedInfo"] == {"rank": int(path.name[4]), "world_size": 3}

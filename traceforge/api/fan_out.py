@@ -1,0 +1,217 @@
+"""One job per trace, in parallel: processes on this machine or a Dask cluster, results in
+the order of the items. Every many-file command and the API's many-rank functions
+(``stats``, ``report``, ``critical-path``, ``annotate DIR``, ...) fan out through ``run_jobs``.
+
+Locally the workers are forked from this process where that is safe (one Python thread
+here): they start with every module already imported, in milliseconds, where a fresh
+interpreter imports numpy and pandas again (~0.2 CPU s each). Elsewhere (other threads
+running, no fork on the platform) they fork from a forkserver that has imported the job's
+module once. The largest traces are started first, so a big one does not start last and
+run alone; a pool has no more workers than jobs, and with one job or ``jobs=1`` the jobs run
+here, one after another, exactly as a single-file run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import TraceforgeError, UsageError
+from ..io.limits import ReadLimits, read_limits, reading_limits
+from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
+from ..util import progress
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+CONNECT_TIMEOUT_S = 30
+# What a worker would import on its own after the fork: pandas (lazy in traceforge: ~0.3 CPU s), which the
+# parent imports anyway to gather the results (the summaries across ranks are DataFrames).
+PRELOAD = ("pandas",)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds this traceforge package
+
+
+def cores() -> int:
+    """The CPU cores this process may run on: the default number of jobs (``--jobs``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def trace_rank(metadata: dict, path: str, index: int) -> int:
+    """A trace's rank: its ``distributedInfo.rank``, else the number in its file name
+    (``rank3``), else ``index``, its position among the inputs."""
+    return next(r for r in (metadata_rank(metadata), name_rank(path), index) if r is not None)
+
+
+def ranked(inputs: Sequence[str], job: Callable[[str, int], tuple[int, R]], *, jobs: int | None = 1,
+           cluster: str | None = None) -> Iterator[tuple[int, str, R]]:
+    """(rank, path, result) for each trace of ``inputs`` (files or directories), in input order;
+    ``job(path, index)`` reads the trace and returns its rank (``trace_rank``) and a result.
+    Two traces of one rank are an error. With one job at a time (``jobs=1``, the default, or
+    one trace) each trace is read when its turn comes, so only one result need be held;
+    else the jobs run in parallel (``run_jobs``: ``jobs`` processes, None for the cores, or on
+    the Dask scheduler at ``cluster``, given absolute paths): ``job`` and its result must then
+    pickle, and be small."""
+    paths = trace_paths(list(inputs))
+    if cluster is not None:  # the workers' working directories are not ours
+        paths = [os.path.abspath(p) for p in paths]
+    items = list(enumerate(paths))
+    if cluster is None and min(jobs or cores(), len(paths)) <= 1:
+        done: Iterator[tuple[int, R]] = (job(path, i) for i, path in items)
+    else:
+        done = iter(run_jobs(partial(_indexed, job), items, paths, jobs=jobs, cluster=cluster))
+    seen: dict[int, str] = {}
+    for path, (rank, result) in zip(paths, done):
+        claim_rank(seen, rank, path)
+        yield rank, path, result
+
+
+def with_rank(read: Callable[[str], T]) -> Callable[[str, int], tuple[int, T]]:
+    """A ``ranked`` job from ``read(path)``, whose result has the trace's top-level ``metadata``."""
+    return partial(_read_with_rank, read)
+
+
+def _read_with_rank(read: Callable[[str], Any], path: str, index: int) -> tuple[int, Any]:
+    loaded = read(path)
+    return trace_rank(loaded.metadata, path, index), loaded
+
+
+def _indexed(job: Callable[[str, int], R], item: tuple[int, str]) -> R:
+    index, path = item
+    return job(path, index)
+
+
+def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *, jobs: int | None = None,
+             cluster: str | None = None) -> list[R]:
+    """``job`` on every item (``paths[i]`` is item i's trace: its size orders the jobs, and
+    counts for progress), results in item order.
+
+    Locally with ``jobs`` processes (default: the cores; 1 runs here), or on the Dask
+    scheduler at ``cluster``. A bar counts the traces' compressed bytes as jobs finish.
+    """
+    sizes = [_size(p) for p in paths]
+    total = sum(sizes)
+    results: list[Any] = [None] * len(items)
+    done = 0
+    bar = progress.active()
+    guarded = partial(_guarded, job)
+    largest_first = sorted(range(len(items)), key=lambda i: -sizes[i])  # stable: ties in item order
+    completed = (_on_cluster(guarded, items, largest_first, cluster) if cluster is not None
+                 else _here(guarded, items, largest_first, jobs or cores()))
+    for i, result in completed:
+        if isinstance(result, _Failed):
+            raise TraceforgeError(result.message)
+        results[i] = result
+        done += sizes[i]
+        if bar is not None:
+            bar(f"{len(items)} traces", done, total)
+    return results
+
+
+@dataclass(frozen=True)
+class _Failed:
+    message: str
+
+
+def _guarded(job: Callable[[T], R], item: T) -> R | _Failed:
+    """One job, with no per-read progress (the caller draws one bar over all); errors come
+    back as text: TraceFormatError's keyword arguments do not survive pickling."""
+    try:
+        with progress.hidden():
+            return job(item)
+    except TraceforgeError as e:
+        return _Failed(str(e))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int) -> Iterator[tuple[int, R]]:
+    if min(jobs, len(items)) <= 1:
+        for i, item in enumerate(items):
+            yield i, job(item)
+        return
+    # imported here: multiprocessing is ~10 ms of every command's start-up, needed only for files in parallel
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    limits = read_limits()  # the workers do not see this thread's context: they get the limits in force here
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job))
+    try:
+        pending = {pool.submit(_limited, limits, job, items[i]): i for i in order}
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                yield pending.pop(future), future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _context(job: Callable) -> Any:
+    """Fork where this process runs one Python thread (nothing can hold a lock across the
+    fork; ProcessPoolExecutor forks all its workers before starting its own thread), else a
+    forkserver that imports the job's module once, before it forks the workers."""
+    import importlib
+    import multiprocessing
+
+    for module in PRELOAD:  # imported once here, not again in each worker
+        importlib.import_module(module)
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        sys.stdout.flush()  # a forked worker flushes the streams it inherits as it exits: not ours twice
+        sys.stderr.flush()
+        return multiprocessing.get_context("fork")
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([*PRELOAD, "traceforge.api", *_modules(job)])
+    saved = os.environ.get("PYTHONPATH")
+    # the server imports this traceforge, whatever the working directory is now (it is started with -c)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, saved) if p)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+    return context
+
+
+def _modules(job: Any) -> list[str]:
+    """The modules of the functions in ``job`` (a function, or partials of functions)."""
+    if isinstance(job, partial):
+        return [m for part in (job.func, *job.args) for m in _modules(part)]
+    module = getattr(job, "__module__", None) if callable(job) else None
+    return [module] if isinstance(module, str) and module.startswith("traceforge.") else []
+
+
+def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
+    with reading_limits(limits):
+        return job(item)
+
+
+def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str) -> Iterator[tuple[int, R]]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError("--cluster needs Dask distributed: pip install 'traceforge[cluster]'") from None
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--cluster {address}: cannot connect: {e}") from None
+    with client:
+        futures = client.map(partial(_limited, read_limits(), job), [items[i] for i in order], pure=False)
+        index = {f.key: i for i, f in zip(order, futures)}
+        for future in as_completed(futures):
+            yield index[future.key], future.result()
