@@ -30,12 +30,15 @@ from .. import _native
 from ..errors import TraceFormatError
 from ..util import progress
 from . import rows as R
-from .codec import BLOCK, iter_decompressed
+from .codec import BLOCK, iter_decompressed, read_once
 from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
 HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
 WS = b" \t\r\n"
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark: refused at the start by every command, as Perfetto refuses it
+BOM_REFUSED = ("starts with a UTF-8 byte order mark (EF BB BF), which Perfetto refuses (\"Unknown trace type\"): "
+               "remove those 3 bytes (tail -c +4 FILE > NEW)")
 
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
 # A number with a fraction or an exponent, as RFC 8259 writes it (no leading zero, digits on
@@ -46,6 +49,21 @@ _FRACTIONAL_TIME = re.compile(
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
+
+
+def check_start(path: str) -> None:
+    """Refuse now what every command refuses at a trace's first bytes (a byte order mark, input that
+    does not decompress), for a command that does not read the trace itself (``open``). Stdin and
+    FIFOs are left alone: they are read once, by whoever reads them."""
+    if read_once(path):
+        return
+    blocks = iter_decompressed(path)
+    try:
+        first = next(blocks, b"")
+    finally:
+        blocks.close()
+    if first.startswith(BOM):
+        raise TraceFormatError(path, BOM_REFUSED, offset=0)
 
 
 def quote_times(text: bytes) -> bytes:
@@ -313,8 +331,8 @@ class TraceReader:
 
     def _read_head(self, buf: _Buffer) -> int:
         pos = self._skip_head_ws(buf, 0)
-        if buf.data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
-            pos = self._skip_head_ws(buf, 3)
+        if buf.data.startswith(BOM):
+            raise self._error(BOM_REFUSED, offset=0)
         if pos >= len(buf.data):
             raise self._error("empty file, not a JSON trace", offset=0)
         first = buf.data[pos:pos + 1]
