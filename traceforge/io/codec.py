@@ -9,7 +9,7 @@ import shutil
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -461,10 +461,34 @@ def written_in_place(out: str) -> bool:
     raise UsageError(f"{out}: cannot write: {what} (name a file to write the trace to)")
 
 
-def check_writable(out: str) -> None:
-    """Raise now the error writing ``out`` would raise at the end (no such directory, no
-    permission, a directory), for a command that reads the whole trace before it writes: not
-    minutes later."""
+def refuse_input(out: str, inputs: Iterable[str]) -> None:
+    """UsageError when ``out`` is an existing regular file that is one of ``inputs``: the same
+    file by device and inode, so also through a symlink or a hard link."""
+    if out == "-":
+        return
+    try:
+        target = os.stat(out)
+    except OSError:
+        return  # not there yet
+    if not stat.S_ISREG(target.st_mode):
+        return
+    for src in inputs:
+        if src == "-":
+            continue
+        try:
+            source = os.stat(src)
+        except OSError:
+            continue
+        if (source.st_dev, source.st_ino) == (target.st_dev, target.st_ino):
+            same = "" if os.path.abspath(src) == os.path.abspath(out) else f" ({src})"
+            raise UsageError(f"{out}: refusing to overwrite the input{same}; name another output file")
+
+
+def check_writable(out: str, inputs: Iterable[str] = ()) -> None:
+    """Raise now the error writing ``out`` would raise at the end (the input itself, no such
+    directory, no permission, a directory), for a command that reads the whole trace before it
+    writes: not minutes later."""
+    refuse_input(out, inputs)
     if not written_in_place(out):
         fd, tmp = _temp_beside(out)
         try:
@@ -481,9 +505,7 @@ class AtomicOutput:
 
     def __init__(self, out: str, inputs: tuple[str, ...] = ()):
         self.out = out
-        for src in inputs:
-            if out != "-" and src != "-" and os.path.exists(out) and os.path.exists(src) and os.path.samefile(src, out):
-                raise UsageError(f"{out}: refusing to overwrite the input")
+        refuse_input(out, inputs)
         self._tmp: str | None = None
         self._in_place: BinaryIO | None = None
         self._file: BinaryIO | None = None

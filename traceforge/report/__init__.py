@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 from ..api.files import ranked
 from ..api.trace import Trace
+from ..io.codec import check_writable
+from ..io.rank_files import trace_paths
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
 from .page import render, require_bokeh
@@ -19,8 +21,9 @@ def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int 
     """Write the report of ``inputs`` (one trace per rank, or directories of them) to ``out``;
     return each rank's data. Each trace is loaded, summarized and let go before the next."""
     require_bokeh()  # the missing extra is an error before any trace is read
-    reports = [rank_report(rank, path, trace, buckets=buckets)
-               for rank, path, trace in ranked([os.fspath(p) for p in inputs], Trace.read)]
+    paths = trace_paths([os.fspath(p) for p in inputs])
+    check_writable(out, paths)  # not the input, and writable: before any trace is read
+    reports = [rank_report(rank, path, trace, buckets=buckets) for rank, path, trace in ranked(paths, Trace.read)]
     reports.sort(key=lambda r: r.rank)
     text = render(reports)
     with open(out, "w", encoding="utf-8") as f:
