@@ -17,7 +17,7 @@ import os
 import string
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from traceforge.errors import TraceFormatError
@@ -148,10 +148,11 @@ def test_generated_events_read_back(tmp_path, trace, batch_bytes, backend):
 @given(trace=traces(trailing_comma=False), batch_bytes=st.integers(1, 400), edits=st.lists(
     st.tuples(st.sampled_from(["set", "insert", "delete"]), st.integers(0, 10**6), st.integers(0, 255)),
     min_size=1, max_size=3))
+@example(trace=(b"[]", []), batch_bytes=1, edits=[("delete", 0, 0), ("delete", 0, 0), ("set", 0, 0)])  # all gone
 def test_mutated_bytes_read_as_json_says_or_refused(tmp_path, trace, batch_bytes, edits, backend):
     data = bytearray(trace[0])
     for how, at, byte in edits:
-        at %= len(data) + (how == "insert")
+        at %= max(1, len(data) + (how == "insert"))  # (all bytes may be deleted: an empty file)
         if how == "set" and data:
             data[at % len(data)] = byte
         elif how == "insert":
