@@ -80,23 +80,64 @@ def test_event_under_the_limit_reads_whole_through_the_growing_buffer(tmp_path):
 
 # -- item 11: whitespace and top-level metadata -------------------------------------------------
 
+SEPARATORS = {  # where a long run of blanks goes between two events (or before the first)
+    "after comma": b",{ws}", "before comma": b"{ws},", "both sides": b"{ws},{ws}", "before first": b"{ws}",
+    "before ]": b"{ws}", "trailing comma": b"{ws},{ws}",
+}
+
+
+def spaced(where: str, spaces: bytes, a: bytes, b: bytes) -> bytes:
+    sep = SEPARATORS[where].replace(b"{ws}", spaces)
+    if where == "before first":
+        return b'{"traceEvents":[' + sep + a + b"," + b + b'],"meta":1}'
+    if where in ("before ]", "trailing comma"):
+        return b'{"traceEvents":[' + a + b"," + b + sep + b'],"meta":1}'
+    return b'{"traceEvents":[' + a + sep + b + b'],"meta":1}'
+
+
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
-@pytest.mark.parametrize("where", ["after comma"])  # between an event and its comma: still held (see docs)
-def test_a_long_run_of_whitespace_between_events_is_not_held(tmp_path, suffix, where):
+@pytest.mark.parametrize("where", list(SEPARATORS))
+def test_a_long_run_of_whitespace_between_events_is_not_held(tmp_path, suffix, where, backend):
     spaces = b" \n" * (6 * MB)
     a, b = event_bytes(ts=1), event_bytes(ts=3)
-    sep = spaces + b"," if where == "before comma" else b"," + spaces
-    data = b'{"traceEvents":[' + a + sep + b + b'],"meta":1}'
+    data = spaced(where, spaces, a, b)
     path = write(tmp_path / f"t{suffix}", data)
     reader, events, held = read_all(path)
     assert [e["ts"] for e in events] == [1, 3] and reader.metadata() == {"meta": 1}
-    assert held < 5 * MB  # of 12 MB: the run was dropped as it streamed (at most a read block of it held)
+    assert held < 5 * MB  # of 12 MB or more: each run was dropped as it streamed (at most a read block of it held)
+    assert reader.events_end == data.index(b'],"meta"')  # absolute: the tail starts at "]" (its run dropped)
     out = str(tmp_path / "out.json")
     r = run_cli("annotate", path, "--queue-length", "-o", out)
     assert r.returncode == 0, r.stderr.decode()
-    written = json.loads(open(out, "rb").read())
-    assert [e for e in written["traceEvents"] if e.get("cat") == "kernel"] == [json.loads(a), json.loads(b)]
+    written = read_all(out)[1]  # (a trailing comma stays: Perfetto takes it, json.loads does not)
+    assert [e for e in written if e.get("cat") == "kernel"] == [json.loads(a), json.loads(b)]
     assert run_cli("check", out).returncode == 0
+
+
+@pytest.mark.parametrize("where", ["before comma", "after comma"])
+def test_long_whitespace_after_an_event_the_scanner_leaves_to_the_parser(tmp_path, where, backend):
+    """An event nested deeper than the scanner reads is walked by the exact decoder: its runs are dropped too."""
+    deep = event_bytes(ts=1)[:-1] + b',"deep":' + b"[" * 600 + b"]" * 600 + b"}"
+    data = spaced(where, b" " * (12 * MB), deep, event_bytes(ts=3))
+    reader, events, held = read_all(write(tmp_path / "t.json.gz", data))
+    assert [e["ts"] for e in events] == [1, 3] and held < 6 * MB
+
+
+def test_an_event_offset_past_a_dropped_run_is_absolute(tmp_path):
+    """Offsets (errors, args patched into events) count the dropped bytes."""
+    data = spaced("before comma", b" " * (3 * MB), event_bytes(ts=1), b'{"ts": 3, "ph": X}')
+    err = one_line_error(run_cli("stats", write(tmp_path / "t.json", data)))
+    assert f"byte {data.index(b'X}')}" in err, err
+
+
+def test_a_trailing_comma_at_a_read_block_boundary(tmp_path):
+    """The comma ending one read block and "]" starting the next: the array ends (was "event is not an object")."""
+    from traceforge.io.codec import BLOCK
+    head, first = b'{"traceEvents":[', event_bytes(name="")
+    data = head + event_bytes(name="A" * (BLOCK - len(head) - len(first) - 1)) + b",]}"
+    assert data[BLOCK - 1:BLOCK + 1] == b",]"
+    _, events, held = read_all(write(tmp_path / "t.json", data))
+    assert len(events) == 1 and held == len(data)
 
 
 def test_short_whitespace_is_kept_byte_for_byte(tmp_path):

@@ -91,7 +91,7 @@ def annotate(
     chosen = registry.chosen(analyses, flags)
     started = time.perf_counter()
     out = out or default_output(path)
-    check_writable(out)
+    check_writable(out, (path,))
     options = registry.with_defaults(chosen, options)
     repaired = None
     if repair:

@@ -15,6 +15,10 @@ back the blocks whose keys reach into it; otherwise each row is written once mor
 window's temporary file. Writing costs ~9x what reading back costs (a file here is written
 at ~450 MB/s, read at ~4 GB/s), so the blocks are read again while that reads each block
 at most ``REREADS`` times on average.
+
+One key repeated on more rows than a window holds (a trace whose events share one time) would
+make one window of them all. Given a second key (``then``), such a table is windowed by
+(key, then, row) instead, which never repeats, so every window stays about ``max_rows``.
 """
 
 from __future__ import annotations
@@ -35,15 +39,19 @@ REREADS = 4
 
 
 def windows_by(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int | None = None,
-               pass_name: str | None = None) -> Iterator[Table]:
+               pass_name: str | None = None, then: Callable[[Table, int], np.ndarray] | None = None) -> Iterator[Table]:
     """``table``'s rows in windows by ``key``, in key order (not sorted within a window, where
     rows keep their order in ``table``), each with one more column: ``index`` (the row's place
     in ``table``). ``key(chunk, first)``: the keys (int64) of a chunk whose first row is row
     ``first``. A window holds about ``max_rows`` (default ``MAX_ROWS``) rows; more only where
     one key repeats that often. ``pass_name``: shown on the progress bar (if one is drawn)
-    with the bytes of the rows dealt with so far, in every pass they go through."""
+    with the bytes of the rows dealt with so far, in every pass they go through. ``then(chunk,
+    first)``: the keys (int64) that order rows of one ``key`` (before their order in ``table``);
+    given, a key repeated on more than ``max_rows`` rows is split across windows by (``key``,
+    ``then``, place in ``table``), and the windows, each sorted stably by (``key``, ``then``), still
+    join into the table in that order."""
     shown = _Progress(table, pass_name)
-    for window in _windows(table, key, max_rows or MAX_ROWS, shown):
+    for window in _windows(table, key, max_rows or MAX_ROWS, shown, then):
         rows = len(window)
         yield window
         del window  # not held while the next window is read
@@ -66,7 +74,7 @@ class _Progress:
 
 
 def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max_rows: int,
-             shown: _Progress) -> Iterator[Table]:
+             shown: _Progress, then: Callable[[Table, int], np.ndarray] | None) -> Iterator[Table]:
     if len(table) <= max_rows:
         yield _joined([_indexed(rows, first) for rows, first in _blocks(table)], table)
         return
@@ -79,6 +87,10 @@ def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max
         spans.append((keys.min(), keys.max()))
         shown.advance(len(rows))
     sample = np.sort(np.concatenate(samples))
+    if then is not None and _most_repeated(sample) * SAMPLE_EVERY > max_rows:
+        shown.passes = 4
+        yield from _split(table, key, then, max_rows, shown.advance)
+        return
     # Gathered from blocks, a window is held twice at once (the parts, then joined): those
     # windows hold half as many rows, so that either way peaks at about the same memory.
     halves = _bounds(sample, 2 * -(-len(table) // max_rows))
@@ -87,7 +99,54 @@ def _windows(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], max
         shown.passes = 2
         yield from _reread(table, key, halves, reach)
     else:
-        yield from _distributed(table, key, _bounds(sample, -(-len(table) // max_rows)), shown.advance)
+        bounds = _bounds(sample, -(-len(table) // max_rows))
+        yield from _distributed(table, lambda chunk, first: np.searchsorted(bounds, key(chunk, first), side="right"),
+                                len(bounds) + 1, shown.advance)
+
+
+def _most_repeated(sample: np.ndarray) -> int:
+    """How often the most frequent value of a sorted sample occurs."""
+    if not len(sample):
+        return 0
+    starts = np.flatnonzero(np.r_[True, sample[1:] != sample[:-1], True])
+    return int(np.diff(starts).max())
+
+
+def _split(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], then: Callable[[Table, int], np.ndarray],
+           max_rows: int, advance: Callable[[int], None]) -> Iterator[Table]:
+    """Windows by (``key``, ``then``, row index): a sample of those triples sets the bounds, then every
+    row is written to its window's file (``_distributed``)."""
+    samples = []
+    for rows, first in _blocks(table):
+        chunk = table.as_table(rows)
+        picks = slice(None, None, SAMPLE_EVERY)
+        samples.append(np.stack([key(chunk, first)[picks], then(chunk, first)[picks],
+                                 np.arange(first, first + len(rows))[picks]]))
+        advance(len(rows))
+    sample = np.concatenate(samples, axis=1)
+    sample = sample[:, np.lexsort(sample[::-1])]
+    windows = -(-len(table) // max_rows)
+    bounds = sample[:, [sample.shape[1] * k // windows for k in range(1, windows)]]
+
+    def window_of(chunk: Table, first: int) -> np.ndarray:
+        rows = np.stack([key(chunk, first), then(chunk, first), np.arange(first, first + len(chunk))])
+        return _lexsorted_place(bounds, rows)
+
+    yield from _distributed(table, window_of, bounds.shape[1] + 1, advance)
+
+
+def _lexsorted_place(bounds: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per column of ``rows`` (keys by row, compared in order), how many columns of ``bounds``
+    (sorted the same way) are at or below it: ``searchsorted(side="right")`` on tuples."""
+    m = bounds.shape[1]
+    keys = np.concatenate([bounds, rows], axis=1)
+    is_row = np.r_[np.zeros(m, np.int8), np.ones(rows.shape[1], np.int8)]
+    order = np.lexsort((is_row, *keys[::-1]))  # at equal keys a bound goes first: it counts
+    bounds_before = np.cumsum(order < m)
+    place = np.empty(rows.shape[1], np.int64)
+    at_rows = order >= m
+    place[order[at_rows] - m] = bounds_before[at_rows]
+    return place
 
 
 def _bounds(sample: np.ndarray, windows: int) -> np.ndarray:
@@ -109,15 +168,15 @@ def _reread(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], boun
         del parts  # not held while the next window is read
 
 
-def _distributed(table: SpilledColumns, key: Callable[[Table, int], np.ndarray], bounds: np.ndarray,
+def _distributed(table: SpilledColumns, window_of: Callable[[Table, int], np.ndarray], windows: int,
                  written: Callable[[int], None]) -> Iterator[Table]:
-    """Each window from its own temporary file, every row written to one in a pass (``written``
-    is told the rows of each block)."""
+    """Each of ``windows`` windows from its own temporary file, every row written to one in a pass
+    (``window_of(chunk, first)``: each row's window; ``written`` is told the rows of each block)."""
     fields = [*table.fields, "index"]
-    files = [tempfile.TemporaryFile() for _ in range(len(bounds) + 1)]
+    files = [tempfile.TemporaryFile() for _ in range(windows)]
     try:
         for rows, first in _blocks(table):
-            window = np.searchsorted(bounds, key(table.as_table(rows), first), side="right")
+            window = window_of(table.as_table(rows), first)
             order = np.argsort(window.astype(np.uint16 if len(files) <= 1 << 16 else np.int64), kind="stable")
             ends = np.cumsum(np.bincount(window, minlength=len(files)))
             rows = _indexed(rows, first)[order]

@@ -9,7 +9,7 @@ import shutil
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -197,7 +197,9 @@ def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterat
             raise _trailing_garbage(source.path) or _truncated(source, codec) from None
         except (*CODEC_ERRORS, BadGzipFile) as e:
             garbage = _trailing_garbage(source.path) if isinstance(e, BadGzipFile) else None
-            raise garbage or TraceFormatError(source.path, f"corrupt {codec} data: {e}", offset=source.offset) from None
+            damage = _gzip_damage(source.path, e) if codec == "gzip" and garbage is None else None
+            raise garbage or damage or TraceFormatError(source.path, f"corrupt {codec} data: {e}",
+                                                        offset=source.offset) from None
         finally:
             view.release()
         if not n:
@@ -209,6 +211,54 @@ def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterat
         cap.count(n)
         trimmer.count(n)
         yield block
+
+
+def _gzip_damage(path: str, error: Exception) -> TraceFormatError | None:
+    """The error for gzip data that fails to decompress, at the compressed byte where zlib
+    stops (found by re-reading ``path``, halving the read that fails), with the start of its
+    member and the decompressed bytes before it. A failed check (CRC or length) is known only
+    at the member's end: the damage is then somewhere in the member, which the error names.
+    None where ``path`` is not a regular file (read once) or the re-read finds no damage."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        d, member, at, out = zlib.decompressobj(wbits=31), 0, 0, 0  # at: compressed offset of data[0]
+        while data := f.read(READ_SIZE):
+            while data:
+                before = d.copy()
+                try:
+                    out += _inflated(d, data)
+                except zlib.error as e:
+                    lo, hi = 0, len(data)  # data[:hi] fails from ``before``, data[:lo] does not
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        try:
+                            _inflated(before.copy(), data[:mid])
+                            lo = mid
+                        except zlib.error:
+                            hi = mid
+                    out += _inflated(before, data[:lo])
+                    check = "check" in str(e)  # "incorrect data check" / "incorrect length check"
+                    where = (f"at compressed byte {at + lo:,}, the end of the gzip member from byte {member:,}: "
+                             "the damage is somewhere in that member" if check else
+                             f"at compressed byte {at + lo:,} (in the gzip member from byte {member:,})")
+                    return TraceFormatError(path, f"corrupt gzip data ({e}) {where}, after {out:,} decompressed "
+                                            "bytes", offset=at + lo)
+                if not d.eof:
+                    at += len(data)
+                    break
+                used = len(data) - len(d.unused_data)
+                data, at = d.unused_data, at + used
+                member, d = at, zlib.decompressobj(wbits=31)
+    return None
+
+
+def _inflated(d, data: bytes) -> int:
+    """Decompress ``data`` with ``d`` in bounded steps; the bytes it gives."""
+    n = len(d.decompress(data, READ_SIZE))
+    while d.unconsumed_tail and not d.eof:
+        n += len(d.decompress(d.unconsumed_tail, READ_SIZE))
+    return n
 
 
 def _trailing_garbage(path: str) -> TraceFormatError | None:
@@ -461,10 +511,34 @@ def written_in_place(out: str) -> bool:
     raise UsageError(f"{out}: cannot write: {what} (name a file to write the trace to)")
 
 
-def check_writable(out: str) -> None:
-    """Raise now the error writing ``out`` would raise at the end (no such directory, no
-    permission, a directory), for a command that reads the whole trace before it writes: not
-    minutes later."""
+def refuse_input(out: str, inputs: Iterable[str]) -> None:
+    """UsageError when ``out`` is an existing regular file that is one of ``inputs``: the same
+    file by device and inode, so also through a symlink or a hard link."""
+    if out == "-":
+        return
+    try:
+        target = os.stat(out)
+    except OSError:
+        return  # not there yet
+    if not stat.S_ISREG(target.st_mode):
+        return
+    for src in inputs:
+        if src == "-":
+            continue
+        try:
+            source = os.stat(src)
+        except OSError:
+            continue
+        if (source.st_dev, source.st_ino) == (target.st_dev, target.st_ino):
+            same = "" if os.path.abspath(src) == os.path.abspath(out) else f" ({src})"
+            raise UsageError(f"{out}: refusing to overwrite the input{same}; name another output file")
+
+
+def check_writable(out: str, inputs: Iterable[str] = ()) -> None:
+    """Raise now the error writing ``out`` would raise at the end (the input itself, no such
+    directory, no permission, a directory), for a command that reads the whole trace before it
+    writes: not minutes later."""
+    refuse_input(out, inputs)
     if not written_in_place(out):
         fd, tmp = _temp_beside(out)
         try:
@@ -481,9 +555,7 @@ class AtomicOutput:
 
     def __init__(self, out: str, inputs: tuple[str, ...] = ()):
         self.out = out
-        for src in inputs:
-            if out != "-" and src != "-" and os.path.exists(out) and os.path.exists(src) and os.path.samefile(src, out):
-                raise UsageError(f"{out}: refusing to overwrite the input")
+        refuse_input(out, inputs)
         self._tmp: str | None = None
         self._in_place: BinaryIO | None = None
         self._file: BinaryIO | None = None

@@ -30,12 +30,15 @@ from .. import _native
 from ..errors import TraceFormatError
 from ..util import progress
 from . import rows as R
-from .codec import BLOCK, iter_decompressed
+from .codec import BLOCK, iter_decompressed, read_once
 from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
 HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
 WS = b" \t\r\n"
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark: refused at the start by every command, as Perfetto refuses it
+BOM_REFUSED = ("starts with a UTF-8 byte order mark (EF BB BF), which Perfetto refuses (\"Unknown trace type\"): "
+               "remove those 3 bytes (tail -c +4 FILE > NEW)")
 
 _CANDIDATE_END = re.compile(rb"\}(?=[ \t\r\n]*[,\]])")
 # A number with a fraction or an exponent, as RFC 8259 writes it (no leading zero, digits on
@@ -46,6 +49,21 @@ _FRACTIONAL_TIME = re.compile(
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _DECODER = json.JSONDecoder()
+
+
+def check_start(path: str) -> None:
+    """Refuse now what every command refuses at a trace's first bytes (a byte order mark, input that
+    does not decompress), for a command that does not read the trace itself (``open``). Stdin and
+    FIFOs are left alone: they are read once, by whoever reads them."""
+    if read_once(path):
+        return
+    blocks = iter_decompressed(path)
+    try:
+        first = next(blocks, b"")
+    finally:
+        blocks.close()
+    if first.startswith(BOM):
+        raise TraceFormatError(path, BOM_REFUSED, offset=0)
 
 
 def quote_times(text: bytes) -> bytes:
@@ -218,6 +236,28 @@ class _Buffer:
     def consume(self, n: int) -> None:
         self.start += n
 
+    def ws_run(self, skip: int, bound: int) -> int:
+        """Length of the whitespace from ``skip`` bytes after ``start``, reading on until it
+        ends, passes ``bound`` or the input ends (so at most ``bound`` + a chunk of it is held)."""
+        while True:
+            at = self.start + skip
+            m = _NOT_WS.search(self.data, at)
+            end = m.start() if m is not None else len(self.data)
+            if m is not None or end - at > bound or not self.fill():
+                return end - at
+
+    def drop_ws(self) -> None:
+        """Consume the whitespace at ``start`` as it streams in: never more than a chunk of it
+        is held, however long the run (offsets stay absolute through ``base``)."""
+        while True:
+            m = _NOT_WS.search(self.data, self.start)
+            if m is not None:
+                self.start = m.start()
+                return
+            self.start = len(self.data)
+            if not self.fill():
+                return
+
     def compact(self) -> None:
         """Make data[0] the first unconsumed byte (what the byte-level walkers expect)."""
         if self.start:
@@ -290,9 +330,9 @@ class TraceReader:
         return meta
 
     def _read_head(self, buf: _Buffer) -> int:
-        pos = self._skip_ws(buf, 0)
-        if buf.data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
-            pos = self._skip_ws(buf, 3)
+        pos = self._skip_head_ws(buf, 0)
+        if buf.data.startswith(BOM):
+            raise self._error(BOM_REFUSED, offset=0)
         if pos >= len(buf.data):
             raise self._error("empty file, not a JSON trace", offset=0)
         first = buf.data[pos:pos + 1]
@@ -305,30 +345,37 @@ class TraceReader:
             raise self._error(
                 f"not a JSON trace: expected '{{' or '[' but found {first!r}", offset=buf.base + pos
             )
-        pos = self._skip_ws(buf, pos + 1)
+        pos += 1
+        run = buf.ws_run(pos, WS_RUN_KEPT)  # nothing is consumed yet: ``pos`` counts from data[0]
+        if run > WS_RUN_KEPT:  # a long run before the first event: dropped as it streams, not held
+            self.head = bytes(memoryview(buf.data)[:pos])
+            buf.consume(pos)
+            buf.drop_ws()
+            return 0
+        pos += run
         self.head = buf.data[:pos]
         return pos
 
     def _find_trace_events(self, buf: _Buffer, pos: int) -> int:
         """Walk the top-level keys up to ``"traceEvents": [``; return the ``[`` position."""
         while True:
-            pos = self._skip_ws(buf, pos)
+            pos = self._skip_head_ws(buf, pos)
             m = self._match_string(buf, pos)
             if m is None:
                 if pos < len(buf.data) and buf.data[pos:pos + 1] == b"}":
                     raise self._error("no traceEvents key in the top-level object", offset=buf.base + pos)
                 raise self._error("invalid JSON in the top-level object: expected a key", offset=buf.base + pos)
             key = m.group()[1:-1]
-            pos = self._skip_ws(buf, m.end())
+            pos = self._skip_head_ws(buf, m.end())
             if buf.data[pos:pos + 1] != b":":
                 raise self._error("invalid JSON in the top-level object: expected ':'", offset=buf.base + pos)
-            pos = self._skip_ws(buf, pos + 1)
+            pos = self._skip_head_ws(buf, pos + 1)
             if key == b"traceEvents":
                 if buf.data[pos:pos + 1] != b"[":
                     raise self._error("traceEvents is not a list", offset=buf.base + pos)
                 return pos
             pos = self._skip_value(buf, pos)
-            pos = self._skip_ws(buf, pos)
+            pos = self._skip_head_ws(buf, pos)
             sep = buf.data[pos:pos + 1]
             if sep == b"}":
                 raise self._error("no traceEvents key in the top-level object", offset=buf.base + pos)
@@ -358,14 +405,24 @@ class TraceReader:
 
     # -- byte helpers -----------------------------------------------------------------
 
-    def _skip_ws(self, buf: _Buffer, pos: int) -> int:
+    def _skip_ws(self, buf: _Buffer, pos: int, until: int | None = None) -> int:
+        """The first byte from ``pos`` on that is not blank (``pos`` counts from data[0], nothing
+        consumed), reading on as needed; once past ``until`` it reads no further (the position
+        returned is then past ``until``, maybe still in the run)."""
         while True:
-            data = buf.data
-            n = len(data)
-            while pos < n and data[pos] in WS:
-                pos += 1
-            if pos < n or not buf.fill():
+            m = _NOT_WS.search(buf.data, pos)
+            if m is not None:
+                return m.start()
+            pos = len(buf.data)
+            if (until is not None and pos > until) or not buf.fill():
                 return pos
+
+    def _skip_head_ws(self, buf: _Buffer, pos: int) -> int:
+        """``_skip_ws`` before ``traceEvents``' first event: what is held there is top-level metadata,
+        refused past its limit (never held whole)."""
+        pos = self._skip_ws(buf, pos, until=self.limits.max_metadata_bytes)
+        self._check_metadata_size(pos, buf.base)
+        return pos
 
     def _match_string(self, buf: _Buffer, pos: int):
         while True:
@@ -405,6 +462,8 @@ class TraceReader:
             buf.fill_to(self.batch_bytes)
             batch, ended = self._scanned_batch(buf, ordinal)
             if batch is None:
+                if self.trailing_comma and self._at_array_end(buf):
+                    return  # a comma, a read's end, then "]": the comma ended the last batch
                 buf.compact()
                 batch, ended = self._precise_batch(buf, ordinal)
             if batch.count:
@@ -420,8 +479,13 @@ class TraceReader:
         while True:
             # All that is in hand: what is left for the next fill is at most one partial event.
             result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
-            if result.status == R.INCOMPLETE and not len(result.rows) and self._grow(buf):
-                continue  # an event (or a run of whitespace) longer than the buffer
+            if result.status == R.INCOMPLETE and not len(result.rows):
+                if result.message is None:  # an event, then only blanks: its separator is still to come
+                    ws = _trailing_ws(buf.data, buf.start)
+                    if WS_RUN_KEPT < ws < buf.available:
+                        return self._event_before_ws(buf, ordinal, ws)
+                if self._grow(buf):
+                    continue  # an event (or a run of whitespace) longer than the buffer
             break
         if not len(result.rows):
             return None, False
@@ -431,6 +495,48 @@ class TraceReader:
         batch = EventBatch(ordinal, buf.data, lo, lo + result.stop, buf.base + lo, rows=result.rows, scanner=self.scanner)
         buf.consume(result.stop)
         return batch, result.status == R.END_OF_ARRAY
+
+    def _event_before_ws(self, buf: _Buffer, ordinal: int, ws: int) -> tuple[EventBatch, bool]:
+        """The event in hand is followed by ``ws`` blanks (more than ``WS_RUN_KEPT``) and then,
+        still to come, its separator: the batch is that event and its separator, the run is
+        dropped as it streams. Offsets stay absolute; the batch's bytes lack the run."""
+        offset = buf.base + buf.start
+        event = bytes(memoryview(buf.data)[buf.start:len(buf.data) - ws])
+        buf.consume(buf.available)
+        sep, ended = self._separator_after_ws(buf, ordinal)
+        text = event + (sep or b"]")  # the scanner takes an event followed by its separator or "]"
+        result = self.scanner.scan(text, len(text), 0)
+        return EventBatch(ordinal, text, 0, len(event) + len(sep), offset, rows=result.rows, scanner=self.scanner), ended
+
+    def _separator_after_ws(self, buf: _Buffer, ordinal: int) -> tuple[bytes, bool]:
+        """After event ``ordinal`` and a run of blanks too long to hold: drop the run as it streams,
+        then take its separator (a comma and the blanks after it, those dropped too when longer
+        than ``WS_RUN_KEPT``), or nothing before the array's "]". True when the array ends there."""
+        buf.drop_ws()
+        sep = buf.data[buf.start:buf.start + 1]
+        if sep == b"]":
+            return b"", True
+        if sep != b",":
+            if not sep:
+                raise self._error("unexpected end of input inside traceEvents (truncated file?)",
+                                  offset=buf.base + buf.start, event=ordinal + 1)
+            raise self._error(f"expected ',' or ']' after an event, found {sep!r}", offset=buf.base + buf.start,
+                              event=ordinal)
+        run = buf.ws_run(1, WS_RUN_KEPT)
+        if run > WS_RUN_KEPT:
+            buf.consume(1)
+            buf.drop_ws()
+            taken = b","
+        else:
+            taken = bytes(memoryview(buf.data)[buf.start:buf.start + 1 + run])
+            buf.consume(1 + run)
+        return taken, self._at_array_end(buf)
+
+    @staticmethod
+    def _at_array_end(buf: _Buffer) -> bool:
+        """Whether the first byte in hand that is not blank is the array's "]"."""
+        m = _NOT_WS.search(buf.data, buf.start)
+        return m is not None and buf.data[m.start()] == 0x5D
 
     def _grow(self, buf: _Buffer) -> bool:
         """More input behind an incomplete event; False at the end of the input. A leading run
@@ -474,10 +580,23 @@ class TraceReader:
             event, end = self._one_event(buf, pos, ordinal + len(events))
             events.append(event)
             spans.append((pos, end))
-            pos = self._skip_ws(buf, end)
+            pos = self._skip_ws(buf, end, until=end + WS_RUN_KEPT)
+            if pos - end > WS_RUN_KEPT:  # a long run before the separator: dropped as it streams
+                raw = bytes(memoryview(buf.data)[:end])
+                offset = buf.base
+                buf.consume(end)
+                sep, ended = self._separator_after_ws(buf, ordinal + len(events) - 1)
+                spans = np.array(spans, np.int64).reshape(-1, 2)
+                self._check_event_sizes(spans, offset, ordinal)
+                buf.compact()
+                return EventBatch(ordinal, raw + sep, 0, len(raw) + len(sep), offset, events=events, spans=spans,
+                                  scanner=self.scanner), ended
             sep = buf.data[pos:pos + 1]
             if sep == b",":
-                pos = self._skip_ws(buf, pos + 1)
+                at = pos + 1
+                pos = self._skip_ws(buf, at, until=at + WS_RUN_KEPT)
+                if pos - at > WS_RUN_KEPT:  # a long run after the comma: the next round drops it
+                    return self._take(buf, ordinal, events, spans, pos), False
                 if buf.data[pos:pos + 1] == b"]":  # a trailing comma (Perfetto accepts it): kept in raw
                     return self._take(buf, ordinal, events, spans, pos), True
             elif sep == b"]":
@@ -566,6 +685,20 @@ def _reject_constant(name: str) -> None:
 
 
 _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _trailing_ws(data: bytes | bytearray, lo: int) -> int:
+    """Length of the run of blanks that ends ``data`` (not reaching before ``lo``), read from the end."""
+    end = i = len(data)
+    step = 1 << 16
+    with memoryview(data) as view:
+        while i > lo:
+            a = max(lo, i - step)
+            kept = len(bytes(view[a:i]).rstrip(WS))
+            if kept:
+                return end - a - kept
+            i, step = a, min(step * 2, 4 << 20)
+    return end - lo
 
 
 def _byte_len(text: str) -> int:

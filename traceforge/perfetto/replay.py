@@ -61,7 +61,9 @@ def replay(collected: Collected, findings: Findings, max_rows: int | None = None
     # the slices alone at their exact times, to tell which spills only Perfetto's rounding makes
     exact = _native.replay.walker(collected.n_tracks, 0, True) if collected.inexact else None
     tally = _Tally(findings.max_examples)
-    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows or WINDOW_ROWS, "replay"):
+    # at one ts, rows go in Perfetto's order (``_tie_order``) across windows: many events at one ts are not one window
+    for rows in windows_by(collected.rows, lambda chunk, first: chunk.ts, max_rows or WINDOW_ROWS, "replay",
+                           then=lambda chunk, first: _tie_order(chunk.kind, chunk.dur)):
         key = keys.index(rows)
         exact_spills = None
         if exact is not None:
@@ -89,10 +91,15 @@ def _sorted_rows(kind: np.ndarray, ts: np.ndarray, dur: np.ndarray, *, slices_on
     rows = np.flatnonzero(kind <= END) if slices_only else None
     if rows is not None:
         ts, dur, kind = ts[rows], dur[rows], kind[rows]
+    order = np.lexsort((_tie_order(kind, dur), ts))  # stable: file order breaks ties
+    return (order if rows is None else rows[order]).astype(np.int64, copy=False)
+
+
+def _tie_order(kind: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Perfetto's order of events at one ts (before file order): E first, then longer first."""
     key = np.negative(dur)
     key[kind == END] = np.iinfo(np.int64).min
-    order = np.lexsort((key, ts))  # stable: file order breaks ties
-    return (order if rows is None else rows[order]).astype(np.int64, copy=False)
+    return key
 
 
 @dataclass

@@ -9,6 +9,8 @@ from functools import partial
 
 from ..api.fan_out import ranked, trace_rank
 from ..api.trace import Trace
+from ..io.codec import check_writable
+from ..io.rank_files import trace_paths
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
 from .page import render, require_bokeh
@@ -23,8 +25,10 @@ def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int 
     ``jobs`` at once in processes (None: the cores), or on the Dask scheduler at ``cluster``
     (``api.fan_out``): only each rank's summary comes back."""
     require_bokeh()  # the missing extra is an error before any trace is read
+    paths = trace_paths([os.fspath(p) for p in inputs])
+    check_writable(out, paths)  # not the input, and writable: before any trace is read
     job = partial(_rank_report, buckets)
-    reports = [report for _, _, report in ranked([os.fspath(p) for p in inputs], job, jobs=jobs, cluster=cluster)]
+    reports = [report for _, _, report in ranked(paths, job, jobs=jobs, cluster=cluster)]
     reports.sort(key=lambda r: r.rank)
     text = render(reports)
     with open(out, "w", encoding="utf-8") as f:

@@ -419,7 +419,7 @@ class Repairs:
 def repair(path: str, out: str, *, rebase_time: bool = False) -> RepairResult:
     """Write ``path`` repaired to ``out`` (see the module docstring); return what changed."""
     started = time.perf_counter()
-    check_writable(out)
+    check_writable(out, (path,))
     with readable_twice(path) as source:  # stdin or a FIFO: spooled, as it is read twice
         return _repair(source, path, out, rebase_time, started)
 

@@ -197,7 +197,7 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
     if (window is None) == (steps is None):
         raise UsageError("give exactly one of window (START:END) or steps (N-M)")
     started = time.perf_counter()
-    check_writable(out)
+    check_writable(out, (path,))
     with readable_twice(path) as source:
         # the steps' window first: its scan's columns are gone before the events' are collected
         step_window = steps_window(source, *parse_steps(steps)) if steps is not None else None

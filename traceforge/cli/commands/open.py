@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from ...io.reader import check_start
 from ..serve import DEFAULT_PORT, MEMORY_PER_JSON_BYTE, UI, json_size, trace_server, ui_url
 
 
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_start(args.file)  # what the UI would refuse at the first bytes: said here, not in the browser
     server = trace_server(args.file, args.port, log=lambda line: print(line, file=sys.stderr, flush=True))
     size = json_size(args.file)
     if size.too_large:
