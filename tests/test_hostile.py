@@ -355,8 +355,10 @@ def test_signal_mid_run_leaves_no_temporary_file(signum, tiled, tmp_path):
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".o.json.gz.*.tmp")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before its temporary file was seen"
-    proc.send_signal(signum)
+    proc.send_signal(signal.SIGSTOP)  # held still: on a loaded machine it could otherwise finish first
+    assert proc.poll() is None and list(tmp_path.glob(".o.json.gz.*.tmp")), "the run ended before it was signalled"
+    proc.send_signal(signum)  # delivered as it resumes, its temporary file still unpublished
+    proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signum or (signum == signal.SIGINT and proc.returncode == 130), err
     assert "Traceback" not in err.decode() and err.decode().count("\n") == 1, err
