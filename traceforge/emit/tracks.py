@@ -192,6 +192,30 @@ def metadata_events(pid: object, tid: int, name: str, sort_index: int) -> list[b
 
 
 @dataclass
+class IndexedTexts:
+    """A column of texts as an index into a few distinct ones: row i is ``distinct[index[i]]``.
+    4 bytes a row (int32), not ``Texts``' 16, while a slice track waits to be written."""
+
+    distinct: Texts
+    index: np.ndarray  # int32
+
+    @classmethod
+    def of(cls, keys: np.ndarray, text: Callable[[int], bytes]) -> IndexedTexts:
+        """``text(k)`` for each of ``keys`` (ints; one call per distinct key, found by a sort)."""
+        distinct = np.sort(keys)
+        if len(distinct):
+            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+        index = np.searchsorted(distinct, keys).astype(np.int32)
+        return cls(Texts.of([text(k) for k in distinct.tolist()]), index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def take(self, rows: np.ndarray | slice) -> Texts:
+        return self.distinct.take(self.index[rows])
+
+
+@dataclass
 class SliceTrack:
     """Complete (``X``) slices drawn in process ``pid`` on as many lanes as they need.
 
@@ -208,7 +232,7 @@ class SliceTrack:
     dur: np.ndarray  # int64 ns
     labels: list[str]
     label: np.ndarray
-    args: Texts
+    args: Texts | IndexedTexts
     allocator: TidAllocator
     cat: str = "traceforge"
 

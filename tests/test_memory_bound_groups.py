@@ -1,0 +1,86 @@
+"""The analyses of ``annotate --all`` that work a piece of a stream at a time (issue 43 item 3,
+10 GB under 500 MB): each checked, with its pieces scaled down so that every stream crosses
+piece boundaries, against the whole-stream path (one piece) and a brute force over the
+parsed events.
+
+- Idle gaps (``gpu_busy.stream_pieces``): a stream's merged busy intervals and gaps, a chunk
+  of the GPU op table at a time, the interval still open carried to the next chunk; streams
+  whose ops are not in time order in the file are sorted whole.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from traceforge.analyses import gpu_busy
+from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
+from traceforge.annotator.run import annotate
+from traceforge.columns.scan import scan
+
+from .conftest import SAMPLE, raw_json
+from .test_idle_intervals import brute_gaps, brute_table, parse
+
+CHUNKS = [1, 2, 7, 1 << 18]  # 1 << 18: every stream of these traces in one piece (the whole-array path)
+
+
+def _unsorted_trace(tmp_path):
+    """Two streams; stream 7's ops are not in time order in the file (sorted whole), stream 8's are
+    (read a chunk at a time), with overlaps, touching ops and a zero-duration op."""
+    ops = [  # (stream, ts µs, dur µs, launch ts µs)
+        (7, 300, 50, 160), (7, 100, 10, 50), (7, 115, 5, 60), (8, 100, 10, 40), (7, 200, 10, 150),
+        (8, 110, 5, 41), (8, 130, 20, 42), (8, 140, 0, 43), (7, 310, 5, 161), (8, 200, 30, 190), (7, 400, 1, 163),
+        (8, 229, 40, 191), (8, 300, 1, 250),
+    ]
+    events = []
+    for i, (stream, ts, dur, launched) in enumerate(ops):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": launched, "dur": 1, "args": {"correlation": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                       "args": {"device": 0, "stream": stream, "correlation": i + 1}})
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+def _gaps_by_stream(cols, chunk, min_gap_ns=0):
+    return {(d, s): list(zip(start.tolist(), end.tolist(), code.tolist(), cols.gpu.name[opener].tolist()))
+            for d, s, start, end, code, opener in long_gaps(cols, min_gap_ns=min_gap_ns, chunk=chunk)}
+
+
+@pytest.mark.parametrize("name", [SAMPLE, "hand", "negative_queue", "trace_diff"])
+def test_stream_pieces_equal_the_whole_stream_and_the_brute_force(name, trace_path, tmp_path, monkeypatch):
+    path = _unsorted_trace(tmp_path) if name == "hand" else trace_path(name)
+    cols = scan(str(path))
+    parsed = parse(path)
+    truth = {k: v for k, v in brute_gaps(parsed).items() if v}
+    categories = ("host_wait", "kernel_wait", "other")
+    whole = _gaps_by_stream(cols, 1 << 30)
+    assert {k: [(s, e, categories[c], cols.names[n]) for s, e, c, n in v] for k, v in whole.items()} == truth
+    streams = None
+    for chunk in CHUNKS:
+        assert _gaps_by_stream(cols, chunk) == whole, chunk
+        assert _gaps_by_stream(cols, chunk, min_gap_ns=10_000) == _gaps_by_stream(cols, 1 << 30, 10_000)
+        monkeypatch.setattr(gpu_busy, "GAP_CHUNK", chunk)
+        got = [(g.device, g.stream, g.ops, g.starts.tolist(), g.ends.tolist(), g.category.tolist(), g.opener.tolist())
+               for g in gpu_busy.stream_gaps(cols)]
+        assert streams is None or got == streams, chunk
+        streams = got
+    if name == "hand":
+        assert [s for _, s, *_ in streams] == [7, 8]
+        assert not gpu_busy._ts_rise(cols.gpu.ts, cols.gpu.stream == 7, 2)  # stream 7 is sorted whole
+        assert gpu_busy._ts_rise(cols.gpu.ts, cols.gpu.stream == 8, 2)
+
+
+def test_idle_tables_and_track_bytes_do_not_depend_on_the_pieces(sample, tmp_path, monkeypatch):
+    cols = scan(str(sample.path))
+    table, gaps = idle_intervals(cols), idle_gaps(cols)
+    assert table.to_dict("records") == brute_table(brute_gaps(parse(sample.path)))
+    outputs = []
+    for chunk in (3, 1 << 18):
+        monkeypatch.setattr(gpu_busy, "GAP_CHUNK", chunk)
+        assert idle_intervals(cols).equals(table) and idle_gaps(cols).equals(gaps)
+        out = tmp_path / f"out{chunk}.json"
+        annotate(str(sample.path), str(out), idle_gaps=True)
+        outputs.append(raw_json(out))
+    assert outputs[0] == outputs[1]
