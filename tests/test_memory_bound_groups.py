@@ -6,20 +6,26 @@ parsed events.
 - Idle gaps (``gpu_busy.stream_pieces``): a stream's merged busy intervals and gaps, a chunk
   of the GPU op table at a time, the interval still open carried to the next chunk; streams
   whose ops are not in time order in the file are sorted whole.
+- Exposed communication (``overlap.exposed_intervals``): a device's compute and communication
+  unions merged the same way (``gpu_busy.merged_pieces``), its runs' kernels counted across pieces.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 
 from traceforge.analyses import gpu_busy
+from traceforge.analyses.hta_types import COMMUNICATION, op_types
 from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
+from traceforge.analyses.overlap import exposed_comm, exposed_intervals
 from traceforge.annotator.run import annotate
 from traceforge.columns.scan import scan
 
 from .conftest import SAMPLE, raw_json
 from .test_idle_intervals import brute_gaps, brute_table, parse
+from .test_overlap import brute_exposed, gpu_ops, read_events
 
 CHUNKS = [1, 2, 7, 1 << 18]  # 1 << 18: every stream of these traces in one piece (the whole-array path)
 
@@ -84,3 +90,37 @@ def test_idle_tables_and_track_bytes_do_not_depend_on_the_pieces(sample, tmp_pat
         annotate(str(sample.path), str(out), idle_gaps=True)
         outputs.append(raw_json(out))
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("name", [SAMPLE, "nccl", "negative_queue"])
+def test_exposed_comm_in_pieces_equals_the_whole_and_the_brute_force(name, trace_path, monkeypatch):
+    path = trace_path(name)
+    cols = scan(str(path))
+    whole = exposed_intervals(cols, chunk=1 << 30)
+    truth = brute_exposed(gpu_ops(read_events(path)))
+    assert list(zip(whole.device.tolist(), whole.ts.tolist(), whole.dur.tolist())) == truth and truth
+    # each interval's run of communication (first kernel, kernels, length), by a loop over the merged kernels
+    types = op_types(cols)
+    for device, ts in zip(whole.device.tolist(), whole.ts.tolist()):
+        kernels = sorted((t, o, r, d) for r, (t, d, o, dev, ty) in enumerate(zip(
+            cols.gpu.ts.tolist(), cols.gpu.dur.tolist(), cols.gpu.ordinal.tolist(), cols.gpu.device.tolist(),
+            types.tolist())) if dev == device and ty == COMMUNICATION and d > 0)
+        runs = []
+        for t, _, r, d in kernels:
+            if runs and t <= runs[-1][1]:
+                runs[-1][1], runs[-1][3] = max(runs[-1][1], t + d), runs[-1][3] + 1
+            else:
+                runs.append([t, t + d, r, 1])
+        run = next(x for x in runs if x[0] <= ts < x[1])
+        i = whole.ts.tolist().index(ts)
+        assert (int(whole.first_kernel[i]), int(whole.nccl_kernels[i]), int(whole.comm_ns[i])) == (
+            run[2], run[3], run[1] - run[0])
+        if i > 20:
+            break
+    table = exposed_comm(cols)
+    for chunk in CHUNKS:
+        got = exposed_intervals(cols, chunk=chunk)
+        for field in ("device", "ts", "dur", "first_kernel", "nccl_kernels", "comm_ns"):
+            assert np.array_equal(getattr(got, field), getattr(whole, field)), (chunk, field)
+    monkeypatch.setattr(gpu_busy, "GAP_CHUNK", 3)
+    assert exposed_comm(cols).equals(table)

@@ -115,10 +115,22 @@ def stream_gaps(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> 
     time, classified as the module docstring says. The one definition of the categories:
     ``busy_idle``, ``idle_intervals`` and the idle-gap track all read it."""
     for device, stream, ops, pieces in stream_pieces(cols, kernel_wait_ns=kernel_wait_ns):
-        parts = list(pieces)
-        starts, ends, _, _, category, opener = (np.concatenate([p[i] for p in parts]) if parts else _EMPTY[i]
-                                                for i in range(6))
+        starts, ends, _, _, category, opener = concatenated(list(pieces), _EMPTY)
         yield StreamGaps(device, stream, ops, starts, ends, category, opener)
+
+
+def concatenated(pieces: list[tuple[np.ndarray, ...]], empty: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """Each column of ``pieces`` (tuples of arrays) concatenated, ``empty`` where there is no piece.
+    Consumes ``pieces``: a column's pieces go once it is made (not two copies of every column)."""
+    if not pieces:
+        return list(empty)
+    columns = [list(column) for column in zip(*pieces)]
+    pieces.clear()
+    out = []
+    for column in columns:
+        out.append(np.concatenate(column))
+        column.clear()
+    return out
 
 
 GAP_CHUNK = 1 << 18  # GPU ops of the table read at a time by ``stream_pieces`` (a chunk's working set, not a stream's)
@@ -146,9 +158,22 @@ def stream_pieces(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS, c
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, everything):
         ops = int(np.count_nonzero(mine))
         mine &= gpu.dur > 0
-        rows = _row_chunks(gpu, mine, chunk, in_file_order)
-        yield device, stream, ops, _pieces(_merged(rows, gpu.ts, gpu.dur), launched, kernel_wait_ns)
-        del mine, rows
+        yield device, stream, ops, _pieces(merged_pieces(gpu, mine, chunk, in_file_order), launched, kernel_wait_ns)
+        del mine
+
+
+def merged_pieces(gpu: Table, mine: np.ndarray, chunk: int | None = None, in_file_order: bool | None = None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``merge_intervals`` of the GPU ops where ``mine`` (each with ``dur > 0``), in (ts, file
+    order) order, a piece at a time: (starts, ends, first row, ops) of the merged intervals closed
+    within ``chunk`` rows of the table (default ``GAP_CHUNK``), the last one at the end; ``ops``
+    counts each interval's ops. The ops are read a chunk of the table at a time where they are
+    in time order in the table, and sorted whole otherwise. ``in_file_order``: whether the table's
+    ordinals rise (found where not given)."""
+    chunk = GAP_CHUNK if chunk is None else chunk
+    if in_file_order is None:
+        in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    return _merged(_row_chunks(gpu, mine, chunk, in_file_order), gpu.ts, gpu.dur)
 
 
 def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, in_file_order: bool) -> Iterator[np.ndarray]:
@@ -180,11 +205,12 @@ def _ts_rise(ts: np.ndarray, mine: np.ndarray, chunk: int) -> bool:
 
 
 def _merged(row_chunks: Iterator[np.ndarray], ts_column: np.ndarray, dur_column: np.ndarray
-            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """``merge_intervals`` of the ops of ``row_chunks`` (in time order), a chunk at a time:
-    (starts, ends, first row) of the intervals each chunk closes, the last one at the end.
-    The interval still open at a chunk's end goes in front of the next chunk."""
-    carry: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    (starts, ends, first row, ops) of the intervals each chunk closes, the last one at the end.
+    The interval still open at a chunk's end goes in front of the next chunk (as one op that
+    stands for its ``ops``)."""
+    carry: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     for rows in row_chunks:
         ts = ts_column[rows].astype(np.int64, copy=False)
         reach = ts + dur_column[rows]
@@ -195,20 +221,23 @@ def _merged(row_chunks: Iterator[np.ndarray], ts_column: np.ndarray, dur_column:
         np.greater(ts[1:], reach[:-1], out=new[1:])
         first = np.flatnonzero(new)
         del new
+        ops = np.diff(first, append=len(ts))
+        if carry is not None:
+            ops[0] += int(carry[3][0]) - 1
         starts, ends, firsts = ts[first], reach[np.append(first[1:] - 1, len(ts) - 1)], rows[first]
         del ts, reach, rows, first
-        carry = (starts[-1:], ends[-1:], firsts[-1:])
+        carry = (starts[-1:], ends[-1:], firsts[-1:], ops[-1:])
         if len(starts) > 1:
-            yield starts[:-1], ends[:-1], firsts[:-1]
+            yield starts[:-1], ends[:-1], firsts[:-1], ops[:-1]
     if carry is not None:
         yield carry
 
 
-def _pieces(merged: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], launched: np.ndarray,
+def _pieces(merged: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], launched: np.ndarray,
             kernel_wait_ns: int) -> Iterator[Piece]:
     """Each chunk of merged intervals with the gaps before them (the first interval has none)."""
     before = None  # the end of the last interval so far
-    for starts, ends, firsts in merged:
+    for starts, ends, firsts, _ in merged:
         if before is None:
             gap_start, gap_end, opener = ends[:-1], starts[1:], firsts[1:]
         else:

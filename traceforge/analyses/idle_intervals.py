@@ -21,7 +21,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from ..util.percentiles import nearest_rank
-from .gpu_busy import IDLE_CATEGORIES, KERNEL_WAIT_NS, launched_before, stream_gaps, stream_pieces
+from .gpu_busy import IDLE_CATEGORIES, KERNEL_WAIT_NS, concatenated, launched_before, stream_gaps, stream_pieces
 
 PERCENTILES = (50, 90)
 COLUMNS = ["device", "stream", "category", "count", "total_ns", "mean_ns", "min_ns",
@@ -73,9 +73,7 @@ def long_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kerne
                 kept.append((start[keep], end[keep], code[keep], opener[keep]))
             del start, end, code, opener, keep
         if kept:
-            start, end, code, opener = (np.concatenate([k[i] for k in kept]) for i in range(4))
-            del kept
-            yield device, stream, start, end, code, opener
+            yield device, stream, *concatenated(kept, ())
 
 
 def idle_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS
