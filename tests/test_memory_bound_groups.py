@@ -8,6 +8,7 @@ parsed events.
   whose ops are not in time order in the file are sorted whole.
 - Exposed communication (``overlap.exposed_intervals``): a device's compute and communication
   unions merged the same way (``gpu_busy.merged_pieces``), its runs' kernels counted across pieces.
+- Launch delay's arrows: their ends placed a chunk of outliers at a time (``ARROW_CHUNK``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from traceforge.analyses import gpu_busy
 from traceforge.analyses.hta_types import COMMUNICATION, op_types
 from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
 from traceforge.analyses.overlap import exposed_comm, exposed_intervals
+from traceforge.annotator.plugins import launch_delay as launch_delay_plugin
 from traceforge.annotator.run import annotate
 from traceforge.columns.scan import scan
 
@@ -124,3 +126,18 @@ def test_exposed_comm_in_pieces_equals_the_whole_and_the_brute_force(name, trace
             assert np.array_equal(getattr(got, field), getattr(whole, field)), (chunk, field)
     monkeypatch.setattr(gpu_busy, "GAP_CHUNK", 3)
     assert exposed_comm(cols).equals(table)
+
+
+@pytest.mark.parametrize("name", [SAMPLE, "negative_queue"])
+def test_launch_delay_arrows_placed_in_chunks_give_the_same_bytes(name, trace_path, tmp_path, monkeypatch):
+    """Launch delay's arrows have their ends placed ``ARROW_CHUNK`` outliers at a time; negative_queue
+    has outliers that get no arrow (5), so the ids after them must not move either."""
+    path = trace_path(name)
+    outputs = []
+    for chunk in (1, 3, 1 << 19):
+        monkeypatch.setattr(launch_delay_plugin, "ARROW_CHUNK", chunk)
+        out = tmp_path / f"out{chunk}.json"
+        summary = annotate(str(path), str(out), launch_delay=True).summary
+        outputs.append(raw_json(out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert b'"cat":"launch_delay"' in outputs[0] and "without one" in summary[0]

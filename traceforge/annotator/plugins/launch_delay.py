@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...analyses.gpu_busy import concatenated
 from ...analyses.launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from ...analyses.launches import STREAM_LAUNCH_APIS
 from ...analyses.series import stream_groups
@@ -70,18 +71,31 @@ def delay_label(ns: int) -> str:
     return f"launch delay {tenths // 10}.{tenths % 10} us"
 
 
+ARROW_CHUNK = 1 << 19  # outliers whose ends are placed at a time (``flow_anchors``' working set is ~60 bytes each)
+
+
 def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray,
                   delay: np.ndarray) -> tuple[FlowArrows, int]:
     """An arrow from each launch call to its GPU op, ids above the trace's; and how many
-    could not be placed (no ts binds to both slices, e.g. a zero-duration op)."""
-    start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
-    ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+    could not be placed (no ts binds to both slices, e.g. a zero-duration op). The ends are
+    placed ``ARROW_CHUNK`` outliers at a time (each end's place does not depend on the others)."""
+    kept: list[tuple[np.ndarray, ...]] = []
+    for lo in range(0, len(gpu_rows), ARROW_CHUNK):
+        part = slice(lo, lo + ARROW_CHUNK)
+        start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows[part]), (cols.gpu, gpu_rows[part])])
+        ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+        kept.append((cols.launches.track[launch_rows[part][ok]], start_ts[ok], cols.gpu.track[gpu_rows[part][ok]],
+                     end_ts[ok], delay[part][ok]))
+        del start_ts, end_ts, ok
+    empty = (np.zeros(0, cols.launches.track.dtype), np.zeros(0, np.int64), np.zeros(0, cols.gpu.track.dtype),
+             np.zeros(0, np.int64), delay[:0])
+    start_track, start_ts, end_track, end_ts, values = concatenated(kept, empty)
     flows = FlowArrows(
         cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
-        start_track=cols.launches.track[launch_rows[ok]], start_ts=start_ts[ok],
-        end_track=cols.gpu.track[gpu_rows[ok]], end_ts=end_ts[ok], values=delay[ok], label=delay_label,
+        start_track=start_track, start_ts=start_ts, end_track=end_track, end_ts=end_ts, values=values,
+        label=delay_label,
     )
-    return flows, len(gpu_rows) - len(ok)
+    return flows, len(gpu_rows) - len(values)
 
 
 def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
