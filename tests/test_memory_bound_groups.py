@@ -9,6 +9,7 @@ parsed events.
 - Exposed communication (``overlap.exposed_intervals``): a device's compute and communication
   unions merged the same way (``gpu_busy.merged_pieces``), its runs' kernels counted across pieces.
 - Launch delay's arrows: their ends placed a chunk of outliers at a time (``ARROW_CHUNK``).
+- classify's utilisation shares: a chunk of the device's sample times at a time (``UTILISATION_CHUNK``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import orjson
 import pytest
 
 from traceforge.analyses import gpu_busy
+from traceforge.analyses.classify import label_ops
 from traceforge.analyses.hta_types import COMMUNICATION, op_types
 from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
 from traceforge.analyses.overlap import exposed_comm, exposed_intervals
+from traceforge.analyses.rules import DEFAULT_RULES, load_rules
+from traceforge.annotator.plugins import classify as classify_plugin
 from traceforge.annotator.plugins import launch_delay as launch_delay_plugin
 from traceforge.annotator.run import annotate
 from traceforge.columns.scan import scan
@@ -141,3 +145,27 @@ def test_launch_delay_arrows_placed_in_chunks_give_the_same_bytes(name, trace_pa
         outputs.append(raw_json(out))
     assert outputs[0] == outputs[1] == outputs[2]
     assert b'"cat":"launch_delay"' in outputs[0] and "without one" in summary[0]
+
+
+@pytest.mark.parametrize("name", [SAMPLE, "nccl"])
+def test_utilisation_in_chunks_of_sample_times_gives_the_same_tracks(name, trace_path, monkeypatch):
+    """classify's utilisation shares, ``UTILISATION_CHUNK`` sample times at a time (the step kept
+    across chunks), against the whole device at once and a brute force over the ops."""
+    cols = scan(str(trace_path(name)))
+    labels = label_ops(cols, load_rules(DEFAULT_RULES))
+
+    def tracks():
+        return [(d, c, ts.tolist(), p.tolist()) for d, c, ts, p in classify_plugin._utilisation_steps(cols, labels)]
+
+    whole = tracks()
+    for chunk in (1, 2, 7):
+        monkeypatch.setattr(classify_plugin, "UTILISATION_CHUNK", chunk)
+        assert tracks() == whole, chunk
+    # brute force: at each point, the share of the device's running ops of that category
+    gpu = cols.gpu
+    ops = list(zip(gpu.device.tolist(), gpu.ts.tolist(), gpu.dur.tolist(), labels.category.tolist()))
+    for d, c, ts, permille in whole[:3]:
+        for t, p in list(zip(ts, permille))[:50]:
+            running = [cat for dev, s, dur, cat in ops if dev == d and s <= t < s + max(dur, 0)]
+            want = (2 * 1000 * running.count(c) + len(running)) // max(2 * len(running), 1)
+            assert p == want, (d, c, t)
