@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..analyses.filters import Filters
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_rows
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_mask
 from ..analyses.stacks import NameMask, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
@@ -85,7 +85,7 @@ class ScanPlan:
         back: list[Callable[[Table], np.ndarray]] = []  # which launch calls on disk come back
         launches = np.zeros(len(cols.launches), bool)
         if self.near_launches:
-            windows = LaunchWindows(cols, stream_launch_rows(cols))
+            windows = LaunchWindows(cols, stream_launch_mask(cols))
             keeps.append(windows.near)
             back.append(windows.near)
             launches |= windows.near(cols.launches)
