@@ -10,6 +10,7 @@ parsed events.
   unions merged the same way (``gpu_busy.merged_pieces``), its runs' kernels counted across pieces.
 - Launch delay's arrows: their ends placed a chunk of outliers at a time (``ARROW_CHUNK``).
 - classify's utilisation shares: a chunk of the device's sample times at a time (``UTILISATION_CHUNK``).
+- The memory counters: a device's levels made in place, ``SPILL_CHUNK`` events at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from traceforge.analyses import gpu_busy
+from traceforge.analyses import memory_timeline as mt
 from traceforge.analyses.classify import label_ops
 from traceforge.analyses.hta_types import COMMUNICATION, op_types
 from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
@@ -169,3 +171,19 @@ def test_utilisation_in_chunks_of_sample_times_gives_the_same_tracks(name, trace
             running = [cat for dev, s, dur, cat in ops if dev == d and s <= t < s + max(dur, 0)]
             want = (2 * 1000 * running.count(c) + len(running)) // max(2 * len(running), 1)
             assert p == want, (d, c, t)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 1 << 18])
+def test_memory_levels_made_in_place_equal_the_copies(chunk, monkeypatch):
+    """``DeviceMemory.levels(consume=True)`` moves the kept points to the front of the device's
+    arrays ``SPILL_CHUNK`` at a time; it must give what the copying ``levels()`` gives."""
+    monkeypatch.setattr(mt, "SPILL_CHUNK", chunk)
+    ts = np.array([5, 5, 6, 7, 7, 7, 9, 12, 12], np.int64)
+    alloc, reserved = np.arange(9, dtype=np.int64) * 10, np.arange(9, dtype=np.int64) * 100
+    d = mt.DeviceMemory(1, 0, 0, ts.copy(), alloc.copy(), reserved.copy())
+    want = d.levels()
+    assert [w.tolist() for w in want] == [[5, 6, 7, 9, 12], [10, 20, 50, 60, 80], [100, 200, 500, 600, 800]]
+    got = d.levels(consume=True)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    distinct = mt.DeviceMemory(1, 0, 0, np.arange(4, dtype=np.int64), alloc[:4].copy(), reserved[:4].copy())
+    assert distinct.levels(consume=True)[0] is distinct.ts  # nothing to drop: the arrays as they are
