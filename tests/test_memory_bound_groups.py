@@ -11,6 +11,7 @@ parsed events.
 - Launch delay's arrows: their ends placed a chunk of outliers at a time (``ARROW_CHUNK``).
 - classify's utilisation shares: a chunk of the device's sample times at a time (``UTILISATION_CHUNK``).
 - The memory counters: a device's levels made in place, ``SPILL_CHUNK`` events at a time.
+- The args analyses add to existing events wait on disk (``Injections.spill``) until the copy.
 """
 
 from __future__ import annotations
@@ -187,3 +188,27 @@ def test_memory_levels_made_in_place_equal_the_copies(chunk, monkeypatch):
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
     distinct = mt.DeviceMemory(1, 0, 0, np.arange(4, dtype=np.int64), alloc[:4].copy(), reserved[:4].copy())
     assert distinct.levels(consume=True)[0] is distinct.ts  # nothing to drop: the arrays as they are
+
+
+def test_args_for_existing_events_wait_on_disk_until_the_copy(tmp_path):
+    """``Injections.spill`` moves ``ArgColumns`` to the file too; ``args()`` reads them back whole."""
+    import tempfile
+    from functools import partial
+
+    from traceforge.emit.tracks import Injections
+    from traceforge.io.jsontext import ArgColumns, FixedPoint
+
+    labels = np.asarray(["gemm", "nccl"], dtype=object)
+    columns = ArgColumns(np.array([3, 5, 9], np.int64), {"category": np.array([1, 0, 1], np.int8),
+                                                        "delay_us": np.array([1500, -2, 7], np.int32)},
+                         {"category": partial(np.take, labels), "delay_us": FixedPoint(3)})
+    want = list(columns.rows(0, 10))
+    injections = Injections(arg_columns=[columns, ArgColumns(np.zeros(0, np.int64), {})])
+    with tempfile.TemporaryFile() as file:
+        injections.spill(file)
+        assert not isinstance(injections.arg_columns[0], ArgColumns) and len(injections.arg_columns[0]) == 3
+        assert injections.patches_args()
+        back = injections.args()
+        assert isinstance(back[0], ArgColumns) and list(back[0].rows(0, 10)) == want
+        assert injections.args()[0] is back[0]  # read once
+    assert [o for o, _ in want] == [3, 5, 9]

@@ -107,7 +107,7 @@ class Injections:
     sources: list[EventSource | BlockSource] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     arg_patches: dict[int, dict] = field(default_factory=dict)
-    arg_columns: list[ArgColumns] = field(default_factory=list)
+    arg_columns: list[ArgColumns | _ArgsOnDisk] = field(default_factory=list)  # on disk once spilled
     later: Callable[..., Injections] | None = None
     figures: dict[str, int | float | str] = field(default_factory=dict)  # per-trace figures, by key
 
@@ -131,9 +131,17 @@ class Injections:
     def spill(self, file: BinaryIO) -> None:
         """Move the counter tracks, slices and arrows (the bulk: ~50 bytes a GPU op on big traces,
         and a slice's args text) to ``file`` until their events are written: the analyses after and
-        the copy run without them."""
+        the copy run without them. The args for existing events wait there too until the copy
+        asks for them (``args``): ~5-12 bytes a GPU op an analysis, held through every analysis after."""
         self.sources = [_OnDisk(file, s) if isinstance(s, (CounterTrack, SliceTrack, FlowArrows)) else s
                         for s in self.sources]
+        self.arg_columns = [_ArgsOnDisk(file, c) if isinstance(c, ArgColumns) and len(c) else c
+                            for c in self.arg_columns]
+
+    def args(self) -> list[ArgColumns]:
+        """``arg_columns``, those waiting on disk read back (once: they stay in memory after)."""
+        self.arg_columns = [c.load() if isinstance(c, _ArgsOnDisk) else c for c in self.arg_columns]
+        return self.arg_columns  # type: ignore[return-value]
 
 
 class _OnDisk:
@@ -161,6 +169,22 @@ class _OnDisk:
         unpickler = pickle.Unpickler(self._file)
         unpickler.persistent_load = self._shared.__getitem__  # type: ignore[method-assign]
         yield from unpickler.load().blocks()
+
+
+class _ArgsOnDisk:
+    """``ArgColumns`` pickled into a temporary file until the copy reads them (``Injections.args``)."""
+
+    def __init__(self, file: BinaryIO, columns: ArgColumns):
+        self._file, self._len = file, len(columns)
+        self._at = file.seek(0, os.SEEK_END)
+        pickle.dump(columns, file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def load(self) -> ArgColumns:
+        self._file.seek(self._at)
+        return pickle.load(self._file)
 
 
 FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32

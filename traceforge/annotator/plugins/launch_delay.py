@@ -39,9 +39,9 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
     # Launch calls by ordinal: the columns ``tracks`` is given may hold more of them (those near
     # launches, picked meanwhile), so rows would move; GPU op rows do not.
-    arrows = [gpu_rows[outlier], cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
+    arrows = [compact_ints(gpu_rows[outlier]), cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
     del launch_rows, outlier
-    pairs = [gpu_rows, delay]
+    pairs = [compact_ints(gpu_rows), compact_ints(delay)]  # held until the tracks: 4 bytes each where they fit
     del gpu_rows, delay
 
     def tracks(cols: TraceColumns) -> Injections:
@@ -107,10 +107,11 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
         pick = mine[gpu_rows]
         ts, value = gpu.ts[gpu_rows[pick]], compact_ints(delay[pick])
-        order = np.argsort(ts, kind="stable")  # a stream's ops in file order: nearly sorted, fast
-        ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
-        value = value[order]
-        del order
+        if len(ts) > 1 and not bool(np.all(ts[1:] >= ts[:-1])):  # in file order, a stream's ops are mostly in time order
+            order = np.argsort(ts, kind="stable")
+            ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
+            value = value[order]
+            del order
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
         largest = np.maximum.reduceat(value, np.flatnonzero(first)) if len(ts) else value
