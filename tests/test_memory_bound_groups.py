@@ -212,3 +212,23 @@ def test_args_for_existing_events_wait_on_disk_until_the_copy(tmp_path):
         assert isinstance(back[0], ArgColumns) and list(back[0].rows(0, 10)) == want
         assert injections.args()[0] is back[0]  # read once
     assert [o for o, _ in want] == [3, 5, 9]
+
+
+@pytest.mark.parametrize("rising", [True, False])
+def test_merged_by_ordinal_places_rows_by_search_as_the_sort_does(rising):
+    from traceforge.columns.table import Table, merged_by_ordinal
+
+    rng = np.random.default_rng(0)
+    ordinals = rng.permutation(200)[:120].astype(np.int32)
+    a_ord, b_ord = np.sort(ordinals[:70]), np.sort(ordinals[70:])
+    if not rising:
+        b_ord = b_ord[::-1].copy()
+
+    def table(o):
+        return Table({"ordinal": o.copy(), "ts": o.astype(np.int64) * 1000 + 7, "dur": (o % 5).astype(np.int32)})
+
+    got = merged_by_ordinal(table(a_ord), table(b_ord))
+    both = np.concatenate([a_ord, b_ord])
+    want = table(both).take(np.argsort(both, kind="stable"))
+    assert all(np.array_equal(got.cols[f], want.cols[f]) and got.cols[f].dtype == want.cols[f].dtype for f in want.cols)
+    assert merged_by_ordinal(table(a_ord[:0]), table(b_ord)).ordinal.tolist() == sorted(b_ord.tolist())

@@ -19,6 +19,8 @@ from ..io.reader import TraceReader
 from ..util.search import searchsorted
 from .plugin import Analysis
 
+_CHUNK = 1 << 18  # launch calls whose joins are looked up at a time
+
 
 @dataclass(frozen=True)
 class ScanPlan:
@@ -92,7 +94,8 @@ class ScanPlan:
         if self.joined_launches:
             joined = joined_calls(cols)
             back.append(joined)
-            launches |= joined(cols.launches)
+            for lo in range(0, len(cols.launches), _CHUNK):  # a chunk at a time: its temporaries are a chunk's
+                launches[lo:lo + _CHUNK] |= joined(Table({"correlation": cols.launches.correlation[lo:lo + _CHUNK]}))
         if self.stack_marks:
             keeps.append(stack_keeper(cols, self._marked(cols.names)))
             launches[:] = True  # every call can pop an op off a stack
@@ -114,12 +117,15 @@ class ScanPlan:
 def joined_calls(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
     """A mask per table of launch calls: those some GPU op of ``cols`` joins (by correlation;
     every call of that correlation, so ``launch_of_gpu`` finds the same first one)."""
-    correlations = np.sort(cols.gpu.correlation).astype(np.int64)  # not np.unique: ~100x the time of a sort here
+    correlations = np.sort(cols.gpu.correlation)  # not np.unique: ~100x the time of a sort here
+    wide = correlations.dtype != np.int32
+    if wide:
+        correlations = correlations.astype(np.int64)
 
     def joined(chunk: Table) -> np.ndarray:
         if not len(correlations):
             return np.zeros(len(chunk), bool)
-        wanted = chunk.correlation.astype(np.int64)
+        wanted = chunk.correlation.astype(np.int64) if wide or chunk.correlation.dtype != np.int32 else chunk.correlation
         at = searchsorted(correlations, wanted)
         np.minimum(at, len(correlations) - 1, out=at)
         return correlations[at] == wanted
