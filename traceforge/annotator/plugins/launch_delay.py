@@ -8,6 +8,8 @@ a counter track holding the delay of the op that started last.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...analyses.gpu_busy import concatenated
@@ -45,20 +47,26 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     del gpu_rows, delay
 
     def tracks(cols: TraceColumns) -> Injections:
-        """The per-stream counters and the outliers' arrows (their rows let go as they are used)."""
+        """The per-stream counters, then (their rest, once the counters wait on disk) the outliers' arrows."""
         counters = delay_counters(cols, *pairs)
         pairs.clear()
+        points = sum(len(c.ts) for c in counters)
+        return Injections(list(counters), later=partial(arrow_tracks, counts=(len(counters), points)))
+
+    def arrow_tracks(cols: TraceColumns, counts: tuple[int, int]) -> Injections:
+        """The outliers' arrows (their rows let go as they are used) and the summary."""
         gpu_rows, launch_ordinals, outlier_delay = arrows
         arrows.clear()
         flows, unplaced = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
                                         outlier_delay)
-        summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
+        summary = (f"launch delay: args on {args_on:,} GPU ops, {len(flows):,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
             summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
-        summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
-        return Injections([*counters, flows], [summary])
+        summary += f", {counts[0]} counter tracks ({counts[1]:,} points)"
+        return Injections([flows], [summary])
 
+    args_on = len(patches)
     return Injections(arg_columns=[patches], later=tracks)
 
 
