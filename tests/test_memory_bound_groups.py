@@ -12,6 +12,7 @@ parsed events.
 - classify's utilisation shares: a chunk of the device's sample times at a time (``UTILISATION_CHUNK``).
 - The memory counters: a device's levels made in place, ``SPILL_CHUNK`` events at a time.
 - The args analyses add to existing events wait on disk (``Injections.spill``) until the copy.
+- ``series.running_count`` (queue length, utilisation): the sorted times netted ``RUN_CHUNK`` at a time.
 """
 
 from __future__ import annotations
@@ -232,3 +233,23 @@ def test_merged_by_ordinal_places_rows_by_search_as_the_sort_does(rising):
     want = table(both).take(np.argsort(both, kind="stable"))
     assert all(np.array_equal(got.cols[f], want.cols[f]) and got.cols[f].dtype == want.cols[f].dtype for f in want.cols)
     assert merged_by_ordinal(table(a_ord[:0]), table(b_ord)).ordinal.tolist() == sorted(b_ord.tolist())
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 20])
+def test_running_count_in_chunks_equals_net_steps_and_a_loop(chunk, monkeypatch):
+    """``series.running_count`` nets the sorted times ``RUN_CHUNK`` at a time (the total carried, a
+    ts's last point found across chunk ends); against ``net_steps`` and a plain loop."""
+    from traceforge.analyses import series
+
+    monkeypatch.setattr(series, "RUN_CHUNK", chunk)
+    rng = np.random.default_rng(1)
+    ups = rng.integers(0, 40, 60).astype(np.int64) + 10**15
+    downs = ups[:45] + rng.integers(0, 5, 45)
+    times = np.concatenate([ups, downs])
+    ts, value = series.running_count(times.copy(), len(ups))
+    _, want_ts, want_value = series.net_steps([], times, np.repeat(np.array([1, -1], np.int32), [60, 45]))
+    assert ts.tolist() == want_ts.tolist() and value.tolist() == want_value.tolist()
+    loop = {}
+    for t in sorted(set(times.tolist())):
+        loop[t] = int(np.sum(ups <= t)) - int(np.sum(downs <= t))
+    assert dict(zip(ts.tolist(), value.tolist())) == loop and value.dtype == np.int32

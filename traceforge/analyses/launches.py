@@ -101,7 +101,7 @@ def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray | None = None) -> 
     missing |= sorted_corr[out] != gpu_corr
     missing |= gpu_corr < 0
     del sorted_corr
-    np.take(sorted_rows, out, out=out)
+    np.take(sorted_rows, out, out=out, mode="clip")  # in bounds already; "raise" would buffer a copy of out
     out[missing] = -1
     return out
 
