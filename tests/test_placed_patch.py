@@ -63,7 +63,7 @@ def test_placed_copy_equals_parsing_copy(variant, name, chunk, tmp_path, monkeyp
     cols = scan(str(src), reader=reader, places=True)
     chosen = [ANALYSES["classify"], ANALYSES["launch_delay"]]
     injections = run_analyses(cols, chosen, with_defaults(chosen, {}))
-    extra = ExtraArgs(injections.arg_patches, injections.arg_columns)
+    extra = ExtraArgs(injections.arg_patches, injections.args())
     places = cols.gpu_places()
     targets = places.rows_of(extra.ordinals)
     assert targets is not None and len(extra.ordinals) > (150 if name == SAMPLE else 1000)

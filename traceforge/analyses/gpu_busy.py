@@ -31,10 +31,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..columns.table import Table
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
 from .launches import launched_before as launched_before_mask
+from .series import stream_groups
 
 KERNEL_WAIT_NS = 30_000
 _NO_LAUNCH = np.iinfo(np.int64).min
@@ -113,21 +115,140 @@ def stream_gaps(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS) -> 
     """The idle gaps of each (device, stream), sorted by device then stream, one stream at a
     time, classified as the module docstring says. The one definition of the categories:
     ``busy_idle``, ``idle_intervals`` and the idle-gap track all read it."""
+    for device, stream, ops, pieces in stream_pieces(cols, kernel_wait_ns=kernel_wait_ns):
+        starts, ends, _, _, category, opener = concatenated(list(pieces), _EMPTY)
+        yield StreamGaps(device, stream, ops, starts, ends, category, opener)
+
+
+def concatenated(pieces: list[tuple[np.ndarray, ...]], empty: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """Each column of ``pieces`` (tuples of arrays) concatenated, ``empty`` where there is no piece.
+    Consumes ``pieces``: a column's pieces go once it is made (not two copies of every column)."""
+    if not pieces:
+        return list(empty)
+    columns = [list(column) for column in zip(*pieces)]
+    pieces.clear()
+    out = []
+    for column in columns:
+        out.append(np.concatenate(column))
+        column.clear()
+    return out
+
+
+GAP_CHUNK = 1 << 18  # GPU ops of the table read at a time by ``stream_pieces`` (a chunk's working set, not a stream's)
+_EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+          np.zeros(0, np.int8), np.zeros(0, np.int64))
+Piece = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def stream_pieces(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS, chunk: int | None = None
+                  ) -> Iterator[tuple[int, int, int, Iterator[Piece]]]:
+    """``stream_gaps`` a piece at a time: per (device, stream), sorted, (device, stream, ops, pieces),
+    each piece (busy starts, busy ends, gap starts, gap ends, category, opener) of the merged
+    intervals closed within ``chunk`` rows of the GPU op table (with the interval still open
+    carried to the next piece), in time order: concatenated, they are the stream's ``StreamGaps``.
+    ``chunk`` defaults to ``GAP_CHUNK`` (read when called).
+
+    A stream's ops are read a chunk of the table at a time where they are already in (ts, file
+    order) order in the table (Kineto writes them so), and sorted whole otherwise: the working
+    set is a chunk's, beside one int64 per GPU op (its launch call's start) and a byte per op."""
     gpu = cols.gpu
-    timed = gpu.dur > 0
+    chunk = GAP_CHUNK if chunk is None else chunk
     launched = launch_start(cols)
-    order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
-    for rows in _groups(order, gpu.device, gpu.stream):
-        rows_t = rows[timed[rows]]
-        ts = gpu.ts[rows_t]
-        starts, ends, first = merge_intervals(ts, ts + gpu.dur[rows_t])
-        opener = rows_t[first[1:]]
-        host = launched[opener] > ends[:-1]
+    in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    everything = np.ones(len(gpu), bool)
+    for device, stream, mine in stream_groups(gpu.device, gpu.stream, everything):
+        ops = int(np.count_nonzero(mine))
+        mine &= gpu.dur > 0
+        yield device, stream, ops, _pieces(merged_pieces(gpu, mine, chunk, in_file_order), launched, kernel_wait_ns)
+        del mine
+
+
+def merged_pieces(gpu: Table, mine: np.ndarray, chunk: int | None = None, in_file_order: bool | None = None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``merge_intervals`` of the GPU ops where ``mine`` (each with ``dur > 0``), in (ts, file
+    order) order, a piece at a time: (starts, ends, first row, ops) of the merged intervals closed
+    within ``chunk`` rows of the table (default ``GAP_CHUNK``), the last one at the end; ``ops``
+    counts each interval's ops. The ops are read a chunk of the table at a time where they are
+    in time order in the table, and sorted whole otherwise. ``in_file_order``: whether the table's
+    ordinals rise (found where not given)."""
+    chunk = GAP_CHUNK if chunk is None else chunk
+    if in_file_order is None:
+        in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    return _merged(_row_chunks(gpu, mine, chunk, in_file_order), gpu.ts, gpu.dur)
+
+
+def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, in_file_order: bool) -> Iterator[np.ndarray]:
+    """The rows where ``mine`` in (ts, ordinal) order, about ``chunk`` at a time."""
+    if in_file_order and _ts_rise(gpu.ts, mine, chunk):
+        for lo in range(0, len(mine), chunk):
+            rows = np.flatnonzero(mine[lo:lo + chunk])
+            if len(rows):
+                rows += lo
+                yield rows
+        return
+    rows = np.flatnonzero(mine)
+    rows = rows[np.lexsort((gpu.ordinal[rows], gpu.ts[rows]))]
+    for lo in range(0, len(rows), chunk):
+        yield rows[lo:lo + chunk]
+
+
+def _ts_rise(ts: np.ndarray, mine: np.ndarray, chunk: int) -> bool:
+    """Whether ``ts`` never falls along the rows where ``mine`` (read ``chunk`` rows at a time)."""
+    last = None
+    for lo in range(0, len(mine), chunk):
+        t = ts[lo:lo + chunk][mine[lo:lo + chunk]]
+        if not len(t):
+            continue
+        if (last is not None and t[0] < last) or bool(np.any(t[1:] < t[:-1])):
+            return False
+        last = t[-1]
+    return True
+
+
+def _merged(row_chunks: Iterator[np.ndarray], ts_column: np.ndarray, dur_column: np.ndarray
+            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``merge_intervals`` of the ops of ``row_chunks`` (in time order), a chunk at a time:
+    (starts, ends, first row, ops) of the intervals each chunk closes, the last one at the end.
+    The interval still open at a chunk's end goes in front of the next chunk (as one op that
+    stands for its ``ops``)."""
+    carry: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for rows in row_chunks:
+        ts = ts_column[rows].astype(np.int64, copy=False)
+        reach = ts + dur_column[rows]
+        if carry is not None:
+            ts, reach, rows = (np.concatenate((c, a)) for c, a in zip(carry, (ts, reach, rows)))
+        np.maximum.accumulate(reach, out=reach)
+        new = np.ones(len(ts), bool)
+        np.greater(ts[1:], reach[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        del new
+        ops = np.diff(first, append=len(ts))
+        if carry is not None:
+            ops[0] += int(carry[3][0]) - 1
+        starts, ends, firsts = ts[first], reach[np.append(first[1:] - 1, len(ts) - 1)], rows[first]
+        del ts, reach, rows, first
+        carry = (starts[-1:], ends[-1:], firsts[-1:], ops[-1:])
+        if len(starts) > 1:
+            yield starts[:-1], ends[:-1], firsts[:-1], ops[:-1]
+    if carry is not None:
+        yield carry
+
+
+def _pieces(merged: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], launched: np.ndarray,
+            kernel_wait_ns: int) -> Iterator[Piece]:
+    """Each chunk of merged intervals with the gaps before them (the first interval has none)."""
+    before = None  # the end of the last interval so far
+    for starts, ends, firsts, _ in merged:
+        if before is None:
+            gap_start, gap_end, opener = ends[:-1], starts[1:], firsts[1:]
+        else:
+            gap_start, gap_end, opener = np.concatenate((before, ends[:-1])), starts, firsts
+        before = ends[-1:]
+        host = launched[opener] > gap_start
         category = np.full(len(opener), OTHER, np.int8)
-        category[~host & (starts[1:] - ends[:-1] < kernel_wait_ns)] = KERNEL_WAIT
+        category[~host & (gap_end - gap_start < kernel_wait_ns)] = KERNEL_WAIT
         category[host] = HOST_WAIT
-        yield StreamGaps(int(gpu.device[rows[0]]), int(gpu.stream[rows[0]]), len(rows), starts, ends, category,
-                         opener)
+        yield starts, ends, gap_start, gap_end, category, opener
 
 
 def busy_idle(

@@ -21,7 +21,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from ..util.percentiles import nearest_rank
-from .gpu_busy import IDLE_CATEGORIES, KERNEL_WAIT_NS, launched_before, stream_gaps
+from .gpu_busy import IDLE_CATEGORIES, KERNEL_WAIT_NS, concatenated, launched_before, stream_gaps, stream_pieces
 
 PERCENTILES = (50, 90)
 COLUMNS = ["device", "stream", "category", "count", "total_ns", "mean_ns", "min_ns",
@@ -60,14 +60,20 @@ def idle_intervals(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS,
     return out.astype({c: np.int64 for c in int_columns})
 
 
-def long_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS
-              ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def long_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS,
+              chunk: int | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per (device, stream) with such gaps: (device, stream, start, end, category code, row of the
-    GPU op that ends the gap), for the idle gaps of at least ``min_gap_ns``."""
-    for g in stream_gaps(cols, kernel_wait_ns=kernel_wait_ns):
-        keep = g.gaps >= min_gap_ns
-        if keep.any():
-            yield g.device, g.stream, g.gap_start[keep], g.gap_end[keep], g.category[keep], g.opener[keep]
+    GPU op that ends the gap), for the idle gaps of at least ``min_gap_ns``. The short gaps are
+    dropped a piece of the stream at a time (``stream_pieces``), never held all at once."""
+    for device, stream, _, pieces in stream_pieces(cols, kernel_wait_ns=kernel_wait_ns, chunk=chunk):
+        kept = []
+        for _, _, start, end, code, opener in pieces:
+            keep = end - start >= min_gap_ns
+            if keep.any():
+                kept.append((start[keep], end[keep], code[keep], opener[keep]))
+            del start, end, code, opener, keep
+        if kept:
+            yield device, stream, *concatenated(kept, ())
 
 
 def idle_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kernel_wait_ns: int = KERNEL_WAIT_NS

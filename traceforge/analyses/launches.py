@@ -51,10 +51,16 @@ def is_call_of(names: list[str], apis: frozenset[str]) -> np.ndarray:
 
 def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
     """Rows of ``cols.launches`` whose API (one of ``apis``) puts work on a stream."""
-    is_api = is_call_of(cols.names, apis)
     if not len(cols.launches):
         return np.zeros(0, np.int64)
-    return np.flatnonzero(is_api[cols.launches.name] & (cols.launches.correlation >= 0))
+    return np.flatnonzero(stream_launch_mask(cols, apis))
+
+
+def stream_launch_mask(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
+    """``stream_launch_rows`` as a mask of ``cols.launches`` (a byte a call, not 8)."""
+    mask = is_call_of(cols.names, apis)[cols.launches.name]
+    mask &= cols.launches.correlation >= 0
+    return mask
 
 
 def last_step_start(cols: TraceColumns) -> int | None:
@@ -95,7 +101,7 @@ def launch_of_gpu(cols: TraceColumns, launch_rows: np.ndarray | None = None) -> 
     missing |= sorted_corr[out] != gpu_corr
     missing |= gpu_corr < 0
     del sorted_corr
-    np.take(sorted_rows, out, out=out)
+    np.take(sorted_rows, out, out=out, mode="clip")  # in bounds already; "raise" would buffer a copy of out
     out[missing] = -1
     return out
 

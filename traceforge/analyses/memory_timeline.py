@@ -52,11 +52,27 @@ class DeviceMemory:
     allocated: np.ndarray
     reserved: np.ndarray
 
-    def levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ts, allocated, reserved) with one point per distinct ts: the last event's totals."""
+    def levels(self, consume: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ts, allocated, reserved) with one point per distinct ts: the last event's totals.
+        ``consume``: made in place in this device's arrays (no copies; it is not read after)."""
         last = np.ones(len(self.ts), bool)
         last[:-1] = self.ts[1:] != self.ts[:-1]
-        return self.ts[last], self.allocated[last], self.reserved[last]
+        if not consume:
+            return self.ts[last], self.allocated[last], self.reserved[last]
+        if bool(last.all()):
+            return self.ts, self.allocated, self.reserved
+        return _kept_in_place(self.ts, last), _kept_in_place(self.allocated, last), _kept_in_place(self.reserved, last)
+
+
+def _kept_in_place(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values[keep]``, moved to the front of ``values`` a chunk at a time (a view of it):
+    no second array of them all."""
+    at = 0
+    for lo in range(0, len(values), SPILL_CHUNK):
+        part = values[lo:lo + SPILL_CHUNK][keep[lo:lo + SPILL_CHUNK]]
+        values[at:at + len(part)] = part  # at <= lo: nothing not yet read is overwritten
+        at += len(part)
+    return values[:at]
 
 
 def device_memory(cols: TraceColumns) -> Iterator[DeviceMemory]:
@@ -93,13 +109,23 @@ _DEVICE_FIELDS = ("ordinal", "ts", "track", "device_type", "device", "allocated"
 
 def _one_device(m: Table) -> DeviceMemory:
     """The events of ``m`` (all of one device, ``_DEVICE_FIELDS``) in the allocator's order.
-    Consumes ``m``: each column goes once sorted."""
-    order = np.lexsort((m.ordinal, m.ts))
-    first = int(order[0])
+    Consumes ``m``: each column goes once sorted (where the file has them in that order, as
+    Kineto writes them, the columns are taken as they are: no order and no copies)."""
+    ts, ordinal = m.ts, m.ordinal
+    rise = ts[1:] > ts[:-1]
+    rise |= (ts[1:] == ts[:-1]) & (ordinal[1:] > ordinal[:-1])
+    order = None if bool(rise.all()) else np.lexsort((ordinal, ts))
+    del rise, ts, ordinal
+    first = 0 if order is None else int(order[0])
     device_type, device, track = int(m.device_type[first]), int(m.device[first]), int(m.track[first])
-    ts = m.cols.pop("ts")[order].astype(np.int64, copy=False)
-    allocated = m.cols.pop("allocated")[order]
-    reserved = m.cols.pop("reserved")[order]
+
+    def column(name: str) -> np.ndarray:
+        values = m.cols.pop(name)
+        return values if order is None else values[order]
+
+    ts = column("ts").astype(np.int64, copy=False)
+    allocated = column("allocated")
+    reserved = column("reserved")
     m.cols.clear()
     return DeviceMemory(device_type, device, track, ts, allocated, reserved)
 

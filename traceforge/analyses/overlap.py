@@ -39,7 +39,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
-from .gpu_busy import merge_intervals
+from .gpu_busy import concatenated, merge_intervals, merged_pieces
 from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
 from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
 
@@ -175,29 +175,36 @@ class Exposed:
         return len(self.ts)
 
 
-def exposed_intervals(cols: TraceColumns) -> Exposed:
+def exposed_intervals(cols: TraceColumns, *, chunk: int | None = None) -> Exposed:
     """The exposed communication of each device: the maximal intervals in which a
     communication kernel runs and no computation kernel runs on any stream of the device.
 
     Each lies in one run of communication (communication kernels whose intervals overlap or
     touch): its first kernel (by start, then file order), its kernels and its length come
     with it. The ``dur`` of a device add up to its ``exposed_ns`` in ``comm_overlap``.
+    The unions are merged a piece of the GPU op table at a time (``gpu_busy.merged_pieces``,
+    ``chunk`` rows): a byte per GPU op and the unions are held, not the ops' times.
     """
-    ops = op_times(cols, gpu_step=np.zeros(len(cols.gpu), np.int64))
+    gpu = cols.gpu
+    types = op_types(cols)
+    in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    empty = (np.zeros(0, np.int64),) * 4
     parts = []
-    for device in unique(ops.device).tolist():
-        mine = ops.device == device
-        is_comp = mine & (ops.type == COMPUTATION)
-        comp = union(ops.start[is_comp], ops.end[is_comp])
-        comm_rows = np.flatnonzero(mine & (ops.type == COMMUNICATION) & (ops.end > ops.start))
-        if not len(comm_rows):
+    for device in unique(gpu.device).tolist():
+        mine = gpu.device == device
+        mine &= gpu.dur > 0
+        comm = mine & (types == COMMUNICATION)
+        if not comm.any():
             continue
-        comm_rows = comm_rows[np.lexsort((cols.gpu.ordinal[ops.rows[comm_rows]], ops.start[comm_rows]))]
-        run_start, run_end, first = merge_intervals(ops.start[comm_rows], ops.end[comm_rows])
+        mine &= types == COMPUTATION
+        comp = concatenated(list(merged_pieces(gpu, mine, chunk, in_file_order)), empty)[:2]
+        del mine
+        run_start, run_end, first, kernels = concatenated(list(merged_pieces(gpu, comm, chunk, in_file_order)), empty)
+        del comm
         start, end, run = intersect(run_start, run_end, *complement(*comp, int(run_start[0]), int(run_end[-1])))
-        kernels = np.diff(np.append(first, len(comm_rows)))
-        parts.append((np.full(len(start), device, np.int64), start, end - start, ops.rows[comm_rows[first[run]]],
-                      kernels[run], (run_end - run_start)[run]))
+        del comp
+        parts.append((np.full(len(start), device, np.int64), start, end - start, first[run], kernels[run],
+                      (run_end - run_start)[run]))
     if not parts:
         return Exposed(*(np.zeros(0, np.int64) for _ in range(6)))
     return Exposed(*(np.concatenate(column).astype(np.int64) for column in zip(*parts)))

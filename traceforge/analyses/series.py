@@ -57,21 +57,36 @@ def running_count(times: np.ndarray, ups: int) -> tuple[np.ndarray, np.ndarray]:
     times <<= 1
     times[:ups] |= 1
     times.sort(kind="stable")  # two runs, each nearly in order (calls and ops in file order): timsort merges them
-    step = np.empty(len(times), np.int8)
-    np.bitwise_and(times, 1, out=step, casting="unsafe")
-    step <<= 1
-    step -= 1
-    total = np.cumsum(step, dtype=np.int32 if len(times) < 2**31 else np.int64)
-    del step
-    times >>= 1
-    last = np.empty(len(times), bool)
-    last[-1] = True
-    np.not_equal(times[1:], times[:-1], out=last[:-1])
-    value = total[last]
-    del total  # before the times are copied out
-    ts = times[last]
-    ts += lo
-    return ts, value
+    # Then RUN_CHUNK sorted times at a time: the running total carried, the last point of each distinct ts
+    # moved to the front of ``times`` (the ts returned are a view of it: no second array of them).
+    dtype = np.int32 if len(times) < 2**31 else np.int64
+    values, at, carry = [], 0, 0
+    for start in range(0, len(times), RUN_CHUNK):
+        part = times[start:start + RUN_CHUNK]
+        step = np.empty(len(part), np.int8)
+        np.bitwise_and(part, 1, out=step, casting="unsafe")
+        step <<= 1
+        step -= 1
+        total = np.cumsum(step, dtype=dtype)
+        del step
+        total += carry
+        carry = int(total[-1])
+        key = part >> 1
+        last = np.empty(len(part), bool)
+        np.not_equal(key[1:], key[:-1], out=last[:-1])
+        following = start + len(part)
+        last[-1] = following == len(times) or int(times[following]) >> 1 != int(key[-1])
+        values.append(total[last])
+        del total
+        kept = key[last]
+        kept += lo
+        times[at:at + len(kept)] = kept  # at <= start: no time not yet read is overwritten
+        at += len(kept)
+        del part, key, last, kept
+    return times[:at], np.concatenate(values)
+
+
+RUN_CHUNK = 1 << 18  # sorted times ``running_count`` nets at a time
 
 
 def stream_groups(device: np.ndarray, stream: np.ndarray, where: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..analyses.filters import Filters
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_rows
+from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_mask
 from ..analyses.stacks import NameMask, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
@@ -18,6 +18,8 @@ from ..emit.flow_anchors import LaunchWindows
 from ..io.reader import TraceReader
 from ..util.search import searchsorted
 from .plugin import Analysis
+
+_CHUNK = 1 << 18  # launch calls whose joins are looked up at a time
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,15 @@ class ScanPlan:
         back: list[Callable[[Table], np.ndarray]] = []  # which launch calls on disk come back
         launches = np.zeros(len(cols.launches), bool)
         if self.near_launches:
-            windows = LaunchWindows(cols, stream_launch_rows(cols))
+            windows = LaunchWindows(cols, stream_launch_mask(cols))
             keeps.append(windows.near)
             back.append(windows.near)
             launches |= windows.near(cols.launches)
         if self.joined_launches:
             joined = joined_calls(cols)
             back.append(joined)
-            launches |= joined(cols.launches)
+            for lo in range(0, len(cols.launches), _CHUNK):  # a chunk at a time: its temporaries are a chunk's
+                launches[lo:lo + _CHUNK] |= joined(Table({"correlation": cols.launches.correlation[lo:lo + _CHUNK]}))
         if self.stack_marks:
             keeps.append(stack_keeper(cols, self._marked(cols.names)))
             launches[:] = True  # every call can pop an op off a stack
@@ -114,12 +117,15 @@ class ScanPlan:
 def joined_calls(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
     """A mask per table of launch calls: those some GPU op of ``cols`` joins (by correlation;
     every call of that correlation, so ``launch_of_gpu`` finds the same first one)."""
-    correlations = np.sort(cols.gpu.correlation).astype(np.int64)  # not np.unique: ~100x the time of a sort here
+    correlations = np.sort(cols.gpu.correlation)  # not np.unique: ~100x the time of a sort here
+    wide = correlations.dtype != np.int32
+    if wide:
+        correlations = correlations.astype(np.int64)
 
     def joined(chunk: Table) -> np.ndarray:
         if not len(correlations):
             return np.zeros(len(chunk), bool)
-        wanted = chunk.correlation.astype(np.int64)
+        wanted = chunk.correlation.astype(np.int64) if wide or chunk.correlation.dtype != np.int32 else chunk.correlation
         at = searchsorted(correlations, wanted)
         np.minimum(at, len(correlations) - 1, out=at)
         return correlations[at] == wanted

@@ -131,7 +131,7 @@ def _repaired(path: str, out: str, chosen: list[Analysis], options: dict[str, An
             reader = TraceReader(source, display_name=path)
             edit: Callable[[EventBatch], bytes | memoryview] = repairs.edits
             if injections.patches_args():  # args first; the batches both edit are scanned again
-                edit = edits_after(patch_editor(ExtraArgs(injections.arg_patches, injections.arg_columns)),
+                edit = edits_after(patch_editor(ExtraArgs(injections.arg_patches, injections.args())),
                                    repairs.edits, reader.scanner)
             blocks = _edited_blocks(_appended_reader(appended_path), events, repairs.edits)
             write_trace(reader, out, itertools.chain(blocks, repairs.blocks()), edit=edit)
@@ -202,9 +202,9 @@ def _two_passes(path: str, out: str, chosen: list[Analysis], options: dict[str, 
         cols = ScanPlan.of(chosen, options).scan(source, reader, where, places=True)
         beside = schedule.BesideCopy(cols, chosen, options) if schedule.beside_copy(cols, options) else None
         injections = beside.args if beside is not None else schedule.run_analyses(cols, chosen, options)
-        extra_args = ExtraArgs(injections.arg_patches, injections.arg_columns)
         ordinals, spilled_places = cols.gpu.ordinal, cols.places
         del cols  # the copy needs only the injections and the places: the other columns go now
+        extra_args = ExtraArgs(injections.arg_patches, injections.args())  # back from disk, now the columns are gone
         places = load_places(ordinals, spilled_places)
         appended = beside.blocks() if beside is not None else injections.blocks()
         targets = places.rows_of(extra_args.ordinals) if injections.patches_args() else None

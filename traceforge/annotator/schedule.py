@@ -42,8 +42,8 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
 
     def build(analysis: Analysis, cols: TraceColumns) -> None:
         rest = built.add(analysis.name, analysis.build(cols, ctx))
-        if rest is not None:
-            built.add(analysis.name, rest(cols))
+        while rest is not None:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
+            rest = built.add(analysis.name, rest(cols))
         if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
             trim_heap()
 
@@ -146,7 +146,8 @@ class BesideCopy:
              columns: Callable[[], TraceColumns]) -> None:
         cols = columns()
         for name, rest in rests:
-            self._built.add(name, rest(cols))
+            while rest is not None:
+                rest = self._built.add(name, rest(cols))
 
     def finished(self) -> Injections:
         """Every analysis's injections, once the thread is done (its errors raised here)."""

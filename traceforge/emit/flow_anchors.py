@@ -184,18 +184,27 @@ def _fractional_anchors(start: np.ndarray, limit: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Windows:
-    """Intervals ``[start, end)`` as their sorted starts and the furthest end reached so far:
-    whether a point is inside any of them is one bisection."""
+    """Intervals ``[start, end)`` as their union (sorted disjoint intervals, touching ones
+    merged): whether a point is inside any of them is one bisection."""
 
     first: np.ndarray
     reach: np.ndarray
 
     @classmethod
     def of(cls, starts: np.ndarray, ends: np.ndarray) -> _Windows:
-        order = np.argsort(starts, kind="stable")
-        reach = ends[order]
-        np.maximum.accumulate(reach, out=reach)
-        return cls(starts[order], reach)
+        """The union of the windows; consumes ``starts`` and ``ends`` (int64, fresh arrays)."""
+        if len(starts) > 1 and not bool(np.all(starts[1:] >= starts[:-1])):  # launch calls come in order: no sort
+            order = np.argsort(starts, kind="stable")
+            starts, ends = starts[order], ends[order]
+            del order
+        np.maximum.accumulate(ends, out=ends)
+        new = np.ones(len(starts), bool)
+        np.greater(starts[1:], ends[:-1], out=new[1:])
+        if bool(new.all()):  # none merge: no copy
+            return cls(starts, ends)
+        first = np.flatnonzero(new)
+        del new
+        return cls(starts[first], ends[np.append(first[1:] - 1, len(starts) - 1)])
 
     def inside(self, at: np.ndarray) -> np.ndarray:
         window = searchsorted(self.first, at, side="right") - 1
@@ -214,14 +223,26 @@ class LaunchWindows:
     """
 
     def __init__(self, cols: TraceColumns, launch_rows: np.ndarray):
+        """``launch_rows``: rows of ``cols.launches``, or a mask of them."""
         self._thread_of_track = _thread_of_track(cols)
         launches = cols.launches
-        thread = self._thread_of_track[launches.track[launch_rows]]
+        if launch_rows.dtype != bool:
+            rows, launch_rows = launch_rows, np.zeros(len(launches), bool)
+            launch_rows[rows] = True
+            del rows
+        thread = self._thread_of_track[launches.track]
         self._windows: dict[int, _Windows] = {}  # per thread
-        for t in unique(thread).tolist():
-            mine = launch_rows[thread == t]
-            ts = launches.ts[mine]
-            self._windows[t] = _Windows.of(ts - NS_PER_US, ts + np.maximum(launches.dur[mine], 0) + NS_PER_US + 1)
+        for t in unique(thread[launch_rows]).tolist():
+            mine = thread == t
+            mine &= launch_rows
+            ts = launches.ts[mine].astype(np.int64, copy=False)
+            ends = np.maximum(launches.dur[mine], 0).astype(np.int64)
+            del mine
+            ends += ts
+            ends += NS_PER_US + 1
+            ts -= NS_PER_US
+            self._windows[t] = _Windows.of(ts, ends)  # their union: far fewer than the calls
+            del ts, ends
 
     def near(self, table: Table) -> np.ndarray:
         """Mask of the rows of ``table`` (a slice table of the same trace) that start near a window."""

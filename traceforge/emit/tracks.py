@@ -108,7 +108,7 @@ class Injections:
     sources: list[EventSource | BlockSource] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     arg_patches: dict[int, dict] = field(default_factory=dict)
-    arg_columns: list[ArgColumns] = field(default_factory=list)
+    arg_columns: list[ArgColumns | _ArgsOnDisk] = field(default_factory=list)  # on disk once spilled
     later: Callable[..., Injections] | None = None
     figures: dict[str, int | float | str] = field(default_factory=dict)  # per-trace figures, by key
 
@@ -132,9 +132,17 @@ class Injections:
     def spill(self, file: BinaryIO) -> None:
         """Move the counter tracks, slices and arrows (the bulk: ~50 bytes a GPU op on big traces,
         and a slice's args text) to ``file`` until their events are written: the analyses after and
-        the copy run without them."""
+        the copy run without them. The args for existing events wait there too until the copy
+        asks for them (``args``): ~5-12 bytes a GPU op an analysis, held through every analysis after."""
         self.sources = [_OnDisk(file, s) if isinstance(s, (CounterTrack, SliceTrack, FlowArrows)) else s
                         for s in self.sources]
+        self.arg_columns = [_ArgsOnDisk(file, c) if isinstance(c, ArgColumns) and len(c) else c
+                            for c in self.arg_columns]
+
+    def args(self) -> list[ArgColumns]:
+        """``arg_columns``, those waiting on disk read back (once: they stay in memory after)."""
+        self.arg_columns = [c.load() if isinstance(c, _ArgsOnDisk) else c for c in self.arg_columns]
+        return self.arg_columns  # type: ignore[return-value]
 
 
 class _OnDisk:
@@ -162,6 +170,22 @@ class _OnDisk:
         unpickler = pickle.Unpickler(self._file)
         unpickler.persistent_load = self._shared.__getitem__  # type: ignore[method-assign]
         yield from unpickler.load().blocks()
+
+
+class _ArgsOnDisk:
+    """``ArgColumns`` pickled into a temporary file until the copy reads them (``Injections.args``)."""
+
+    def __init__(self, file: BinaryIO, columns: ArgColumns):
+        self._file, self._len = file, len(columns)
+        self._at = file.seek(0, os.SEEK_END)
+        pickle.dump(columns, file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def load(self) -> ArgColumns:
+        self._file.seek(self._at)
+        return pickle.load(self._file)
 
 
 FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32
@@ -193,6 +217,30 @@ def metadata_events(pid: object, tid: int, name: str, sort_index: int) -> list[b
 
 
 @dataclass
+class IndexedTexts:
+    """A column of texts as an index into a few distinct ones: row i is ``distinct[index[i]]``.
+    4 bytes a row (int32), not ``Texts``' 16, while a slice track waits to be written."""
+
+    distinct: Texts
+    index: np.ndarray  # int32
+
+    @classmethod
+    def of(cls, keys: np.ndarray, text: Callable[[int], bytes]) -> IndexedTexts:
+        """``text(k)`` for each of ``keys`` (ints; one call per distinct key, found by a sort)."""
+        distinct = np.sort(keys)
+        if len(distinct):
+            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+        index = np.searchsorted(distinct, keys).astype(np.int32)
+        return cls(Texts.of([text(k) for k in distinct.tolist()]), index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def take(self, rows: np.ndarray | slice) -> Texts:
+        return self.distinct.take(self.index[rows])
+
+
+@dataclass
 class SliceTrack:
     """Complete (``X``) slices drawn in process ``pid`` on as many lanes as they need.
 
@@ -209,7 +257,7 @@ class SliceTrack:
     dur: np.ndarray  # int64 ns
     labels: list[str]
     label: np.ndarray
-    args: Texts
+    args: Texts | IndexedTexts
     allocator: TidAllocator
     cat: str = "traceforge"
 

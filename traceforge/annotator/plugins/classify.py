@@ -17,6 +17,7 @@ from functools import partial
 import numpy as np
 
 from ...analyses.classify import Labels, classify_columns, label_ops
+from ...analyses.gpu_busy import concatenated
 from ...analyses.rules import DEFAULT_RULES, PRESETS, load_rules
 from ...analyses.series import running_count
 from ...columns.scan import TraceColumns
@@ -30,10 +31,15 @@ from ..plugin import Analysis, AnnotateContext, Option
 PERMILLE = 1000  # shares as integer tenths of a percent, written with one decimal
 
 
+UTILISATION_CHUNK = 1 << 18  # sample times of a device whose shares are made at a time
+
+
 def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """(device, category id, ts, permille) per (device, category), sorted by device then id.
 
-    One device, then one of its categories, at a time: the working set is that group's.
+    One device, then one of its categories, then ``UTILISATION_CHUNK`` of the device's sample
+    times at a time: the working set is the device's times and totals, and the category's
+    sorted starts and ends.
     """
     gpu = cols.gpu
     for d in unique(gpu.device).tolist():
@@ -44,32 +50,48 @@ def _utilisation_steps(cols: TraceColumns, labels: Labels) -> Iterator[tuple[int
         for c in unique(labels.category[on_device]).tolist():
             mine = labels.category == c
             mine &= on_device
-            permille = _running_at(gpu, mine, times)
+            starts, ends = _sorted_edges(gpu, mine)
             del mine
-            if wide:
-                permille = permille.astype(np.int64)
-            permille *= 2 * PERMILLE
-            permille += total  # the count is never above the device's, so 0 when it is idle
-            denominator = 2 * total
-            np.maximum(denominator, 1, out=denominator)
-            permille //= denominator
-            del denominator
-            keep = np.ones(len(times), bool)
-            keep[1:] = permille[1:] != permille[:-1]
-            step_ts, step_permille = times[keep], permille[keep].astype(np.int16)  # 0..1000
-            del permille, keep  # not held while the caller has the group
+            parts, last = [], None
+            for lo in range(0, len(times), UTILISATION_CHUNK):
+                part = slice(lo, lo + UTILISATION_CHUNK)
+                permille = _running_at(starts, ends, times[part])
+                if wide:
+                    permille = permille.astype(np.int64)
+                permille *= 2 * PERMILLE
+                permille += total[part]  # the count is never above the device's, so 0 when it is idle
+                denominator = 2 * total[part]
+                np.maximum(denominator, 1, out=denominator)
+                permille //= denominator
+                del denominator
+                keep = np.ones(len(permille), bool)
+                keep[1:] = permille[1:] != permille[:-1]
+                if last is not None:
+                    keep[0] = permille[0] != last
+                last = permille[-1]
+                parts.append((times[part][keep], permille[keep].astype(np.int16)))  # 0..1000
+                del permille, keep
+            del starts, ends
+            step_ts, step_permille = concatenated(parts, (times[:0], np.zeros(0, np.int16)))
             yield d, c, step_ts, step_permille
 
 
-def _running_at(gpu: Table, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """How many GPU ops of ``rows`` run at each of ``times`` (sorted, holding every start and
-    end of them): +1/-1 at their positions, summed up; no sort of their own."""
-    edge = gpu.ts[rows]
-    count = np.bincount(searchsorted(times, edge), minlength=len(times))
-    edge += np.maximum(gpu.dur[rows], 0)
-    count -= np.bincount(searchsorted(times, edge), minlength=len(times))
-    del edge
-    return np.cumsum(count, out=count).astype(np.int32)  # at most the device's ops
+def _sorted_edges(gpu: Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The starts and the ends (start + duration, at least the start) of the GPU ops in ``rows``, each sorted."""
+    starts = gpu.ts[rows].astype(np.int64, copy=False)
+    ends = np.maximum(gpu.dur[rows], 0).astype(np.int64)
+    ends += starts
+    starts.sort(kind="stable")  # nearly in order (file order): timsort
+    ends.sort(kind="stable")
+    return starts, ends
+
+
+def _running_at(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How many of the ops ([starts, ends), each sorted) run at each of ``times`` (sorted): those
+    started at or before it less those ended at or before it (int32: at most the device's ops)."""
+    count = searchsorted(starts, times, side="right")
+    count -= searchsorted(ends, times, side="right")
+    return count.astype(np.int32)
 
 
 def _starts_and_ends(gpu: Table, rows: np.ndarray) -> np.ndarray:

@@ -17,8 +17,8 @@ import numpy as np
 from ...analyses.gpu_busy import IDLE_CATEGORIES
 from ...analyses.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, long_gaps
 from ...columns.scan import TraceColumns
-from ...emit.tracks import Injections, SliceTrack
-from ...io.jsontext import Texts, json_bytes
+from ...emit.tracks import IndexedTexts, Injections, SliceTrack
+from ...io.jsontext import json_bytes
 from ...util.durations import duration_arg, duration_ns
 from ...util.exacttime import ns_to_us_text
 from ..plugin import Analysis, AnnotateContext, Figure, Option
@@ -35,12 +35,13 @@ def idle_gap_tracks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     min_gap = _min_gap(ctx.options)
     tracks, per_category = [], np.zeros(len(IDLE_CATEGORIES), np.int64)
     for device, stream, start, end, code, opener in long_gaps(cols, min_gap_ns=min_gap):
-        names, which = np.unique(cols.gpu.name[opener], return_inverse=True)
-        args = Texts.of([b'{"next_op":' + json_bytes(cols.names[n]) + b"}" for n in names.tolist()]).take(which)
+        args = IndexedTexts.of(cols.gpu.name[opener], lambda n: b'{"next_op":' + json_bytes(cols.names[n]) + b"}")
+        del opener
+        end -= start  # in place: the durations
         tracks.append(SliceTrack(pid=cols.gpu_pid(device), title=f"Idle gaps (stream {stream})", sort_index=stream,
-                                 ts=start.astype(np.int64), dur=(end - start).astype(np.int64), labels=LABELS,
-                                 label=code, args=args, allocator=ctx.allocator))
+                                 ts=start, dur=end, labels=LABELS, label=code, args=args, allocator=ctx.allocator))
         per_category += np.bincount(code, minlength=len(IDLE_CATEGORIES))
+        del start, end, code, args
     gaps = int(per_category.sum())
     split = ", ".join(f"{label} {n:,}" for label, n in zip(LABELS, per_category.tolist()))
     summary = (f"idle gaps: {gaps:,} slices of at least {ns_to_us_text(min_gap)} us on {len(tracks)} stream "

@@ -8,8 +8,11 @@ a counter track holding the delay of the op that started last.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
+from ...analyses.gpu_busy import concatenated
 from ...analyses.launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from ...analyses.launches import STREAM_LAUNCH_APIS
 from ...analyses.series import stream_groups
@@ -38,26 +41,32 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     outlier = np.flatnonzero(delay > cutoff)  # the arrows need only these: the pairs are freed early
     # Launch calls by ordinal: the columns ``tracks`` is given may hold more of them (those near
     # launches, picked meanwhile), so rows would move; GPU op rows do not.
-    arrows = [gpu_rows[outlier], cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
+    arrows = [compact_ints(gpu_rows[outlier]), cols.launches.ordinal[launch_rows[outlier]], delay[outlier]]
     del launch_rows, outlier
-    pairs = [gpu_rows, delay]
+    pairs = [compact_ints(gpu_rows), compact_ints(delay)]  # held until the tracks: 4 bytes each where they fit
     del gpu_rows, delay
 
     def tracks(cols: TraceColumns) -> Injections:
-        """The per-stream counters and the outliers' arrows (their rows let go as they are used)."""
+        """The per-stream counters, then (their rest, once the counters wait on disk) the outliers' arrows."""
         counters = delay_counters(cols, *pairs)
         pairs.clear()
+        points = sum(len(c.ts) for c in counters)
+        return Injections(list(counters), later=partial(arrow_tracks, counts=(len(counters), points)))
+
+    def arrow_tracks(cols: TraceColumns, counts: tuple[int, int]) -> Injections:
+        """The outliers' arrows (their rows let go as they are used) and the summary."""
         gpu_rows, launch_ordinals, outlier_delay = arrows
         arrows.clear()
         flows, unplaced = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
                                         outlier_delay)
-        summary = (f"launch delay: args on {len(patches):,} GPU ops, {len(flows):,} arrows for delays "
+        summary = (f"launch delay: args on {args_on:,} GPU ops, {len(flows):,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
             summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
-        summary += f", {len(counters)} counter tracks ({sum(len(c.ts) for c in counters):,} points)"
-        return Injections([*counters, flows], [summary])
+        summary += f", {counts[0]} counter tracks ({counts[1]:,} points)"
+        return Injections([flows], [summary])
 
+    args_on = len(patches)
     return Injections(arg_columns=[patches], later=tracks)
 
 
@@ -70,18 +79,31 @@ def delay_label(ns: int) -> str:
     return f"launch delay {tenths // 10}.{tenths % 10} us"
 
 
+ARROW_CHUNK = 1 << 19  # outliers whose ends are placed at a time (``flow_anchors``' working set is ~60 bytes each)
+
+
 def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray,
                   delay: np.ndarray) -> tuple[FlowArrows, int]:
     """An arrow from each launch call to its GPU op, ids above the trace's; and how many
-    could not be placed (no ts binds to both slices, e.g. a zero-duration op)."""
-    start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
-    ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+    could not be placed (no ts binds to both slices, e.g. a zero-duration op). The ends are
+    placed ``ARROW_CHUNK`` outliers at a time (each end's place does not depend on the others)."""
+    kept: list[tuple[np.ndarray, ...]] = []
+    for lo in range(0, len(gpu_rows), ARROW_CHUNK):
+        part = slice(lo, lo + ARROW_CHUNK)
+        start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows[part]), (cols.gpu, gpu_rows[part])])
+        ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+        kept.append((cols.launches.track[launch_rows[part][ok]], start_ts[ok], cols.gpu.track[gpu_rows[part][ok]],
+                     end_ts[ok], delay[part][ok]))
+        del start_ts, end_ts, ok
+    empty = (np.zeros(0, cols.launches.track.dtype), np.zeros(0, np.int64), np.zeros(0, cols.gpu.track.dtype),
+             np.zeros(0, np.int64), delay[:0])
+    start_track, start_ts, end_track, end_ts, values = concatenated(kept, empty)
     flows = FlowArrows(
         cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
-        start_track=cols.launches.track[launch_rows[ok]], start_ts=start_ts[ok],
-        end_track=cols.gpu.track[gpu_rows[ok]], end_ts=end_ts[ok], values=delay[ok], label=delay_label,
+        start_track=start_track, start_ts=start_ts, end_track=end_track, end_ts=end_ts, values=values,
+        label=delay_label,
     )
-    return flows, len(gpu_rows) - len(ok)
+    return flows, len(gpu_rows) - len(values)
 
 
 def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
@@ -93,10 +115,11 @@ def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) 
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, launched):
         pick = mine[gpu_rows]
         ts, value = gpu.ts[gpu_rows[pick]], compact_ints(delay[pick])
-        order = np.argsort(ts, kind="stable")  # a stream's ops in file order: nearly sorted, fast
-        ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
-        value = value[order]
-        del order
+        if len(ts) > 1 and not bool(np.all(ts[1:] >= ts[:-1])):  # in file order, a stream's ops are mostly in time order
+            order = np.argsort(ts, kind="stable")
+            ts = ts[order]  # one at a time: the stream's largest temporaries (4 arrays of it, not 5)
+            value = value[order]
+            del order
         first = np.ones(len(ts), bool)
         first[1:] = ts[1:] != ts[:-1]
         largest = np.maximum.reduceat(value, np.flatnonzero(first)) if len(ts) else value

@@ -22,7 +22,7 @@ def memory_tracks(cols: TraceColumns) -> list[CounterTrack]:
     for d in device_memory(cols):
         pid = cols.tracks[d.track][0] if d.device_type == CPU_DEVICE_TYPE else cols.gpu_pid(d.device)
         key = "MB" if d.device_type in (CPU_DEVICE_TYPE, 1) else f"{device_type_name(d.device_type)} {d.device} MB"
-        ts, allocated, reserved = d.levels()
+        ts, allocated, reserved = d.levels(consume=True)
         del d  # its events go before the times are packed
         times = PackedTimes.of(ts)  # once, for both tracks
         del ts
