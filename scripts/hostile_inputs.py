@@ -100,7 +100,7 @@ INPUTS = {  # name: (file, craft, commands)
     "2 GB of spaces, --max-ratio 100000": ("spaces_2gb.json.gz", spaces_2gb,
                                            ["check --max-ratio 100000", "stats --max-ratio 100000"]),
     ".zst bomb (8 GB of kernels)": ("bomb.json.zst", zst_bomb, ["check", "stats", "annotate"]),
-    "1 GB of events at one ts": ("same_ts_1gb.json.gz", same_ts_1gb, ["check", "stats", "annotate"]),
+    "1 GB of events at one ts": ("same_ts_1gb.json.gz", same_ts_1gb, ["check", "stats", "annotate", "repair"]),
     "1,000,000-deep nesting": ("deep.json.gz", deep_nesting, ["check", "stats", "annotate"]),
     "100,000-char kernel name": ("long_name.json.gz", long_kernel_name, ["patterns", "stats", "annotate"]),
 }
@@ -111,6 +111,8 @@ def measure(command: str, path: Path, out: Path) -> tuple[int, str, str]:
     args = command.split()
     if args[0] == "annotate":
         args += [*ANNOTATE, "-o", str(out)]
+    elif args[0] == "repair":
+        args += ["-o", str(out)]
     r = subprocess.run(["/usr/bin/time", "-f", "TIME %e s %U+%S cpu %M KB", sys.executable, "-m", "traceforge",
                         args[0], str(path), *args[1:], "-q"], capture_output=True, cwd=ROOT)
     err = r.stderr.decode("utf-8", "replace").splitlines()

@@ -69,3 +69,31 @@ def test_check_findings_do_not_depend_on_the_window_size(tmp_path, monkeypatch, 
     assert max(sizes) <= 2000 and len(sizes) > 5  # (of 6,000 rows, 4,800 at one ts: one window of them before)
     assert whole.stats and (small.stats, small.breakdown, small.examples) == (whole.stats, whole.breakdown,
                                                                               whole.examples)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_repair_does_not_depend_on_the_window_size(tmp_path, monkeypatch, seed):
+    """repair replays slices a window of start times at a time as check does: a start shared by
+    more slices than a window holds is split across windows, with the same output bytes."""
+    from traceforge.rewrite import repair as repair_module
+
+    rng = random.Random(seed)
+    events = [e for e in _events(rng, 6000) if e["ph"] == "X"]
+    events += [{"ph": "X", "name": "late", "pid": 1, "tid": 1, "ts": 1000, "dur": rng.choice([1, 3, 7])} for _ in range(50)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    whole = repair_module.repair(str(path), str(tmp_path / "whole.json"))
+    sizes = []
+    split = windows.windows_by
+
+    def recorded(*args, **kwargs):
+        for w in split(*args, **kwargs):
+            sizes.append(len(w))
+            yield w
+
+    monkeypatch.setattr(repair_module, "windows_by", recorded)
+    monkeypatch.setattr(windows, "MAX_ROWS", 300)
+    small = repair_module.repair(str(path), str(tmp_path / "small.json"))
+    assert whole.moved_slices > 100 and small.moved_slices == whole.moved_slices
+    assert max(sizes) <= 1200 and len(sizes) > 5  # (of ~3,600 slices, ~2,900 at one ts: one window before)
+    assert (tmp_path / "small.json").read_bytes() == (tmp_path / "whole.json").read_bytes()

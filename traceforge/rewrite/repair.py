@@ -526,8 +526,12 @@ def _spills(t: _Trace, threads: _Threads, shift: int, exact: bool = False) -> di
     def start(chunk: Table, first: int) -> np.ndarray:
         return chunk.ts if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[0]
 
+    def longer_first(chunk: Table, first: int) -> np.ndarray:  # the walk's order at one start, before file order
+        return np.negative(chunk.dur if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[1])
+
     walk, found = SpillWalk(int(threads.track.max(initial=-1)) + 1), []
-    for rows in windows_by(t.slices, start, pass_name=None if exact else "replay"):
+    # a start shared by more slices than a window holds is split across windows in the walk's order
+    for rows in windows_by(t.slices, start, pass_name=None if exact else "replay", then=longer_first):
         ts, dur = perfetto(rows, rows.index)
         valid = np.flatnonzero((ts >= 0) & (dur >= 0))  # Perfetto drops the others
         if exact:
