@@ -50,20 +50,25 @@ def _events(rng: random.Random, n: int) -> list[dict]:
     return events
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_check_findings_do_not_depend_on_the_window_size(tmp_path, monkeypatch, seed):
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": _events(random.Random(seed), 6000)}))
-    whole = check_trace(str(path))
-    sizes = []
-    split = windows.windows_by
+def _record_window_sizes(monkeypatch, module) -> list[int]:
+    """The sizes of the windows ``module`` reads through ``windows_by`` from now on."""
+    sizes, split = [], windows.windows_by
 
     def recorded(*args, **kwargs):
         for w in split(*args, **kwargs):
             sizes.append(len(w))
             yield w
 
-    monkeypatch.setattr(replay_module, "windows_by", recorded)
+    monkeypatch.setattr(module, "windows_by", recorded)
+    return sizes
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_check_findings_do_not_depend_on_the_window_size(tmp_path, monkeypatch, seed):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _events(random.Random(seed), 6000)}))
+    whole = check_trace(str(path))
+    sizes = _record_window_sizes(monkeypatch, replay_module)
     monkeypatch.setattr(replay_module, "WINDOW_ROWS", 500)
     small = check_trace(str(path))
     assert max(sizes) <= 2000 and len(sizes) > 5  # (of 6,000 rows, 4,800 at one ts: one window of them before)
@@ -83,15 +88,7 @@ def test_repair_does_not_depend_on_the_window_size(tmp_path, monkeypatch, seed):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
     whole = repair_module.repair(str(path), str(tmp_path / "whole.json"))
-    sizes = []
-    split = windows.windows_by
-
-    def recorded(*args, **kwargs):
-        for w in split(*args, **kwargs):
-            sizes.append(len(w))
-            yield w
-
-    monkeypatch.setattr(repair_module, "windows_by", recorded)
+    sizes = _record_window_sizes(monkeypatch, repair_module)
     monkeypatch.setattr(windows, "MAX_ROWS", 300)
     small = repair_module.repair(str(path), str(tmp_path / "small.json"))
     assert whole.moved_slices > 100 and small.moved_slices == whole.moved_slices

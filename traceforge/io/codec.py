@@ -10,7 +10,7 @@ import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import BinaryIO
@@ -33,6 +33,7 @@ _RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)
 from .. import _native
 from ..errors import TraceFormatError, TraceNotFoundError, UsageError
 from ..util import progress
+from ..util.scoped import scoped
 from . import tempfiles
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
@@ -51,16 +52,11 @@ COMPRESSIONS = ("fast", "small")
 _compression: ContextVar[str] = ContextVar("traceforge_compression", default="fast")
 
 
-@contextmanager
-def output_compression(compression: str) -> Iterator[None]:
+def output_compression(compression: str) -> AbstractContextManager[None]:
     """Traces written inside are compressed for speed ("fast", the default) or size ("small")."""
     if compression not in COMPRESSIONS:
         raise UsageError(f"unknown compression {compression!r} (known: {', '.join(COMPRESSIONS)})")
-    token = _compression.set(compression)
-    try:
-        yield
-    finally:
-        _compression.reset(token)
+    return scoped(_compression, compression)
 
 
 def detect_codec(head: bytes) -> str:

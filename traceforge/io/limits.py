@@ -17,11 +17,12 @@ Runs of whitespace between events are never held: the reader drops a run longer 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+
+from ..util.scoped import scoped
 
 MB = 1 << 20
 RATIO_FLOOR = 256 * MB
@@ -45,14 +46,9 @@ def read_limits() -> ReadLimits:
     return _limits.get()
 
 
-@contextmanager
-def reading_limits(limits: ReadLimits) -> Iterator[None]:
+def reading_limits(limits: ReadLimits) -> AbstractContextManager[None]:
     """Read with ``limits`` inside the block."""
-    token = _limits.set(limits)
-    try:
-        yield
-    finally:
-        _limits.reset(token)
+    return scoped(_limits, limits)
 
 
 def parse_size(text: str) -> int:
