@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..columns.scan import TraceColumns
-from ..columns.table import Table
+from ..columns.table import Table, in_file_order
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
@@ -154,32 +154,32 @@ def stream_pieces(cols: TraceColumns, *, kernel_wait_ns: int = KERNEL_WAIT_NS, c
     gpu = cols.gpu
     chunk = GAP_CHUNK if chunk is None else chunk
     launched = launch_start(cols)
-    in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    ordered = in_file_order(gpu)
     everything = np.ones(len(gpu), bool)
     for device, stream, mine in stream_groups(gpu.device, gpu.stream, everything):
         ops = int(np.count_nonzero(mine))
         mine &= gpu.dur > 0
-        yield device, stream, ops, _pieces(merged_pieces(gpu, mine, chunk, in_file_order), launched, kernel_wait_ns)
+        yield device, stream, ops, _pieces(merged_pieces(gpu, mine, chunk, ordered), launched, kernel_wait_ns)
         del mine
 
 
-def merged_pieces(gpu: Table, mine: np.ndarray, chunk: int | None = None, in_file_order: bool | None = None
+def merged_pieces(gpu: Table, mine: np.ndarray, chunk: int | None = None, ordered: bool | None = None
                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """``merge_intervals`` of the GPU ops where ``mine`` (each with ``dur > 0``), in (ts, file
     order) order, a piece at a time: (starts, ends, first row, ops) of the merged intervals closed
     within ``chunk`` rows of the table (default ``GAP_CHUNK``), the last one at the end; ``ops``
     counts each interval's ops. The ops are read a chunk of the table at a time where they are
-    in time order in the table, and sorted whole otherwise. ``in_file_order``: whether the table's
-    ordinals rise (found where not given)."""
+    in time order in the table, and sorted whole otherwise. ``ordered``: whether the table is in
+    file order (``in_file_order``; found where not given)."""
     chunk = GAP_CHUNK if chunk is None else chunk
-    if in_file_order is None:
-        in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
-    return _merged(_row_chunks(gpu, mine, chunk, in_file_order), gpu.ts, gpu.dur)
+    if ordered is None:
+        ordered = in_file_order(gpu)
+    return _merged(_row_chunks(gpu, mine, chunk, ordered), gpu.ts, gpu.dur)
 
 
-def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, in_file_order: bool) -> Iterator[np.ndarray]:
+def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, ordered: bool) -> Iterator[np.ndarray]:
     """The rows where ``mine`` in (ts, ordinal) order, about ``chunk`` at a time."""
-    if in_file_order and _ts_rise(gpu.ts, mine, chunk):
+    if ordered and _ts_rise(gpu.ts, mine, chunk):
         for lo in range(0, len(mine), chunk):
             rows = np.flatnonzero(mine[lo:lo + chunk])
             if len(rows):

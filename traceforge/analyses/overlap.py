@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.scan import TraceColumns
+from ..columns.table import in_file_order
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .gpu_busy import concatenated, merge_intervals, merged_pieces
@@ -187,7 +188,7 @@ def exposed_intervals(cols: TraceColumns, *, chunk: int | None = None) -> Expose
     """
     gpu = cols.gpu
     types = op_types(cols)
-    in_file_order = bool(np.all(gpu.ordinal[1:] > gpu.ordinal[:-1])) if len(gpu) else True
+    ordered = in_file_order(gpu)
     empty = (np.zeros(0, np.int64),) * 4
     parts = []
     for device in unique(gpu.device).tolist():
@@ -197,9 +198,9 @@ def exposed_intervals(cols: TraceColumns, *, chunk: int | None = None) -> Expose
         if not comm.any():
             continue
         mine &= types == COMPUTATION
-        comp = concatenated(list(merged_pieces(gpu, mine, chunk, in_file_order)), empty)[:2]
+        comp = concatenated(list(merged_pieces(gpu, mine, chunk, ordered)), empty)[:2]
         del mine
-        run_start, run_end, first, kernels = concatenated(list(merged_pieces(gpu, comm, chunk, in_file_order)), empty)
+        run_start, run_end, first, kernels = concatenated(list(merged_pieces(gpu, comm, chunk, ordered)), empty)
         del comm
         start, end, run = intersect(run_start, run_end, *complement(*comp, int(run_start[0]), int(run_end[-1])))
         del comp

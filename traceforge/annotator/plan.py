@@ -11,12 +11,11 @@ import numpy as np
 
 from ..analyses.filters import Filters
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_mask
-from ..analyses.stacks import NameMask, stack_keeper, stack_ops
+from ..analyses.stacks import NameMask, joined_calls, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
 from ..emit.flow_anchors import LaunchWindows
 from ..io.reader import TraceReader
-from ..util.search import searchsorted
 from .plugin import Analysis
 
 _CHUNK = 1 << 18  # launch calls whose joins are looked up at a time
@@ -112,25 +111,6 @@ class ScanPlan:
         called = cols.spilled_launches.select(lambda chunk: np.logical_or.reduce([b(chunk) for b in back]
                                                                               or [np.zeros(len(chunk), bool)]))
         return replace(cols, launches=merged_by_ordinal(cols.launches, called), spilled_launches=None)
-
-
-def joined_calls(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
-    """A mask per table of launch calls: those some GPU op of ``cols`` joins (by correlation;
-    every call of that correlation, so ``launch_of_gpu`` finds the same first one)."""
-    correlations = np.sort(cols.gpu.correlation)  # not np.unique: ~100x the time of a sort here
-    wide = correlations.dtype != np.int32
-    if wide:
-        correlations = correlations.astype(np.int64)
-
-    def joined(chunk: Table) -> np.ndarray:
-        if not len(correlations):
-            return np.zeros(len(chunk), bool)
-        wanted = chunk.correlation.astype(np.int64) if wide or chunk.correlation.dtype != np.int32 else chunk.correlation
-        at = searchsorted(correlations, wanted)
-        np.minimum(at, len(correlations) - 1, out=at)
-        return correlations[at] == wanted
-
-    return joined
 
 
 def filtered_scan(path: str, where: Filters | None, **scan_options: Any) -> TraceColumns:

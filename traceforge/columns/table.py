@@ -236,13 +236,17 @@ def time_span(tables: Iterable[Table | SpilledColumns]) -> tuple[int, int] | Non
     return None if first is None else (first, last)
 
 
+def in_file_order(t: Table) -> bool:
+    """Whether the rows of ``t`` are in file order (ordinals rising), as a scan leaves them."""
+    return len(t) < 2 or bool(np.all(t.ordinal[1:] > t.ordinal[:-1]))
+
+
 def merged_by_ordinal(a: Table, b: Table) -> Table:
     """The rows of two tables of the same fields, in ordinal order. Empties both as it goes
     (a column at a time): the copies are not all held at once. Where each table is in ordinal
     order already (a scan's, a file's), the rows of ``b`` are placed by a search (an int64
     per row of ``b`` and a byte per row, not an order of both and a joined copy of each column)."""
-    rising = all(len(t) < 2 or bool(np.all(t.ordinal[1:] > t.ordinal[:-1])) for t in (a, b))
-    if not rising:
+    if not (in_file_order(a) and in_file_order(b)):
         order = np.argsort(np.concatenate([a.ordinal, b.ordinal]), kind="stable")
         return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
     at_b = np.searchsorted(a.ordinal, b.ordinal, side="right")  # equal ordinals: a's row first, as the stable sort

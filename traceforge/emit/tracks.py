@@ -227,11 +227,8 @@ class IndexedTexts:
     @classmethod
     def of(cls, keys: np.ndarray, text: Callable[[int], bytes]) -> IndexedTexts:
         """``text(k)`` for each of ``keys`` (ints; one call per distinct key, found by a sort)."""
-        distinct = np.sort(keys)
-        if len(distinct):
-            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
-        index = np.searchsorted(distinct, keys).astype(np.int32)
-        return cls(Texts.of([text(k) for k in distinct.tolist()]), index)
+        distinct = unique(keys)
+        return cls(Texts.of([text(k) for k in distinct.tolist()]), np.searchsorted(distinct, keys).astype(np.int32))
 
     def __len__(self) -> int:
         return len(self.index)
@@ -310,26 +307,19 @@ class FlowArrows:
     def blocks(self) -> Iterator[Block]:
         """Each arrow's two events, made a chunk of arrows at a time from columns of texts."""
         cat = b',"cat":' + json_bytes(self.cat) + b',"name":'
-        names, name_of = self._distinct(self.values, lambda v: json_bytes(self.label(v)))
-        threads, thread_of = self._distinct(np.concatenate((self.start_track, self.end_track)), self._thread)
-        start_thread, end_thread = thread_of[:len(self)], thread_of[len(self):]
+        names = IndexedTexts.of(self.values, lambda v: json_bytes(self.label(v)))
+        threads = IndexedTexts.of(np.concatenate((self.start_track, self.end_track)), self._thread)
         for lo in range(0, len(self), _FLOW_CHUNK):
-            part = slice(lo, lo + _FLOW_CHUNK)
-            n = len(self.values[part])
+            n = min(_FLOW_CHUNK, len(self) - lo)
+            part = slice(lo, lo + n)  # the start tracks; the end tracks follow them
             ident = Texts.numbers(np.arange(self.first_id + lo, self.first_id + lo + n))
-            name = names.take(name_of[part])
+            name = names.take(part)
+            ends = slice(len(self) + lo, len(self) + lo + n)
             yield 2 * n, event_lines([
-                b'{"ph":"s","id":', ident, cat, name, threads.take(start_thread[part]), b',"ts":',
+                b'{"ph":"s","id":', ident, cat, name, threads.take(part), b',"ts":',
                 Texts.numbers(self.start_ts[part], 3), b'},\n{"ph":"f","bp":"e","id":', ident, cat, name,
-                threads.take(end_thread[part]), b',"ts":', Texts.numbers(self.end_ts[part], 3), b"}"], n)
+                threads.take(ends), b',"ts":', Texts.numbers(self.end_ts[part], 3), b"}"], n)
 
     def _thread(self, track: int) -> bytes:
         pid, tid = self.tracks[track]
         return b',"pid":' + json_bytes(pid) + b',"tid":' + json_bytes(tid)
-
-    @staticmethod
-    def _distinct(values: np.ndarray, text: Callable[[int], bytes]) -> tuple[Texts, np.ndarray]:
-        """``text`` of each distinct value (one call each), and which one each value has
-        (found by bisection: cheaper than ``np.unique``'s indirect sort)."""
-        distinct = unique(values)
-        return Texts.of([text(v) for v in distinct.tolist()]), np.searchsorted(distinct, values).astype(np.int32)
