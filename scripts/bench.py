@@ -420,14 +420,15 @@ def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: 
                 return [sys.executable, "-m", "traceforge", *words]
 
             best: dict[str, Run] = {}
-            variants = [("1 rank alone", lambda: run_child(cmd(one, "alone"), env))]
-            variants += [(f"--jobs {j}", lambda j=j: run_child(cmd(directory, f"j{j}") + ["--jobs", str(j)], env))
-                         for j in jobs_list]
-            variants += [(f"Dask {w} worker{'s' if w > 1 else ''}", lambda w=w: cluster_run(w, cmd(directory, f"c{w}"),
-                                                                                              env))
-                         for w in cluster_workers]
+            # (label, processes that can run at once or None for one rank alone, how to run it)
+            variants = [("1 rank alone", None, lambda: run_child(cmd(one, "alone"), env))]
+            variants += [(f"--jobs {j}", min(j, ranks, CORES),
+                          lambda j=j: run_child(cmd(directory, f"j{j}") + ["--jobs", str(j)], env)) for j in jobs_list]
+            variants += [(f"Dask {w} worker{'s' if w > 1 else ''}", min(w, ranks),
+                          lambda w=w: cluster_run(w, cmd(directory, f"c{w}"), env)) for w in cluster_workers]
+            parallel_of = {label: parallel for label, parallel, _ in variants}
             for _ in range(repeat):  # interleaved: load from other work spreads over every variant
-                for label, measure in variants:
+                for label, _, measure in variants:
                     run = measure()
                     if run.returncode:
                         raise RuntimeError(f"{name} {label} failed (exit {run.returncode})")
@@ -435,10 +436,8 @@ def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: 
                         best[label] = replace(run, peak_mb=max(run.peak_mb, best.get(label, run).peak_mb))
             serial_cpu = best["--jobs 1"].cpu_seconds if "--jobs 1" in best else None
             for label, run in best.items():
-                parallel = (1 if label == "1 rank alone" else
-                            min(int(label.split()[1]), ranks, CORES) if label.startswith("--jobs") else
-                            min(int(label.split()[1]), ranks))
-                bound = serial_cpu / parallel if serial_cpu is not None and label != "1 rank alone" else None
+                parallel = parallel_of[label]
+                bound = serial_cpu / parallel if serial_cpu is not None and parallel is not None else None
                 rows.append([name, str(ranks), label, f"{run.seconds:.2f}", f"{run.cpu_seconds:.2f}", f"{run.peak_mb:.0f}",
                              "–" if bound is None else f"{bound:.2f}",
                              "–" if bound is None else f"{run.seconds / bound:.2f}"])

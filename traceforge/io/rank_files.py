@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import sys
@@ -85,8 +86,8 @@ def head_rank(path: str) -> int | None:
     return None
 
 
-def _decompressed(raw: BinaryIO) -> BinaryIO:
-    codec = detect_codec(raw.peek(4)[:4] if hasattr(raw, "peek") else b"")
+def _decompressed(raw: io.BufferedReader) -> BinaryIO:
+    codec = detect_codec(raw.peek(4)[:4])  # an open(path, "rb"): buffered
     if codec == "gzip":
         return gzip.GzipFile(fileobj=raw)
     if codec == "zstd":
