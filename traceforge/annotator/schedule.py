@@ -22,6 +22,7 @@ from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
 from ..io.heap import trim_heap
 from ..io.jsontext import Block
+from ..io.paged import page_out
 from .plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
 
@@ -31,6 +32,8 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
 
     Consumes ``cols``: those that read launch calls or CPU ops run first, and these columns
     are emptied once no analysis still to run reads them, so the rest run without their memory.
+    Between analyses the big columns leave resident memory (``io.paged``): each analysis
+    holds the columns it reads, not all of them.
     Where memory allows (``side_by_side``), the analyses that read only GPU ops run in a
     second thread meanwhile, from the start (most of their time is GIL-free numpy and C).
     """
@@ -41,17 +44,19 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
     built = Built()
 
     def build(analysis: Analysis, cols: TraceColumns) -> None:
-        rest = built.add(analysis.name, analysis.build(cols, ctx))
+        rest = analysis.build
         while rest is not None:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
-            rest = built.add(analysis.name, rest(cols))
-        if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
-            trim_heap()
+            rest = built.add(analysis.name, rest(cols, ctx) if rest is analysis.build else rest(cols))
+            if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
+                trim_heap()
+            page_out()  # the columns it read leave resident memory until the next piece reads them
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
         # The GPU ops the second thread reads are left untouched below.
         done = beside.submit(lambda scanned=cols: [build(a, scanned) for a in gpu_side]) if paired else None
         cols = picked(cols, reads, options)
+        page_out()
         order = cpu_side if paired else cpu_side + gpu_side
         for i, analysis in enumerate(order):
             build(analysis, cols)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io import paged
 from ..io.heap import trim_heap
 from ..io.jsontext import fits_int32
 
@@ -29,15 +30,17 @@ def _specs(fields: str) -> list[tuple[str, np.dtype, bool]]:
 
 
 class _MappedColumn:
-    """A growing array in its own anonymous memory map, doubled when full: remapped in place
-    where the system can (``mremap``: no copy, and the filled pages are not faulted in again),
-    else copied once.
+    """A growing array in its own memory map, doubled when full: remapped in place where the
+    system can (``mremap``: no copy, and the filled pages are not faulted in again), else
+    copied once.
 
     Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
     temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
     A map is returned to the system the moment it is replaced, and untouched capacity
-    costs no memory. A ``narrow`` column holds int32 until a value does not fit, then
-    becomes int64 (ordinals, durations and correlation ids nearly always fit: half the bytes).
+    costs no memory. A big map is a temporary file's (``io.paged``): its pages leave resident
+    memory whenever ``paged.page_out`` runs, and fault back in when read. A ``narrow``
+    column holds int32 until a value does not fit, then becomes int64 (ordinals, durations
+    and correlation ids nearly always fit: half the bytes).
     """
 
     def __init__(self, dtype: np.dtype, narrow: bool = False):
@@ -60,14 +63,15 @@ class _MappedColumn:
         self.size = need
 
     def _grow(self, capacity: int, dtype: np.dtype) -> None:
-        if dtype == self.dtype and self._map is not None:
+        nbytes = max(capacity, 1) * dtype.itemsize
+        if dtype == self.dtype and self._map is not None and paged.is_file_map(self._map) == paged.is_paged(nbytes):
             try:
-                self._map.resize(capacity * dtype.itemsize)
+                self._map.resize(nbytes)
                 self._capacity = capacity
                 return
             except SystemError:  # no mremap (macOS): copied below
                 pass
-        grown = mmap.mmap(-1, max(capacity, 1) * dtype.itemsize, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        grown = paged.new_map(nbytes)
         if self.size:
             np.frombuffer(grown, dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
         if self._map is not None:
@@ -214,9 +218,15 @@ class Table:
         return Table({k: v[rows] for k, v in self.cols.items()})
 
     def taken(self, rows: np.ndarray) -> Table:
-        """``take(rows)``, made a column at a time while this table is emptied (consumes it):
-        the two copies are never held whole at once."""
-        return Table({k: self.cols.pop(k)[rows] for k in list(self.cols)})
+        """``take(rows)`` (row numbers), made a column at a time while this table is emptied
+        (consumes it): the two copies are never held whole at once. Big columns land in file
+        maps (``io.paged``), as the scan's do."""
+        out = {}
+        for k in list(self.cols):
+            column = self.cols.pop(k)
+            out[k] = np.take(column, rows, out=paged.empty(len(rows), column.dtype))
+            del column
+        return Table(out)
 
     def clear(self) -> None:
         """Empty this table in place (its columns keep their names and dtypes), so that its
@@ -245,7 +255,8 @@ def merged_by_ordinal(a: Table, b: Table) -> Table:
     """The rows of two tables of the same fields, in ordinal order. Empties both as it goes
     (a column at a time): the copies are not all held at once. Where each table is in ordinal
     order already (a scan's, a file's), the rows of ``b`` are placed by a search (an int64
-    per row of ``b`` and a byte per row, not an order of both and a joined copy of each column)."""
+    per row of ``b`` and a byte per row, not an order of both and a joined copy of each column).
+    Big columns land in file maps (``io.paged``), as the scan's do."""
     if not (in_file_order(a) and in_file_order(b)):
         order = np.argsort(np.concatenate([a.ordinal, b.ordinal]), kind="stable")
         return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
@@ -256,7 +267,7 @@ def merged_by_ordinal(a: Table, b: Table) -> Table:
     out = {}
     for f in list(a.cols):
         a_col, b_col = a.cols.pop(f), b.cols.pop(f)
-        column = np.empty(len(from_a), np.result_type(a_col, b_col))
+        column = paged.empty(len(from_a), np.result_type(a_col, b_col))
         column[at_b] = b_col
         column[from_a] = a_col
         out[f] = column

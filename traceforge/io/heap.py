@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 from functools import cache
 
+from .paged import page_out
+
 TRIM_EVERY = 512 << 20  # bytes read between trims
 
 
@@ -33,7 +35,8 @@ def trim_heap() -> None:
 
 
 class HeapTrimmer:
-    """Counts bytes read; every ``TRIM_EVERY`` of them, frees the unused pages of every malloc arena."""
+    """Counts bytes read; every ``TRIM_EVERY`` of them, frees the unused pages of every malloc
+    arena and drops the pages of the columns grown so far (``paged.page_out``)."""
 
     def __init__(self) -> None:
         self._since = 0
@@ -43,3 +46,4 @@ class HeapTrimmer:
         if self._since >= TRIM_EVERY:
             self._since = 0
             trim_heap()
+            page_out()

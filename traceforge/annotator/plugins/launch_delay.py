@@ -12,7 +12,6 @@ from functools import partial
 
 import numpy as np
 
-from ...analyses.gpu_busy import concatenated
 from ...analyses.launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
 from ...analyses.launches import STREAM_LAUNCH_APIS
 from ...analyses.series import stream_groups
@@ -53,13 +52,18 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         points = sum(len(c.ts) for c in counters)
         return Injections(list(counters), later=partial(arrow_tracks, counts=(len(counters), points)))
 
-    def arrow_tracks(cols: TraceColumns, counts: tuple[int, int]) -> Injections:
-        """The outliers' arrows (their rows let go as they are used) and the summary."""
-        gpu_rows, launch_ordinals, outlier_delay = arrows
+    def arrow_tracks(cols: TraceColumns, counts: tuple[int, int], done: int = 0, unplaced: int = 0) -> Injections:
+        """The next ``ARROW_CHUNK`` outliers' arrows; their rest, once these wait on disk, the
+        next chunk's; the last chunk's has the summary."""
+        gpu_rows, launch_ordinals, outlier_delay = (column[done:done + ARROW_CHUNK] for column in arrows)
+        first_id = cols.max_flow_id + 1 + done - unplaced  # the ids run on across chunks
+        flows = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
+                              outlier_delay, first_id)
+        done, unplaced = done + len(gpu_rows), unplaced + len(gpu_rows) - len(flows)
+        if done < len(arrows[0]):
+            return Injections([flows], later=partial(arrow_tracks, counts=counts, done=done, unplaced=unplaced))
         arrows.clear()
-        flows, unplaced = outlier_flows(cols, gpu_rows, searchsorted(cols.launches.ordinal, launch_ordinals),
-                                        outlier_delay)
-        summary = (f"launch delay: args on {args_on:,} GPU ops, {len(flows):,} arrows for delays "
+        summary = (f"launch delay: args on {args_on:,} GPU ops, {done - unplaced:,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
             summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
@@ -79,31 +83,20 @@ def delay_label(ns: int) -> str:
     return f"launch delay {tenths // 10}.{tenths % 10} us"
 
 
-ARROW_CHUNK = 1 << 19  # outliers whose ends are placed at a time (``flow_anchors``' working set is ~60 bytes each)
+ARROW_CHUNK = 1 << 19  # outliers whose arrows are made at a time (``flow_anchors``' working set is ~60 bytes each)
 
 
-def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray,
-                  delay: np.ndarray) -> tuple[FlowArrows, int]:
-    """An arrow from each launch call to its GPU op, ids above the trace's; and how many
-    could not be placed (no ts binds to both slices, e.g. a zero-duration op). The ends are
-    placed ``ARROW_CHUNK`` outliers at a time (each end's place does not depend on the others)."""
-    kept: list[tuple[np.ndarray, ...]] = []
-    for lo in range(0, len(gpu_rows), ARROW_CHUNK):
-        part = slice(lo, lo + ARROW_CHUNK)
-        start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows[part]), (cols.gpu, gpu_rows[part])])
-        ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
-        kept.append((cols.launches.track[launch_rows[part][ok]], start_ts[ok], cols.gpu.track[gpu_rows[part][ok]],
-                     end_ts[ok], delay[part][ok]))
-        del start_ts, end_ts, ok
-    empty = (np.zeros(0, cols.launches.track.dtype), np.zeros(0, np.int64), np.zeros(0, cols.gpu.track.dtype),
-             np.zeros(0, np.int64), delay[:0])
-    start_track, start_ts, end_track, end_ts, values = concatenated(kept, empty)
-    flows = FlowArrows(
-        cat=FLOW_CATEGORY, first_id=cols.max_flow_id + 1, tracks=cols.tracks,
-        start_track=start_track, start_ts=start_ts, end_track=end_track, end_ts=end_ts, values=values,
-        label=delay_label,
+def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray, delay: np.ndarray,
+                  first_id: int) -> FlowArrows:
+    """An arrow from each launch call to its GPU op, ids from ``first_id`` up, for the outliers
+    whose ends can be placed (a ts binds to both slices; not, e.g., for a zero-duration op)."""
+    start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
+    ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
+    return FlowArrows(
+        cat=FLOW_CATEGORY, first_id=first_id, tracks=cols.tracks,
+        start_track=cols.launches.track[launch_rows[ok]], start_ts=start_ts[ok],
+        end_track=cols.gpu.track[gpu_rows[ok]], end_ts=end_ts[ok], values=delay[ok], label=delay_label,
     )
-    return flows, len(gpu_rows) - len(values)
 
 
 def delay_counters(cols: TraceColumns, gpu_rows: np.ndarray, delay: np.ndarray) -> list[CounterTrack]:
