@@ -25,7 +25,7 @@ from .. import _native
 from ..columns.scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 from ..columns.table import SpilledColumns, Table
 from ..columns.windows import windows_by
-from ..io.heap import trim_heap
+from ..io.heap import give_back
 from ..io.jsontext import Texts, join_rows
 from ..util.lazy_pandas import pd
 from ..util.search import in_sorted
@@ -114,7 +114,7 @@ def tables_by_kind(cols: TraceColumns) -> Iterator[TableChunk]:
     spilled and ``op_args=True``. Consumes the spilled tables."""
     names = _Strings(cols.names)
     calls, joined, tracks = _merged_calls(cols)
-    trim_heap()  # the merge's chunks left holes in the heap (~80 MB at 2 GB)
+    give_back()  # the merge's chunks left holes in the heap (~80 MB at 2 GB)
     launch_op = np.full(len(joined), -1, np.int32)  # per joined call: its innermost op's name id
     yield from _nested_calls(calls, joined.ordinal, launch_op, names, cat_kinds(cols), tracks)
     gpu_launch = launch_of_gpu(replace(cols, launches=joined))
@@ -173,7 +173,7 @@ def _nested_calls(calls: SpilledColumns, joined_ordinal: np.ndarray, launch_op: 
         kinds = kind_of_cat[window.cat[order]]
         for kind in dict.fromkeys(kinds.tolist()):
             yield _call_chunk(window, order[kinds == kind], holder, kind, names, tracks)
-        trim_heap()  # each window's tables leave the heap with holes the next one does not fit
+        give_back()  # each window's tables leave the heap with holes the next one does not fit
 
 
 def _holders(window: Table, stacks: dict[int, bytes]) -> np.ndarray:

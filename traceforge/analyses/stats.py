@@ -47,7 +47,7 @@ import numpy as np
 from ..columns.scan import KERNEL, TraceColumns
 from ..columns.table import Table, merged_by_ordinal
 from ..errors import UsageError
-from ..io.heap import trim_heap
+from ..io.heap import give_back
 from ..io.rank_files import metadata_rank
 from ..util.distinct import factorized
 from ..util.lazy_pandas import pd
@@ -194,7 +194,7 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     totals = _Totals.of(cols) if set(wanted) & {*CORE_TABLES, *TOTALS_TABLES} else None
     cols = _joined_launches(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
-    trim_heap()
+    give_back()
     made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
     if "activity_all" in wanted:
         made["activity_all"] = totals.activity_all
@@ -202,7 +202,7 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     for name in wanted:
         if name in EXTRA_TABLES:
             made[name] = EXTRA_TABLES[name].make(cols, context)
-            trim_heap()
+            give_back()
     out = {}
     for name in TraceStats.names():
         df = made[name] if name in wanted else _empty()
@@ -235,7 +235,7 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
                  ) -> dict[str, pd.DataFrame]:
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
-    trim_heap()
+    give_back()
     apis, api_kernels = launch_apis(cols, totals.per_api)
     summary = pd.DataFrame([{
         "trace": cols.path, "trace_start": _start(cols, span), "span_start": span[0], "span_end": span[1], "span_ns": span[1] - span[0],

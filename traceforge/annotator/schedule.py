@@ -20,9 +20,8 @@ from typing import Any
 
 from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
-from ..io.heap import trim_heap
+from ..io.heap import give_back
 from ..io.jsontext import Block
-from ..io.paged import page_out
 from .plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
 
@@ -47,16 +46,16 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
         rest = analysis.build
         while rest is not None:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
             rest = built.add(analysis.name, rest(cols, ctx) if rest is analysis.build else rest(cols))
-            if not paired:  # memory is tight: its temporaries' holes in the heap go back (not free: pages fault again)
-                trim_heap()
-            page_out()  # the columns it read leave resident memory until the next piece reads them
+            if not paired:  # memory is tight: the heap's holes and the columns it read leave resident memory
+                give_back()
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
         # The GPU ops the second thread reads are left untouched below.
         done = beside.submit(lambda scanned=cols: [build(a, scanned) for a in gpu_side]) if paired else None
         cols = picked(cols, reads, options)
-        page_out()
+        if not paired:
+            give_back()
         order = cpu_side if paired else cpu_side + gpu_side
         for i, analysis in enumerate(order):
             build(analysis, cols)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io import paged
-from ..io.heap import trim_heap
+from ..io.heap import give_back
 from ..io.jsontext import fits_int32
 
 _DTYPES = {"i4": np.int32, "n4": np.int32, "i2": np.int16, "i1": np.int8}
@@ -171,7 +171,7 @@ class SpilledColumns:
             kept.extend(*(table.cols[f][picked] for f in kept.fields))
         if self._last_use:
             self._file.close()
-        trim_heap()  # the chunks read leave holes in the heap that the analyses after do not fit
+        give_back()  # the chunks read leave holes in the heap that the analyses after do not fit
         return kept.table()
 
     def filtered(self, keep: Callable[[Table], np.ndarray], chunk: int = 1 << 18) -> SpilledColumns:

@@ -1,4 +1,4 @@
-"""Handing freed heap memory back to the system while a trace is read.
+"""Handing memory back to the system while a trace is read and between steps of work.
 
 While one thread decompresses, one scans and one compresses (ISA-L) the copy, the C heap
 is left with free holes that later buffers do not fit: without a trim, resident memory grows
@@ -6,7 +6,8 @@ with the bytes read (tens of MB per GB) while the memory in use stays flat. glib
 ``malloc_trim`` gives those free pages back; called every ``TRIM_EVERY`` bytes read (in every
 arena, whichever thread calls it), resident memory stays flat at the cost of pages that
 buffers reuse faulting in again (within the noise of a run's time). Without ``malloc_trim``
-(macOS, musl), nothing.
+(macOS, musl), nothing. ``give_back`` also drops the pages of the big columns
+(``paged.page_out``): the scan calls it with the trim, the analyses between their steps.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ def trim_heap() -> None:
         trim(0)
 
 
+def give_back() -> None:
+    """Between steps of work: the free pages of the heap, and the pages of the big columns
+    (``paged.page_out``: they fault back in where read next), go back to the system."""
+    trim_heap()
+    page_out()
+
+
 class HeapTrimmer:
     """Counts bytes read; every ``TRIM_EVERY`` of them, frees the unused pages of every malloc
     arena and drops the pages of the columns grown so far (``paged.page_out``)."""
@@ -45,5 +53,4 @@ class HeapTrimmer:
         self._since += n
         if self._since >= TRIM_EVERY:
             self._since = 0
-            trim_heap()
-            page_out()
+            give_back()
