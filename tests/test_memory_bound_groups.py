@@ -8,7 +8,7 @@ parsed events.
   whose ops are not in time order in the file are sorted whole.
 - Exposed communication (``overlap.exposed_intervals``): a device's compute and communication
   unions merged the same way (``gpu_busy.merged_pieces``), its runs' kernels counted across pieces.
-- Launch delay's arrows: their ends placed a chunk of outliers at a time (``ARROW_CHUNK``).
+- Launch delay's arrows: a chunk of outliers a piece (``ARROW_CHUNK``), each piece's arrows on disk meanwhile.
 - classify's utilisation shares: a chunk of the device's sample times at a time (``UTILISATION_CHUNK``).
 - The memory counters: a device's levels made in place, ``SPILL_CHUNK`` events at a time.
 - The args analyses add to existing events wait on disk (``Injections.spill``) until the copy.
@@ -138,7 +138,7 @@ def test_exposed_comm_in_pieces_equals_the_whole_and_the_brute_force(name, trace
 
 @pytest.mark.parametrize("name", [SAMPLE, "negative_queue"])
 def test_launch_delay_arrows_placed_in_chunks_give_the_same_bytes(name, trace_path, tmp_path, monkeypatch):
-    """Launch delay's arrows have their ends placed ``ARROW_CHUNK`` outliers at a time; negative_queue
+    """Launch delay's arrows are made ``ARROW_CHUNK`` outliers a piece (ids running on); negative_queue
     has outliers that get no arrow (5), so the ids after them must not move either."""
     path = trace_path(name)
     outputs = []

@@ -43,11 +43,14 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
     built = Built()
 
     def build(analysis: Analysis, cols: TraceColumns) -> None:
-        rest = analysis.build
-        while rest is not None:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
-            rest = built.add(analysis.name, rest(cols, ctx) if rest is analysis.build else rest(cols))
+        made = analysis.build(cols, ctx)
+        while True:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
+            rest = built.add(analysis.name, made)
             if not paired:  # memory is tight: the heap's holes and the columns it read leave resident memory
                 give_back()
+            if rest is None:
+                return
+            made = rest(cols)
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
