@@ -4,13 +4,16 @@ is paged out between analyses give what the anonymous columns give."""
 
 from __future__ import annotations
 
+import errno
 import mmap
+import os
 import sys
 
 import numpy as np
 import pytest
 
 from traceforge.annotator.run import annotate
+from traceforge.cli import main as cli
 from traceforge.columns.scan import scan
 from traceforge.columns.table import GrowingColumns
 from traceforge.io import heap, paged
@@ -111,3 +114,19 @@ def test_annotate_all_writes_the_same_bytes_with_its_columns_paged_out(name, tra
     monkeypatch.setattr(paged, "PAGED_BYTES", 1 << 62)
     annotate(path, str(tmp_path / "heap.json"), all=True, options={"side_by_side": False})
     assert raw_json(tmp_path / "paged.json") == raw_json(tmp_path / "heap.json")
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="blocks reserved with posix_fallocate")
+def test_a_full_disk_for_the_columns_is_one_line_and_no_output(trace_path, tmp_path, every_column_paged,
+                                                              monkeypatch, capsys):
+    """A column map's blocks are reserved when it is made or grown, so a full temporary disk is
+    an OSError said in one line (exit 1, no output left), not a SIGBUS at the first write."""
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    out = tmp_path / "out.json"
+    assert cli.main(["annotate", str(trace_path(SAMPLE)), "--all", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no space left on device" in err and "TMPDIR" in err
+    assert not out.exists() and not list(tmp_path.iterdir())

@@ -66,7 +66,7 @@ class _MappedColumn:
         nbytes = max(capacity, 1) * dtype.itemsize
         if dtype == self.dtype and self._map is not None and paged.is_file_map(self._map) == paged.is_paged(nbytes):
             try:
-                self._map.resize(nbytes)
+                paged.resize(self._map, nbytes)
                 self._capacity = capacity
                 return
             except SystemError:  # no mremap (macOS): copied below

@@ -16,10 +16,13 @@ resident memory but not the machine's, as every spill file of traceforge's.
 
 from __future__ import annotations
 
+import errno
 import mmap
+import os
 import tempfile
 import threading
 import weakref
+from typing import BinaryIO
 
 import numpy as np
 
@@ -30,6 +33,8 @@ _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # where the platform has madvi
 
 class _FileMap(mmap.mmap):
     """A shared map of a deleted temporary file (its pages may be dropped at any time)."""
+
+    file: BinaryIO  # kept open to reserve the file's blocks as the map grows (``resize``)
 
 
 _live: weakref.WeakSet[_FileMap] = weakref.WeakSet()
@@ -60,12 +65,38 @@ def new_map(nbytes: int) -> mmap.mmap:
     nbytes = max(nbytes, 1)
     if not is_paged(nbytes):
         return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    with tempfile.TemporaryFile(prefix="traceforge-columns-") as file:  # the map keeps its own descriptor
-        file.truncate(nbytes)
+    file = tempfile.TemporaryFile(prefix="traceforge-columns-")
+    try:
+        _reserve(file, nbytes)
         m = _FileMap(file.fileno(), nbytes, flags=mmap.MAP_SHARED)
+    except BaseException:
+        file.close()
+        raise
+    m.file = file
     with _live_lock:
         _live.add(m)
     return m
+
+
+def resize(m: mmap.mmap, nbytes: int) -> None:
+    """Resize a map made by ``new_map`` in place (``mremap``); SystemError where the system
+    cannot remap (macOS): the caller then copies into a new map."""
+    if isinstance(m, _FileMap):
+        _reserve(m.file, nbytes)
+    m.resize(nbytes)
+
+
+def _reserve(file: BinaryIO, nbytes: int) -> None:
+    """Give the file ``nbytes`` with its blocks allocated now: a full disk is an OSError
+    (ENOSPC) here, not a SIGBUS when a page of the map is first written."""
+    try:
+        os.posix_fallocate(file.fileno(), 0, nbytes)
+    except AttributeError:  # no posix_fallocate (macOS): the file is sparse
+        file.truncate(nbytes)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        file.truncate(nbytes)  # a file system that cannot allocate ahead (EINVAL, EOPNOTSUPP)
 
 
 def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
