@@ -18,7 +18,7 @@ import pytest
 import traceforge
 from traceforge.analyses.activity import canonical_kind
 from traceforge.analyses.launch_overlap import launch_overlaps
-from traceforge.analyses.stats import TraceStats, trace_stats, wall_span
+from traceforge.analyses.stats import TAIL_PERCENTS, TraceStats, tails, trace_stats, wall_span
 from traceforge.analyses.trace_diff import compare
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
@@ -355,3 +355,22 @@ def test_stats_csv_is_one_table_that_pandas_reads(sample):
         assert r.returncode == 0, r.stderr
         read = pd.read_csv(io.BytesIO(r.stdout))
         assert list(read.columns) == list(full.tables()[name].columns) and len(read) == len(full.tables()[name])
+
+
+def test_tails_top_shares_equal_a_full_sort():
+    """``tails``' top 1/5/10 % come from partitions: against the sorted durations, with ties,
+    zeros and kinds of 1, 99, 100 and 12,345 events."""
+    rng = np.random.default_rng(7)
+    per_kind = []
+    for i, n in enumerate((1, 99, 100, 12_345)):
+        dur = rng.integers(0, 50_000, n).astype(np.int32)
+        dur[: n // 4] = 1_000  # ties across the cut
+        per_kind.append((f"k{i}", dur))
+    table = tails(per_kind)
+    for (kind, dur), row in zip(per_kind, table.itertuples()):
+        longest = sorted(dur.tolist(), reverse=True)
+        assert row.total_ns == sum(longest) and row.max_ns == longest[0] and row.min_ns == longest[-1]
+        for p in TAIL_PERCENTS:
+            n = max(1, len(dur) * p // 100)
+            assert getattr(row, f"top{p}_n") == n
+            assert getattr(row, f"top{p}_mean_ns") == sum(longest[:n]) / n, (kind, p)

@@ -25,7 +25,7 @@ come from merged intervals, so overlapping ops never give negative idle time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -174,12 +174,29 @@ def merged_pieces(gpu: Table, mine: np.ndarray, chunk: int | None = None, ordere
     chunk = GAP_CHUNK if chunk is None else chunk
     if ordered is None:
         ordered = in_file_order(gpu)
-    return _merged(_row_chunks(gpu, mine, chunk, ordered), gpu.ts, gpu.dur)
+
+    def times(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ts = gpu.ts[rows].astype(np.int64, copy=False)
+        return ts, ts + gpu.dur[rows]
+
+    return _merged(_row_chunks(gpu.ts, mine, chunk, gpu.ordinal if not ordered else None), times)
 
 
-def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, ordered: bool) -> Iterator[np.ndarray]:
-    """The rows where ``mine`` in (ts, ordinal) order, about ``chunk`` at a time."""
-    if ordered and _ts_rise(gpu.ts, mine, chunk):
+def merged_times(start: np.ndarray, end: np.ndarray, mine: np.ndarray, chunk: int | None = None
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``merged_pieces`` of intervals given as times (int64 ``[start, end)`` per row, e.g. HTA's
+    rounded ones), of the rows where ``mine`` and ``end > start``; rows that start together in
+    row order."""
+    mine = mine & (end > start)
+    return _merged(_row_chunks(start, mine, GAP_CHUNK if chunk is None else chunk),
+                   lambda rows: (start[rows], end[rows]))
+
+
+def _row_chunks(ts: np.ndarray, mine: np.ndarray, chunk: int, ordinal: np.ndarray | None = None
+                ) -> Iterator[np.ndarray]:
+    """The rows where ``mine`` in (ts, ordinal) order (``ordinal`` None: the rows are in
+    ordinal order), about ``chunk`` at a time: read in place where they are in that order."""
+    if ordinal is None and _ts_rise(ts, mine, chunk):
         for lo in range(0, len(mine), chunk):
             rows = np.flatnonzero(mine[lo:lo + chunk])
             if len(rows):
@@ -187,7 +204,7 @@ def _row_chunks(gpu: Table, mine: np.ndarray, chunk: int, ordered: bool) -> Iter
                 yield rows
         return
     rows = np.flatnonzero(mine)
-    rows = rows[np.lexsort((gpu.ordinal[rows], gpu.ts[rows]))]
+    rows = rows[np.argsort(ts[rows], kind="stable") if ordinal is None else np.lexsort((ordinal[rows], ts[rows]))]
     for lo in range(0, len(rows), chunk):
         yield rows[lo:lo + chunk]
 
@@ -205,16 +222,15 @@ def _ts_rise(ts: np.ndarray, mine: np.ndarray, chunk: int) -> bool:
     return True
 
 
-def _merged(row_chunks: Iterator[np.ndarray], ts_column: np.ndarray, dur_column: np.ndarray
+def _merged(row_chunks: Iterator[np.ndarray], times: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
             ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """``merge_intervals`` of the ops of ``row_chunks`` (in time order), a chunk at a time:
-    (starts, ends, first row, ops) of the intervals each chunk closes, the last one at the end.
-    The interval still open at a chunk's end goes in front of the next chunk (as one op that
-    stands for its ``ops``)."""
+    """``merge_intervals`` of the ops of ``row_chunks`` (in time order; ``times(rows)``: their
+    int64 starts and ends, fresh arrays), a chunk at a time: (starts, ends, first row, ops) of
+    the intervals each chunk closes, the last one at the end. The interval still open at a
+    chunk's end goes in front of the next chunk (as one op that stands for its ``ops``)."""
     carry: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     for rows in row_chunks:
-        ts = ts_column[rows].astype(np.int64, copy=False)
-        reach = ts + dur_column[rows]
+        ts, reach = times(rows)
         if carry is not None:
             ts, reach, rows = (np.concatenate((c, a)) for c, a in zip(carry, (ts, reach, rows)))
         np.maximum.accumulate(reach, out=reach)

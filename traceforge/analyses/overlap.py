@@ -32,6 +32,7 @@ ending where an NCCL kernel starts) overlaps nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ from ..columns.scan import TraceColumns
 from ..columns.table import in_file_order
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
-from .gpu_busy import concatenated, merge_intervals, merged_pieces
+from .gpu_busy import concatenated, merge_intervals, merged_pieces, merged_times
 from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
 from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
 
@@ -50,10 +51,10 @@ OVERLAP_COLUMNS = ["step", "comm_kernels", "comm_ns", "overlapped_ns", "exposed_
 
 @dataclass(frozen=True)
 class OpTimes:
-    """The GPU ops an overlap analysis reads: rows of ``cols.gpu``, their [start, end) in ns,
-    kernel type and step, all in the same order."""
+    """The GPU ops an overlap analysis reads, in ``cols.gpu`` order: their [start, end) in ns,
+    kernel type, step and device (of every op, the table's own columns where no copy is needed;
+    with ``hta``, of those HTA keeps)."""
 
-    rows: np.ndarray
     start: np.ndarray
     end: np.ndarray
     type: np.ndarray
@@ -67,12 +68,20 @@ def op_times(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta: boo
     gpu = cols.gpu
     steps = profiler_steps(cols) if gpu_step is None or hta else None
     step = gpu_steps(cols, steps) if gpu_step is None else gpu_step
-    rows = np.flatnonzero(hta_ops(cols, steps)) if hta else np.arange(len(gpu))
+    types = op_types(cols)
+    if not hta:
+        start = gpu.ts.astype(np.int64, copy=False)
+        return OpTimes(start, start + np.maximum(gpu.dur, 0), types, step, gpu.device)
+    rows = np.flatnonzero(hta_ops(cols, steps))
     start = gpu.ts[rows].astype(np.int64)
-    end = start + np.maximum(gpu.dur[rows], 0)
-    if hta:
-        start, end = hta_times(start, end)
-    return OpTimes(rows, start, end, op_types(cols)[rows], step[rows], gpu.device[rows])
+    start, end = hta_times(start, start + np.maximum(gpu.dur[rows], 0))
+    return OpTimes(start, end, types[rows], step[rows], gpu.device[rows])
+
+
+def union_ns(ops: OpTimes, mine: np.ndarray) -> int:
+    """The length of the union of the intervals of the ops where ``mine``, merged a piece at
+    a time (``gpu_busy.merged_times``): no sorted copies of every op's times."""
+    return sum(int((ends - starts).sum()) for starts, ends, _, _ in merged_times(ops.start, ops.end, mine))
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,15 +121,22 @@ def _length(start: np.ndarray, end: np.ndarray) -> int:
     return int((end - start).sum())
 
 
-def step_groups(rows: np.ndarray, step: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """``rows`` as (``WHOLE_TRACE``, all of them), then (step, its rows) per profiler step, by
-    step (``step``: each row's step; rows in no step are only in the first group)."""
-    order = np.argsort(step, kind="stable")
-    rows, step = rows[order], step[order]
-    bounds = np.flatnonzero(np.r_[True, step[1:] != step[:-1], True]) if len(step) else np.zeros(1, np.int64)
-    return [(WHOLE_TRACE, rows)] + [(int(step[a]), rows[a:b]) for a, b in zip(bounds[:-1].tolist(),
-                                                                              bounds[1:].tolist())
-                                    if step[a] != NO_STEP]
+def step_groups(mine: np.ndarray, step: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(step, its rows) per profiler step, by step, of the rows where ``mine`` (``step``: each
+    row's step; rows in no step are left out). Rows are sorted by step only where they are not
+    in step order already (ops in file order mostly are)."""
+    rows = np.flatnonzero(mine & (step != NO_STEP))
+    of_rows = step[rows]
+    if len(rows) > 1 and not bool(np.all(of_rows[1:] >= of_rows[:-1])):
+        order = np.argsort(of_rows, kind="stable")
+        rows = rows[order]
+        of_rows = of_rows[order]
+        del order
+    bounds = np.flatnonzero(np.r_[True, of_rows[1:] != of_rows[:-1], True]) if len(rows) else np.zeros(1, np.int64)
+    firsts = of_rows[bounds[:-1]].tolist()
+    del of_rows
+    for a, b, s in zip(bounds[:-1].tolist(), bounds[1:].tolist(), firsts):
+        yield int(s), rows[a:b]
 
 
 def table_steps(ops: OpTimes) -> list[int]:
@@ -135,12 +151,16 @@ def comm_overlap(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta:
     steps = table_steps(ops)
     at = {s: i for i, s in enumerate(steps)}
     kernels, comm_ns, overlapped = (np.zeros(len(steps), np.int64) for _ in range(3))
+    empty = (np.zeros(0, np.int64),) * 2
     for device in unique(ops.device).tolist():
         mine = ops.device == device
-        is_comp = mine & (ops.type == COMPUTATION)
-        comp = union(ops.start[is_comp], ops.end[is_comp])
-        comm_rows = np.flatnonzero(mine & (ops.type == COMMUNICATION))
-        for step, rows in step_groups(comm_rows, ops.step[comm_rows]):
+        is_comm = mine & (ops.type == COMMUNICATION)
+        mine &= ops.type == COMPUTATION
+        comp = concatenated([piece[:2] for piece in merged_times(ops.start, ops.end, mine)], empty)
+        del mine
+        groups = [(WHOLE_TRACE, np.flatnonzero(is_comm)), *step_groups(is_comm, ops.step)]
+        del is_comm
+        for step, rows in groups:
             comm = union(ops.start[rows], ops.end[rows])
             under = intersect(*comm, *comp)
             kernels[at[step]] += len(rows)

@@ -278,14 +278,12 @@ def tails(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:
     count, share and mean."""
     rows = []
     for kind, dur in per_kind:
-        longest = np.sort(dur)[::-1]
-        running = np.cumsum(longest)
-        total = int(running[-1])
+        total = int(dur.sum(dtype=np.int64))
         row = {"kind": kind, "count": len(dur), "total_ns": total, "mean_ns": total / len(dur),
-               "max_ns": int(longest[0]), "min_ns": int(longest[-1])}
-        for p in TAIL_PERCENTS:
+               "max_ns": int(dur.max()), "min_ns": int(dur.min())}
+        tops = _top_sums(dur, [max(1, len(dur) * p // 100) for p in TAIL_PERCENTS])
+        for p, top in zip(TAIL_PERCENTS, tops):
             n = max(1, len(dur) * p // 100)
-            top = int(running[n - 1])
             row[f"top{p}_n"] = n
             row[f"top{p}_pct"] = 100.0 * top / total if total else 0.0
             row[f"top{p}_mean_ns"] = top / n
@@ -293,6 +291,18 @@ def tails(per_kind: list[tuple[str, np.ndarray]]) -> pd.DataFrame:
     columns = ["kind", "count", "total_ns", "mean_ns", "max_ns", "min_ns"] + [
         f"top{p}_{c}" for p in TAIL_PERCENTS for c in ("n", "pct", "mean_ns")]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _top_sums(values: np.ndarray, counts: list[int]) -> list[int]:
+    """The sum of the ``n`` largest of ``values``, for each ``n`` of ``counts`` (each at least 1,
+    at most ``len(values)``): partitions of one copy, not a sort and a running sum (an int64 each)."""
+    largest = max(counts)
+    top = np.partition(values, len(values) - largest)[len(values) - largest:]  # the ``largest`` largest
+    sums = {}
+    for n in sorted(set(counts), reverse=True):  # each from the part the last left, largest first
+        top = np.partition(top, len(top) - n)[len(top) - n:]
+        sums[n] = int(top.sum(dtype=np.int64))
+    return [sums[n] for n in counts]
 
 
 def top_kernels(cols: TraceColumns) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from ..columns.scan import TraceColumns
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .hta_types import COMPUTATION
-from .overlap import op_times, pct, step_groups, table_steps, union
+from .overlap import WHOLE_TRACE, op_times, pct, step_groups, table_steps, union, union_ns
 
 TEMPORAL_COLUMNS = ["step", "gpu_ops", "span_ns", "idle_ns", "compute_ns", "non_compute_ns", "idle_pct",
                     "compute_pct", "non_compute_pct"]
@@ -43,9 +43,14 @@ def temporal_breakdown(cols: TraceColumns, *, gpu_step: np.ndarray | None = None
     steps = table_steps(ops)
     at = {s: i for i, s in enumerate(steps)}
     n_ops, span, busy, compute = (np.zeros(len(steps), np.int64) for _ in range(4))
+    whole = at[WHOLE_TRACE]
     for device in unique(ops.device).tolist():
-        rows = np.flatnonzero(ops.device == device)
-        for step, group in step_groups(rows, ops.step[rows]):
+        mine = ops.device == device  # the whole trace: merged a piece at a time
+        n_ops[whole] += int(np.count_nonzero(mine))
+        span[whole] += int(ops.end[mine].max() - ops.start[mine].min())
+        busy[whole] += union_ns(ops, mine)
+        compute[whole] += union_ns(ops, mine & (ops.type == COMPUTATION))
+        for step, group in step_groups(mine, ops.step):  # each step's ops, a step at a time
             i = at[step]
             start, end = ops.start[group], ops.end[group]
             n_ops[i] += len(group)
@@ -55,6 +60,7 @@ def temporal_breakdown(cols: TraceColumns, *, gpu_step: np.ndarray | None = None
             comp = ops.type[group] == COMPUTATION
             merged = union(start[comp], end[comp])
             compute[i] += int((merged[1] - merged[0]).sum())
+        del mine
     idle, non_compute = span - busy, busy - compute
     return pd.DataFrame({
         "step": np.array(steps, np.int64), "gpu_ops": n_ops, "span_ns": span, "idle_ns": idle, "compute_ns": compute,
