@@ -36,28 +36,33 @@ def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
     if len(calls) == 0:
         return 0, pd.DataFrame(columns=COLUMNS)
     start = launches.ts[calls]
-    track = launches.track[calls]
-    same_thread = track[1:] == track[:-1]
+    same_thread = launches.track[calls]
+    same_thread = same_thread[1:] == same_thread[:-1]
     overlap = kernel_end[:-1] - start[1:]
+    pairs = int(same_thread.sum())
     hit = np.flatnonzero(same_thread & (overlap > 0))
-    nxt = hit + 1
+    del same_thread
+    # From here on a row per overlapping pair, not per call: the calls' arrays go as they are read.
+    overlap, kernel_start, kernel_end, kernel_name = overlap[hit], kernel_start[hit], kernel_end[hit], kernel_name[hit]
+    first, launch_start, second, next_start = calls[hit], start[hit], calls[hit + 1], start[hit + 1]
+    del calls, start, hit
 
     names = np.asarray(cols.names, dtype=object)
     with python_strings():  # a big trace has ~a million overlapping pairs
         table = pd.DataFrame({
-            "correlation": launches.correlation[calls[hit]],
-            "api": names[launches.name[calls[hit]]],
-            "kernel": names[kernel_name[hit]],
-            "launch_start": start[hit],
-            "launch_end": start[hit] + np.maximum(launches.dur[calls[hit]], 0),
-            "kernel_start": kernel_start[hit],
-            "kernel_end": kernel_end[hit],
-            "next_correlation": launches.correlation[calls[nxt]],
-            "next_api": names[launches.name[calls[nxt]]],
-            "next_launch_start": start[nxt],
-            "overlap_ns": overlap[hit],
+            "correlation": launches.correlation[first],
+            "api": names[launches.name[first]],
+            "kernel": names[kernel_name],
+            "launch_start": launch_start,
+            "launch_end": launch_start + np.maximum(launches.dur[first], 0),
+            "kernel_start": kernel_start,
+            "kernel_end": kernel_end,
+            "next_correlation": launches.correlation[second],
+            "next_api": names[launches.name[second]],
+            "next_launch_start": next_start,
+            "overlap_ns": overlap,
         }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
-    return int(same_thread.sum()), table
+    return pairs, table
 
 
 def _calls_by_thread(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
