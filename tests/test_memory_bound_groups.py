@@ -25,10 +25,12 @@ import pytest
 from traceforge.analyses import gpu_busy
 from traceforge.analyses import memory_timeline as mt
 from traceforge.analyses.classify import label_ops
+from traceforge.analyses.gpu_busy import busy_idle
 from traceforge.analyses.hta_types import COMMUNICATION, op_types
 from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
 from traceforge.analyses.overlap import comm_overlap, exposed_comm, exposed_intervals
 from traceforge.analyses.rules import DEFAULT_RULES, load_rules
+from traceforge.analyses.stats import wall_span
 from traceforge.analyses.temporal import temporal_breakdown
 from traceforge.annotator.plugins import classify as classify_plugin
 from traceforge.annotator.plugins import launch_delay as launch_delay_plugin
@@ -258,15 +260,19 @@ def test_running_count_in_chunks_equals_net_steps_and_a_loop(chunk, monkeypatch)
 
 
 @pytest.mark.parametrize("name", [SAMPLE, "nccl", "df_index", "unsorted"])
-def test_overlap_and_temporal_whole_trace_rows_in_pieces_equal_one_piece(name, trace_path, tmp_path, monkeypatch):
-    """The whole-trace rows of ``comm_overlap`` and ``temporal_breakdown`` merge a device's
-    intervals a piece at a time (``gpu_busy.merged_times``, ``GAP_CHUNK`` rows): the same
-    tables at any piece size, with HTA's times too (their brute force: tests/test_overlap.py,
-    tests/test_temporal.py); "unsorted" has a stream whose ops are not in time order."""
+def test_device_unions_in_pieces_equal_one_piece(name, trace_path, tmp_path, monkeypatch):
+    """The whole-trace rows of ``comm_overlap`` and ``temporal_breakdown``, and ``busy_idle``'s
+    devices, merge a device's intervals a piece at a time (``gpu_busy.merged_times`` /
+    ``merged_pieces``, ``GAP_CHUNK`` rows): the same tables at any piece size, with HTA's times
+    too (their brute force: tests/test_overlap.py, tests/test_temporal.py, tests/test_stats.py);
+    "unsorted" has a stream whose ops are not in time order."""
     cols = scan(str(_unsorted_trace(tmp_path) if name == "unsorted" else trace_path(name)))
+    span = wall_span(cols)
     tables = {hta: (comm_overlap(cols, hta=hta), temporal_breakdown(cols, hta=hta)) for hta in (False, True)}
+    devices = busy_idle(cols, span)[0]
     for chunk in (1, 2, 7):
         monkeypatch.setattr(gpu_busy, "GAP_CHUNK", chunk)
         for hta, (overlap, temporal) in tables.items():
             assert comm_overlap(cols, hta=hta).equals(overlap), (chunk, hta)
             assert temporal_breakdown(cols, hta=hta).equals(temporal), (chunk, hta)
+        assert busy_idle(cols, span)[0].equals(devices), chunk

@@ -273,7 +273,6 @@ def busy_idle(
     """(per device, per stream) busy/idle tables over ``span`` = (first start, last end) in ns."""
     gpu = cols.gpu
     span_ns = span[1] - span[0]
-    timed = gpu.dur > 0
 
     streams = []
     for g in stream_gaps(cols, kernel_wait_ns=kernel_wait_ns):
@@ -282,28 +281,19 @@ def busy_idle(
         streams.append(row)
 
     devices = []
-    order = np.lexsort((gpu.ordinal, gpu.ts, gpu.device))
-    for rows in _groups(order, gpu.device):
-        rows_t = rows[timed[rows]]
-        ts = gpu.ts[rows_t]
-        starts, ends, _ = merge_intervals(ts, ts + gpu.dur[rows_t])
+    ordered = in_file_order(gpu)
+    for device in unique(gpu.device).tolist():  # a device's intervals merged a piece at a time
+        mine = gpu.device == device
+        ops, streams_on = int(np.count_nonzero(mine)), len(unique(gpu.stream[mine]))
+        mine &= gpu.dur > 0
+        starts, ends = concatenated([piece[:2] for piece in merged_pieces(gpu, mine, ordered=ordered)], _EMPTY[:2])
+        del mine
         busy = int((ends - starts).sum())
         devices.append({
-            "device": int(gpu.device[rows[0]]), "streams": len(unique(gpu.stream[rows])), "ops": len(rows),
+            "device": device, "streams": streams_on, "ops": ops,
             "busy_ns": busy, "idle_ns": _idle(starts, ends, span), "busy_pct": _pct(busy, span_ns),
         })
     return pd.DataFrame(devices, columns=DEVICE_COLUMNS), pd.DataFrame(streams, columns=STREAM_COLUMNS)
-
-
-def _groups(order: np.ndarray, *keys: np.ndarray) -> list[np.ndarray]:
-    """Split ``order`` (sorted by ``keys`` first) into runs of equal keys."""
-    if len(order) == 0:
-        return []
-    change = np.zeros(len(order) - 1, bool)
-    for k in keys:
-        ks = k[order]
-        change |= ks[1:] != ks[:-1]
-    return np.split(order, np.flatnonzero(change) + 1)
 
 
 def _idle(starts: np.ndarray, ends: np.ndarray, span: tuple[int, int]) -> int:
