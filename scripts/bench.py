@@ -35,6 +35,7 @@ Each row: wall, CPU s (the process and the workers it reaped), the largest proce
 RSS, the bound (CPU s of ``--jobs 1`` spread over min(jobs, ranks, cores)) and the ratio to
 it (the issue's acceptance: within 1.5x). ``--cluster-workers 1,2`` adds the same commands on
 a Dask ``LocalCluster`` of that many one-thread worker processes (CPU s from the workers).
+``--rank-commands stats`` (or ``annotate``) measures only that command.
 
     python scripts/bench.py --ranks 16 --jobs-list 1,2,4,8,16 --tile 4 --repeat 3 TRACE
 """
