@@ -35,6 +35,7 @@ Each row: wall, CPU s (the process and the workers it reaped), the largest proce
 RSS, the bound (CPU s of ``--jobs 1`` spread over min(jobs, ranks, cores)) and the ratio to
 it (the issue's acceptance: within 1.5x). ``--cluster-workers 1,2`` adds the same commands on
 a Dask ``LocalCluster`` of that many one-thread worker processes (CPU s from the workers).
+``--rank-commands stats`` (or ``annotate``) measures only that command.
 
     python scripts/bench.py --ranks 16 --jobs-list 1,2,4,8,16 --tile 4 --repeat 3 TRACE
 """
@@ -319,6 +320,7 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
 
 
 RANK_COMMANDS = {"annotate --all": "annotate {dir} --all -o {out}", "stats": "stats {dir}"}
+RANK_COMMAND_NAMES = {"annotate": "annotate --all", "stats": "stats"}  # --rank-commands' words
 DISTRIBUTED_KEY = b'"distributedInfo"'
 
 
@@ -399,7 +401,7 @@ def cluster_run(workers: int, cmd: list[str], env: dict[str, str]) -> Run:
 
 
 def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: list[int], tile: int,
-                repeat: int, env: dict[str, str]) -> list[list[str]]:
+                repeat: int, env: dict[str, str], commands: tuple[str, ...] = tuple(RANK_COMMANDS)) -> list[list[str]]:
     """The many-ranks table's rows for ``trace`` (see the module's docstring)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -412,7 +414,7 @@ def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: 
         one = next(directory.iterdir())
         for path in directory.iterdir():
             warm_page_cache(path)
-        for name, line in RANK_COMMANDS.items():
+        for name, line in ((n, RANK_COMMANDS[n]) for n in commands):
             def cmd(target: Path, tag: str) -> list[str]:
                 out = work / f"out_{tag}"
                 out = out.with_suffix(".json.gz") if target.is_file() else out
@@ -461,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-workers", default="", metavar="W,W",
                         help="many-ranks mode: also on a Dask LocalCluster of W worker processes (e.g. 1,2)")
     parser.add_argument("--tile", type=int, default=1, metavar="K", help="many-ranks mode: tile TRACE K times first")
+    parser.add_argument("--rank-commands", default=",".join(RANK_COMMAND_NAMES), metavar="C,C",
+                        help=f"many-ranks mode: the commands to run, from {', '.join(RANK_COMMAND_NAMES)} "
+                        "(default: both)")
     parser.add_argument("--make-ranks", nargs=4, metavar=("TRACE", "N", "TILE", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-cluster", type=int, metavar="W", help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
@@ -518,6 +523,10 @@ def main_ranks(args: argparse.Namespace) -> int:
     compile_package(env)
     jobs_list = [int(j) for j in args.jobs_list.split(",") if j]
     workers = [int(w) for w in args.cluster_workers.split(",") if w]
+    try:
+        commands = tuple(RANK_COMMAND_NAMES[c] for c in args.rank_commands.split(",") if c)
+    except KeyError as e:
+        raise SystemExit(f"bench: --rank-commands: no command {e.args[0]!r} (there are {', '.join(RANK_COMMAND_NAMES)})")
     print(f"{args.ranks} ranks, {CORES} cores, load average {os.getloadavg()[0]:.2f} at the start "
           f"(python {sys.version.split()[0]})")
     header = ["command", "ranks", "run", "wall s", "CPU s", "peak RSS MB (largest process)",
@@ -525,7 +534,7 @@ def main_ranks(args: argparse.Namespace) -> int:
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join(" --- " for _ in header) + "|")
     for trace in args.traces:
-        for row in bench_ranks(trace, args.ranks, jobs_list, workers, args.tile, args.repeat, env):
+        for row in bench_ranks(trace, args.ranks, jobs_list, workers, args.tile, args.repeat, env, commands):
             print("| " + " | ".join(row) + " |", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0

@@ -7,7 +7,7 @@ analysis sees only what it keeps, e.g. ``traceforge.stats(path, where=Filters(st
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -67,19 +67,35 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``)."""
     from ..analyses.stats import TraceStats
 
+    return TraceStats.of_ranks([s for _, s in stats_each(inputs, _itself, kernel_wait_ns=kernel_wait_ns, tables=tables,
+                                                         where=where, jobs=jobs, cluster=cluster)])
+
+
+def stats_each(inputs: str | os.PathLike | Iterable[str | os.PathLike], each: Callable[[TraceStats], T], *,
+               kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
+               where: Filters | None = None, jobs: int | None = 1, cluster: str | None = None
+               ) -> list[tuple[int, T]]:
+    """(rank, ``each(statistics of the trace)``) for every trace of ``inputs``, in order (the options
+    as for ``stats``). ``each`` runs where the trace is read: in the job, in parallel, so only
+    what it keeps (e.g. a rank's text) comes back, not every table of every rank; with
+    ``jobs`` other than 1 or ``cluster``, ``each`` and its result must pickle."""
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    job = partial(_rank_stats, kernel_wait_ns, None if tables is None else tuple(tables), where)
-    return TraceStats.of_ranks([s for _, _, s in ranked(paths, job, jobs=jobs, cluster=cluster)])
+    job = partial(_rank_stats, each, kernel_wait_ns, None if tables is None else tuple(tables), where)
+    return [(rank, kept) for rank, _, kept in ranked(paths, job, jobs=jobs, cluster=cluster)]
 
 
-def _rank_stats(kernel_wait_ns: int, tables: Collection[str] | None, where: Filters | None, path: str,
-                index: int) -> tuple[int, TraceStats]:
-    """One trace's rank and statistics (a ``ranked`` job: runs where the trace is read)."""
+def _itself(value: T) -> T:
+    return value
+
+
+def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
+                where: Filters | None, path: str, index: int) -> tuple[int, T]:
+    """One trace's rank and ``each`` of its statistics (a ``ranked`` job: runs where the trace is read)."""
     from ..analyses.stats import trace_stats
 
     cols = reads.stats_columns(path, where, tables)
     rank = trace_rank(cols.metadata, path, index)
-    return rank, trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables)
+    return rank, each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:

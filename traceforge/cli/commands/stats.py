@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -12,7 +14,7 @@ from ...analyses.gpu_busy import KERNEL_WAIT_NS
 from ...analyses.overlap import WHOLE_TRACE
 from ...analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES
 from ...analyses.stats import TAIL_PERCENTS, TraceStats, default_tables
-from ...api.files import compare_tails, stats
+from ...api.files import compare_tails, stats, stats_each
 from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
@@ -68,11 +70,19 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args)
     wanted = tuple(dict.fromkeys(args.table or default_tables()))
     check_one_csv_table("stats", args.format, wanted, TABLES)
-    result = stats(args.inputs, kernel_wait_ns=args.kernel_wait_us, tables=wanted, where=filters_of(args),
-                   **ranks.fan_out_of(args, args.inputs))
+    options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args),
+               **ranks.fan_out_of(args, args.inputs)}
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
-    tables = _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
-    _note_without_gpu(tables.get("summary"))
+    if args.format == "text":  # each rank's text is made where the rank is read, in parallel
+        texts = [_RankText(rank, *text) for rank, text in
+                 stats_each(args.inputs, partial(_rank_text_of, wanted, top), **options)]
+        for text in texts:
+            _note_without_gpu(text.notes)
+        emit({}, args.format, lambda: [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        return 0
+    result = stats(args.inputs, **options)
+    tables = _limited(result, wanted, top)
+    _note_without_gpu(_notes(tables.get("summary")))
     emit(tables, args.format, lambda: _text(tables))
     return 0
 
@@ -81,13 +91,55 @@ def run(args: argparse.Namespace) -> int:
 WITHOUT_GPU = ("summary", "activity", "activity_all", "tails", "launch_apis", "memory", "memory_steps")
 
 
-def _note_without_gpu(summary: pd.DataFrame | None) -> None:
-    """One line on stderr per rank without GPU ops, saying so (its text leaves out the GPU tables)."""
+@dataclass(frozen=True)
+class _RankText:
+    """What the text of ``stats`` keeps of one rank: its lines, its notes, and the tables in
+    which it has rows (they decide where its text goes among the ranks')."""
+
+    rank: int
+    lines: list[str]
+    notes: list[str]
+    having: frozenset[str]
+
+
+def _rank_text_of(wanted: tuple[str, ...], top: int, result: TraceStats
+                  ) -> tuple[list[str], list[str], frozenset[str]]:
+    """One rank's lines, notes and tables with rows (a ``stats_each`` job's result: small, and
+    made in parallel)."""
+    tables = _limited(result, wanted, top)
+    return _text(tables), _notes(tables.get("summary")), frozenset(name for name, df in tables.items() if len(df))
+
+
+def _in_text_order(texts: list[_RankText], wanted: tuple[str, ...], top: int) -> list[_RankText]:
+    """The ranks' texts in the order ``_text`` gives all ranks' tables gathered: ranks as first
+    met in the tables (in ``TraceStats`` order), a table's ranks in the order of the inputs,
+    except where ``_limit`` sorts them by number (``launch_overlaps``, by ``_largest``)."""
+    order: dict[int, _RankText] = {}
+    for name in (n for n in TABLES if n in wanted):
+        having = [t for t in texts if name in t.having]
+        if name == "launch_overlaps" and top > 0:
+            having.sort(key=lambda t: t.rank)
+        for text in having:
+            order.setdefault(text.rank, text)
+    return list(order.values())
+
+
+def _limited(result: TraceStats, wanted: tuple[str, ...], top: int) -> dict[str, pd.DataFrame]:
+    """The ``wanted`` tables of ``result``, in ``TraceStats`` order, cut to ``top`` rows (``_limit``)."""
+    return _limit({name: df for name, df in result.tables().items() if name in wanted}, top)
+
+
+def _notes(summary: pd.DataFrame | None) -> list[str]:
+    """One line per rank without GPU ops, saying so (its text leaves out the GPU tables)."""
     if summary is None:
-        return
-    for r in summary[summary["gpu_ops"] == 0].itertuples(index=False):
-        print(f"traceforge: note: rank {r.rank} ({r.trace}): {NO_GPU}: nothing to measure on the GPU; {RECORD_GPU}",
-              file=sys.stderr)
+        return []
+    return [f"traceforge: note: rank {r.rank} ({r.trace}): {NO_GPU}: nothing to measure on the GPU; {RECORD_GPU}"
+            for r in summary[summary["gpu_ops"] == 0].itertuples(index=False)]
+
+
+def _note_without_gpu(notes: list[str]) -> None:
+    for note in notes:
+        print(note, file=sys.stderr)
 
 
 def _compare(args: argparse.Namespace) -> int:
