@@ -96,3 +96,16 @@ def test_stats_table_text():
     r = run_cli("stats", str(TRACES["nccl"]), "--table", "gpu_annotations")
     assert r.returncode == 0, r.stderr
     assert b"GPU user annotations" in r.stdout and b"nccl:all_reduce" in r.stdout
+
+
+def test_ranks_without_annotations_keep_the_columns_integer(tmp_path):
+    """Over ranks where one has no gpu_user_annotation, the joined table's counts and ns stay
+    integers (the empty table is typed; it made every int column float: device 0.0, count 1.0)."""
+    anno = {"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 0, "dur": 60}
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 200,
+              "args": {"device": 0, "stream": 7}}
+    for rank, events in ((0, [anno, kernel]), (1, [kernel])):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": events}))
+    r = run_cli("stats", str(tmp_path), "--table", "gpu_annotations", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1].startswith(b"0,0,fwd,1,60000,60000.0,60000,60000,0.0,"), r.stdout

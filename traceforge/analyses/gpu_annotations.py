@@ -26,13 +26,15 @@ from ..util.lazy_pandas import pd
 
 COLUMNS = ["device", "name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns", "pct_of_annotated",
            "pct_of_span"]
+_DTYPES = {"name": object, "mean_ns": np.float64, "std_ns": np.float64, "pct_of_annotated": np.float64,
+           "pct_of_span": np.float64}  # the rest int64
 
 
 def gpu_annotation_times(cols: TraceColumns) -> pd.DataFrame:
     """Per (device, annotation name), by device then total time (largest first), then name."""
     a = cols.gpu_annotations
     if not len(a):
-        return pd.DataFrame({c: [] for c in COLUMNS})
+        return pd.DataFrame({c: np.zeros(0, _DTYPES.get(c, np.int64)) for c in COLUMNS})  # typed: ranks concatenate
     df = pd.DataFrame({"device": a.device.astype(np.int64), "name": a.name, "dur": np.maximum(a.dur, 0).astype(np.int64)})
     g = df.groupby(["device", "name"], sort=False)["dur"]
     out = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max(),
