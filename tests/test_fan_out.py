@@ -180,3 +180,17 @@ def test_bench_rank_copies_differ_only_in_rank(sample, tmp_path):
         text = gzip.decompress(path.read_bytes())
         assert text[text.index(b'"traceEvents"'):] == events
         assert orjson.loads(text)["distributedInfo"] == {"rank": int(path.name[4]), "world_size": 3}
+
+
+def test_the_error_is_the_first_failing_trace_s_whatever_the_jobs(tmp_path):
+    """Two broken traces: the later one is larger, so it starts, and fails, first; the error
+    is still the first one's, as with one job at a time, and the other jobs are cancelled."""
+    (tmp_path / "rank0.json").write_bytes(b'{"traceEvents": [{"ph": "X", "name": 5,')  # cut short
+    (tmp_path / "rank1.json").write_bytes(b'{"traceEvents": []}')
+    (tmp_path / "rank2.json").write_bytes(b'{"traceEvents": [' + b" " * 5000 + b'{"ph": "X"}, nul]}')
+    errors = set()
+    for jobs in ("1", "2", "3"):
+        r = run_cli("stats", str(tmp_path), "--jobs", jobs, process=True)
+        assert r.returncode == 1 and r.stderr.count(b"\n") == 1, r.stderr
+        errors.add(r.stderr)
+    assert len(errors) == 1 and b"rank0.json" in errors.pop()

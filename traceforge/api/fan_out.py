@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -96,23 +96,37 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
 
     Locally with ``jobs`` processes (default: the cores; 1 runs here), or on the Dask
     scheduler at ``cluster``. A bar counts the traces' compressed bytes as jobs finish.
+    Where jobs fail, the error raised is that of the first failing item, as one job at a
+    time gives (not of the first to fail): once the items before it are done, the rest are
+    cancelled.
     """
     sizes = [_size(p) for p in paths]
     total = sum(sizes)
     results: list[Any] = [None] * len(items)
+    finished = [False] * len(items)
+    failed: dict[int, str] = {}
     done = 0
     bar = progress.active()
     guarded = partial(_guarded, job)
     largest_first = sorted(range(len(items)), key=lambda i: -sizes[i])  # stable: ties in item order
     completed = (_on_cluster(guarded, items, largest_first, cluster) if cluster is not None
                  else _here(guarded, items, largest_first, jobs or cores()))
-    for i, result in completed:
-        if isinstance(result, _Failed):
-            raise TraceforgeError(result.message)
-        results[i] = result
-        done += sizes[i]
-        if bar is not None:
-            bar(f"{len(items)} traces", done, total)
+    try:
+        for i, result in completed:
+            finished[i] = True
+            if isinstance(result, _Failed):
+                failed[i] = result.message
+            else:
+                results[i] = result
+                done += sizes[i]
+                if bar is not None:
+                    bar(f"{len(items)} traces", done, total)
+            if failed and all(finished[:min(failed)]):
+                break
+    finally:
+        completed.close()  # the jobs still pending are cancelled
+    if failed:
+        raise TraceforgeError(failed[min(failed)])
     return results
 
 
@@ -138,7 +152,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int) -> Iterator[tuple[int, R]]:
+def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int) -> Generator[tuple[int, R]]:
     if min(jobs, len(items)) <= 1:
         for i, item in enumerate(items):
             yield i, job(item)
@@ -201,7 +215,8 @@ def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
         return job(item)
 
 
-def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str) -> Iterator[tuple[int, R]]:
+def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str
+                ) -> Generator[tuple[int, R]]:
     try:
         from distributed import Client, as_completed
     except ImportError:
