@@ -43,6 +43,7 @@ a Dask ``LocalCluster`` of that many one-thread worker processes (CPU s from the
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -340,8 +341,10 @@ def rank_copies(trace: Path, ranks: int, tile: int, work: Path) -> Path:
     events = text.index(b'"traceEvents"')
     head, body = text[:events], text[events:]
     at = head.find(DISTRIBUTED_KEY)
-    if at >= 0:  # drop the old key and its object (Kineto's is flat: no nested braces)
-        end = head.index(b"}", at) + 1
+    if at >= 0:  # drop the old key and its object (nested: torch 2.x has a pg_config list of objects)
+        value = head.index(b":", at) + 1
+        value += len(head[value:]) - len(head[value:].lstrip())
+        _, end = json.JSONDecoder().raw_decode(head.decode("latin-1"), value)  # a char per byte
         head = head[:at] + head[end:].lstrip().removeprefix(b",").lstrip()
     brace = head.index(b"{") + 1
     directory = work / "ranks"

@@ -169,13 +169,20 @@ def test_cluster_stats_and_critical_path_equal_the_local_run(rank_dir):
             assert r.stdout == expected.stdout, command
 
 
-def test_bench_rank_copies_differ_only_in_rank(sample, tmp_path):
-    """``scripts/bench.py --ranks``'s copies: ranks 0..N-1 in their heads, the events untouched."""
+@pytest.mark.parametrize("nested", [False, True])
+def test_bench_rank_copies_differ_only_in_rank(nested, sample, tmp_path):
+    """``scripts/bench.py --ranks``'s copies: ranks 0..N-1 in their heads, the events untouched;
+    also where ``distributedInfo`` holds objects (torch 2.x's ``pg_config``)."""
     bench = load_script("bench")
-    directory = bench.rank_copies(sample.path, 3, 1, tmp_path)
+    raw = sample.raw
+    if nested:
+        raw = raw.replace(DISTRIBUTED, DISTRIBUTED + b', "pg_config": [{"pg_name": "0", "ranks": [0]}]')
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(gzip.compress(raw, 1))
+    directory = bench.rank_copies(trace, 3, 1, tmp_path)
     copies = sorted(directory.iterdir())
     assert [head_rank(str(p)) for p in copies] == [0, 1, 2]
-    events = sample.raw[sample.raw.index(b'"traceEvents"'):]
+    events = raw[raw.index(b'"traceEvents"'):]
     for path in copies:
         text = gzip.decompress(path.read_bytes())
         assert text[text.index(b'"traceEvents"'):] == events
