@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from traceforge.api import fan_out
+from traceforge.errors import TraceforgeError
 from traceforge.io import reader as reader_module
 from traceforge.io.rank_files import head_rank
 
@@ -189,15 +191,24 @@ def test_bench_rank_copies_differ_only_in_rank(nested, sample, tmp_path):
         assert orjson.loads(text)["distributedInfo"] == {"rank": int(path.name[4]), "world_size": 3}
 
 
-def test_the_error_is_the_first_failing_trace_s_whatever_the_jobs(tmp_path):
-    """Two broken traces: the later one is larger, so it starts, and fails, first; the error
-    is still the first one's, as with one job at a time, and the other jobs are cancelled."""
-    (tmp_path / "rank0.json").write_bytes(b'{"traceEvents": [{"ph": "X", "name": 5,')  # cut short
-    (tmp_path / "rank1.json").write_bytes(b'{"traceEvents": []}')
-    (tmp_path / "rank2.json").write_bytes(b'{"traceEvents": [' + b" " * 5000 + b'{"ph": "X"}, nul]}')
-    errors = set()
-    for jobs in ("1", "2", "3"):
-        r = run_cli("stats", str(tmp_path), "--jobs", jobs, process=True)
-        assert r.returncode == 1 and r.stderr.count(b"\n") == 1, r.stderr
-        errors.add(r.stderr)
-    assert len(errors) == 1 and b"rank0.json" in errors.pop()
+def _fails_after(item: tuple[int, float, bool]) -> int:
+    """A job: waits ``delay`` s, then returns its index or fails."""
+    index, delay, ok = item
+    time.sleep(delay)
+    if not ok:
+        raise TraceforgeError(f"item {index} failed")
+    return index
+
+
+def test_the_error_is_the_first_failing_item_s_not_the_first_to_fail(tmp_path):
+    """Items 0 and 2 fail; 2 (started beside 0, the largest) fails first, 0 half a second
+    later: the error is item 0's, as one job at a time gives; item 1 never matters."""
+    paths = []
+    for i, size in enumerate((3000, 10, 2000)):  # largest first: 0 and 2 start together
+        (tmp_path / f"t{i}").write_bytes(b"x" * size)
+        paths.append(str(tmp_path / f"t{i}"))
+    items = [(0, 0.5, False), (1, 0.0, True), (2, 0.0, False)]
+    for jobs in (1, 2):
+        with pytest.raises(TraceforgeError, match=r"^item 0 failed$"):
+            fan_out.run_jobs(_fails_after, items, paths, jobs=jobs)
+    assert fan_out.run_jobs(_fails_after, [(0, 0.0, True), (1, 0.0, True)], paths[:2], jobs=2) == [0, 1]

@@ -31,7 +31,9 @@ def _resident_file_mb() -> float:
 
 
 @linux_only
-def test_page_out_gives_the_pages_back_and_keeps_the_data():
+def test_page_out_gives_the_pages_back_and_keeps_the_data(monkeypatch):
+    monkeypatch.setattr(paged, "_on_disk", lambda directory: True)  # whatever the temporary directory is
+    monkeypatch.setattr(paged, "_full", [])
     values = paged.empty(4 << 20, np.int64)  # 32 MB
     assert paged.in_file_map(values)
     values[:] = np.arange(len(values))
@@ -51,10 +53,13 @@ def test_small_arrays_stay_on_the_heap():
     assert not paged.is_file_map(paged.new_map(paged.PAGED_BYTES - 1))
 
 
+@linux_only
 def test_a_growing_column_keeps_its_values_as_it_moves_into_a_file_map(monkeypatch):
     """A column crosses ``PAGED_BYTES`` while it grows (copied into a file map once), then
     widens to int64 when a value no longer fits int32: every value stays."""
     monkeypatch.setattr(paged, "PAGED_BYTES", 1 << 20)
+    monkeypatch.setattr(paged, "_on_disk", lambda directory: True)
+    monkeypatch.setattr(paged, "_full", [])
     columns = GrowingColumns("ordinal:n4 ts")
     want_ordinal, want_ts = [], []
     for lo in range(0, 600_000, 10_000):
@@ -79,7 +84,10 @@ def _tables(cols):
 
 @pytest.fixture
 def every_column_paged(monkeypatch):
-    """Every column map file-backed (``PAGED_BYTES`` 1); counts the maps made."""
+    """Every column map file-backed (``PAGED_BYTES`` 1, the temporary directory taken as a
+    disk whatever it is); counts the maps made, True for each file map."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("columns are paged on Linux only")
     made = []
     new_map = paged.new_map
 
@@ -89,6 +97,8 @@ def every_column_paged(monkeypatch):
         return m
 
     monkeypatch.setattr(paged, "PAGED_BYTES", 1)
+    monkeypatch.setattr(paged, "_on_disk", lambda directory: True)
+    monkeypatch.setattr(paged, "_full", [])
     monkeypatch.setattr(paged, "new_map", counted)
     monkeypatch.setattr(heap, "TRIM_EVERY", 1 << 12)  # paged out every 4 KB read, not 512 MB
     return made
@@ -117,16 +127,33 @@ def test_annotate_all_writes_the_same_bytes_with_its_columns_paged_out(name, tra
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="blocks reserved with posix_fallocate")
-def test_a_full_disk_for_the_columns_is_one_line_and_no_output(trace_path, tmp_path, every_column_paged,
-                                                              monkeypatch, capsys):
-    """A column map's blocks are reserved when it is made or grown, so a full temporary disk is
-    an OSError said in one line (exit 1, no output left), not a SIGBUS at the first write."""
+def test_no_room_for_the_columns_keeps_them_in_memory(trace_path, tmp_path, every_column_paged, monkeypatch,
+                                                     capsys):
+    """A column map's blocks are reserved as it is made or grown (a full disk would otherwise be
+    a SIGBUS at the first write): where the temporary directory has no room, the columns stay
+    in anonymous memory, with one note, and the output is what it would have been."""
+    path = str(trace_path(SAMPLE))
+    annotate(path, str(tmp_path / "heap.json"), all=True, options={"side_by_side": False})
+
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", full)
-    out = tmp_path / "out.json"
-    assert cli.main(["annotate", str(trace_path(SAMPLE)), "--all", "-o", str(out)]) == 1
+    every_column_paged.clear()
+    capsys.readouterr()
+    assert cli.main(["annotate", path, "--all", "-o", str(tmp_path / "full.json")]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no space left on device" in err and "TMPDIR" in err
-    assert not out.exists() and not list(tmp_path.iterdir())
+    assert err.count("traceforge: note: no room in ") == 1 and "set TMPDIR" in err, err
+    assert every_column_paged and not any(every_column_paged)
+    assert raw_json(tmp_path / "full.json") == raw_json(tmp_path / "heap.json")
+
+
+@linux_only
+def test_columns_are_paged_only_on_a_disk():
+    """A RAM file system would keep the pages in memory (and reserving blocks there takes it at
+    once): /dev/shm is tmpfs wherever it is mounted so."""
+    if paged.file_system("/dev/shm") != "tmpfs":
+        pytest.skip("/dev/shm is not tmpfs here")
+    assert not paged._on_disk.__wrapped__("/dev/shm")
+    assert paged.file_system("/dev/shm/x/y") == "tmpfs"
+    assert paged._on_disk.__wrapped__("/") == (paged.file_system("/") not in ("tmpfs", "ramfs"))

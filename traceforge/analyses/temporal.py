@@ -47,7 +47,8 @@ def temporal_breakdown(cols: TraceColumns, *, gpu_step: np.ndarray | None = None
     for device in unique(ops.device).tolist():
         mine = ops.device == device  # the whole trace: merged a piece at a time
         n_ops[whole] += int(np.count_nonzero(mine))
-        span[whole] += int(ops.end[mine].max() - ops.start[mine].min())
+        last = np.max(ops.end, where=mine, initial=np.iinfo(np.int64).min)  # no copy of the device's ops
+        span[whole] += int(last - np.min(ops.start, where=mine, initial=np.iinfo(np.int64).max))
         busy[whole] += union_ns(ops, mine)
         compute[whole] += union_ns(ops, mine & (ops.type == COMPUTATION))
         for step, group in step_groups(mine, ops.step):  # each step's ops, a step at a time

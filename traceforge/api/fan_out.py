@@ -97,8 +97,8 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
     Locally with ``jobs`` processes (default: the cores; 1 runs here), or on the Dask
     scheduler at ``cluster``. A bar counts the traces' compressed bytes as jobs finish.
     Where jobs fail, the error raised is that of the first failing item, as one job at a
-    time gives (not of the first to fail): once the items before it are done, the rest are
-    cancelled.
+    time gives (not of the first to fail): once the items before it are done, the jobs not
+    yet started are cancelled (those running finish first).
     """
     sizes = [_size(p) for p in paths]
     total = sum(sizes)
@@ -124,7 +124,7 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
             if failed and all(finished[:min(failed)]):
                 break
     finally:
-        completed.close()  # the jobs still pending are cancelled
+        completed.close()  # the jobs not yet started are cancelled
     if failed:
         raise TraceforgeError(failed[min(failed)])
     return results

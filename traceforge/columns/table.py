@@ -64,14 +64,11 @@ class _MappedColumn:
 
     def _grow(self, capacity: int, dtype: np.dtype) -> None:
         nbytes = max(capacity, 1) * dtype.itemsize
-        if dtype == self.dtype and self._map is not None and paged.is_file_map(self._map) == paged.is_paged(nbytes):
-            try:
-                paged.resize(self._map, nbytes)
-                self._capacity = capacity
-                return
-            except SystemError:  # no mremap (macOS): copied below
-                pass
-        grown = paged.new_map(nbytes)
+        if (dtype == self.dtype and self._map is not None
+                and paged.is_file_map(self._map) == paged.is_paged(nbytes) and paged.resize(self._map, nbytes)):
+            self._capacity = capacity
+            return
+        grown = paged.new_map(nbytes)  # a new kind of map, a wider dtype, or no resize in place: copied
         if self.size:
             np.frombuffer(grown, dtype, count=self.size)[:] = np.frombuffer(self._map, self.dtype, count=self.size)
         if self._map is not None:
@@ -218,13 +215,15 @@ class Table:
         return Table({k: v[rows] for k, v in self.cols.items()})
 
     def taken(self, rows: np.ndarray) -> Table:
-        """``take(rows)`` (row numbers), made a column at a time while this table is emptied
-        (consumes it): the two copies are never held whole at once. Big columns land in file
-        maps (``io.paged``), as the scan's do."""
+        """``take(rows)`` (row numbers or a mask), made a column at a time while this table is
+        emptied (consumes it): the two copies are never held whole at once. Big columns land in
+        file maps (``io.paged``), as the scan's do."""
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
         out = {}
         for k in list(self.cols):
             column = self.cols.pop(k)
-            out[k] = np.take(column, rows, out=paged.empty(len(rows), column.dtype))
+            out[k] = np.take(column, rows, out=paged.empty(len(rows), column.dtype), mode="clip")  # "raise" buffers
             del column
         return Table(out)
 
@@ -259,7 +258,12 @@ def merged_by_ordinal(a: Table, b: Table) -> Table:
     Big columns land in file maps (``io.paged``), as the scan's do."""
     if not (in_file_order(a) and in_file_order(b)):
         order = np.argsort(np.concatenate([a.ordinal, b.ordinal]), kind="stable")
-        return Table({f: np.concatenate([a.cols.pop(f), b.cols.pop(f)])[order] for f in list(a.cols)})
+        out = {}
+        for f in list(a.cols):
+            joined = np.concatenate([a.cols.pop(f), b.cols.pop(f)])
+            out[f] = np.take(joined, order, out=paged.empty(len(order), joined.dtype), mode="clip")
+            del joined
+        return Table(out)
     at_b = np.searchsorted(a.ordinal, b.ordinal, side="right")  # equal ordinals: a's row first, as the stable sort
     at_b += np.arange(len(b), dtype=at_b.dtype)
     from_a = np.ones(len(a) + len(b), bool)
