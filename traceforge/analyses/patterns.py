@@ -18,6 +18,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
+from ..io.heap import give_back
 from .pattern_table import Patterns, concat_runs, pattern_columns
 from .stacks import NameMask, Stacks, build_stacks
 
@@ -48,7 +49,9 @@ def find_patterns(
         if nested or started_before_ns is not None:
             raise UsageError("nested applies to operator patterns: give op or op_regex")
         return mine_patterns(cols, min_len=min_len, max_len=max_len, top_k=top_k)
-    return operator_patterns(cols, build_stacks(cols), op=op, op_regex=op_regex, nested=nested, min_len=min_len,
+    stacks = build_stacks(cols)
+    give_back()  # the columns the nesting read leave resident memory (``io.paged``) before the patterns are made
+    return operator_patterns(cols, stacks, op=op, op_regex=op_regex, nested=nested, min_len=min_len,
                              max_len=max_len, top_k=top_k, started_before_ns=started_before_ns)
 
 
