@@ -212,3 +212,19 @@ def test_the_error_is_the_first_failing_item_s_not_the_first_to_fail(tmp_path):
         with pytest.raises(TraceforgeError, match=r"^item 0 failed$"):
             fan_out.run_jobs(_fails_after, items, paths, jobs=jobs)
     assert fan_out.run_jobs(_fails_after, [(0, 0.0, True), (1, 0.0, True)], paths[:2], jobs=2) == [0, 1]
+
+def test_every_many_file_command_numbers_the_ranks_alike(tmp_path):
+    """One rule for a trace's rank (``io.rank_files.file_ranks``): distributedInfo, else the
+    name, else after the highest found. A file with neither beside rank1.json is rank 6 here
+    for stats as for launch-stats (stats took its position, 1, and called it a duplicate)."""
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+              "args": {"device": 0, "stream": 7, "correlation": 1}}
+    traces = {"a.json": {"distributedInfo": {"rank": 5}}, "rank1.json": {}, "foo.json": {}}
+    for name, head in traces.items():
+        (tmp_path / name).write_bytes(orjson.dumps({**head, "traceEvents": [kernel]}))
+    paths = [str(tmp_path / name) for name in traces]
+    stats = run_cli("stats", *paths, "--format", "json", "--table", "summary")
+    assert stats.returncode == 0, stats.stderr
+    assert [row["rank"] for row in orjson.loads(stats.stdout)["summary"]] == [5, 1, 6]
+    launch = run_cli("launch-stats", *paths)
+    assert re.findall(rb"== rank (\d+):", launch.stdout) == [b"1", b"5", b"6"], launch.stdout

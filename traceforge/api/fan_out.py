@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..errors import TraceforgeError, UsageError
 from ..io.limits import ReadLimits, read_limits, reading_limits
-from ..io.rank_files import claim_rank, metadata_rank, name_rank, trace_paths
+from ..io.rank_files import claim_rank, file_ranks, trace_paths
 from ..util import progress
 
 T = TypeVar("T")
@@ -45,48 +45,34 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def trace_rank(metadata: dict, path: str, index: int) -> int:
-    """A trace's rank: its ``distributedInfo.rank``, else the number in its file name
-    (``rank3``), else ``index``, its position among the inputs."""
-    return next(r for r in (metadata_rank(metadata), name_rank(path), index) if r is not None)
-
-
-def ranked(inputs: Sequence[str], job: Callable[[str, int], tuple[int, R]], *, jobs: int | None = 1,
+def ranked(inputs: Sequence[str], job: Callable[[str, int], R], *, jobs: int | None = 1,
            cluster: str | None = None) -> Iterator[tuple[int, str, R]]:
-    """(rank, path, result) for each trace of ``inputs`` (files or directories), in input order;
-    ``job(path, index)`` reads the trace and returns its rank (``trace_rank``) and a result.
-    Two traces of one rank are an error. With one job at a time (``jobs=1``, the default, or
-    one trace) each trace is read when its turn comes, so only one result need be held;
-    else the jobs run in parallel (``run_jobs``: ``jobs`` processes, None for the cores, or on
-    the Dask scheduler at ``cluster``, given absolute paths): ``job`` and its result must then
-    pickle, and be small."""
+    """(rank, path, ``job(path, rank)``) for each trace of ``inputs`` (files or directories), in
+    input order. Ranks follow the one rule of every many-file command (``io.rank_files.file_ranks``,
+    from the traces' heads and names, before any job runs); two traces of one rank are an error.
+    With one job at a time (``jobs=1``, the default, or one trace) each trace is read when its
+    turn comes, so only one result need be held; else the jobs run in parallel (``run_jobs``:
+    ``jobs`` processes, None for the cores, or on the Dask scheduler at ``cluster``, given
+    absolute paths): ``job`` and its result must then pickle, and be small."""
     paths = trace_paths(list(inputs))
     if cluster is not None:  # the workers' working directories are not ours
         paths = [os.path.abspath(p) for p in paths]
-    items = list(enumerate(paths))
-    if cluster is None and min(jobs or cores(), len(paths)) <= 1:
-        done: Iterator[tuple[int, R]] = (job(path, i) for i, path in items)
-    else:
-        done = iter(run_jobs(partial(_indexed, job), items, paths, jobs=jobs, cluster=cluster))
+    ranks = [rank for rank, _ in file_ranks(paths)]
     seen: dict[int, str] = {}
-    for path, (rank, result) in zip(paths, done):
+    for path, rank in zip(paths, ranks):
         claim_rank(seen, rank, path)
+    items = list(zip(paths, ranks))
+    if cluster is None and min(jobs or cores(), len(paths)) <= 1:
+        done: Iterator[R] = (job(path, rank) for path, rank in items)
+    else:
+        done = iter(run_jobs(partial(_pair, job), items, paths, jobs=jobs, cluster=cluster))
+    for (path, rank), result in zip(items, done):
         yield rank, path, result
 
 
-def with_rank(read: Callable[[str], T]) -> Callable[[str, int], tuple[int, T]]:
-    """A ``ranked`` job from ``read(path)``, whose result has the trace's top-level ``metadata``."""
-    return partial(_read_with_rank, read)
-
-
-def _read_with_rank(read: Callable[[str], Any], path: str, index: int) -> tuple[int, Any]:
-    loaded = read(path)
-    return trace_rank(loaded.metadata, path, index), loaded
-
-
-def _indexed(job: Callable[[str, int], R], item: tuple[int, str]) -> R:
-    index, path = item
-    return job(path, index)
+def _pair(job: Callable[[str, int], R], item: tuple[str, int]) -> R:
+    path, rank = item
+    return job(path, rank)
 
 
 def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *, jobs: int | None = None,

@@ -20,7 +20,7 @@ from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
 from . import reads
-from .fan_out import ranked, trace_rank
+from .fan_out import ranked
 
 T = TypeVar("T")
 
@@ -89,13 +89,12 @@ def _itself(value: T) -> T:
 
 
 def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
-                where: Filters | None, path: str, index: int) -> tuple[int, T]:
-    """One trace's rank and ``each`` of its statistics (a ``ranked`` job: runs where the trace is read)."""
+                where: Filters | None, path: str, rank: int) -> T:
+    """``each`` of one trace's statistics (a ``ranked`` job: runs where the trace is read)."""
     from ..analyses.stats import trace_stats
 
     cols = reads.stats_columns(path, where, tables)
-    rank = trace_rank(cols.metadata, path, index)
-    return rank, each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables))
+    return each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:

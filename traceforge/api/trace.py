@@ -35,7 +35,7 @@ from ..errors import UsageError
 from ..io.codec import input_codec
 from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
-from .fan_out import ranked, with_rank
+from .fan_out import ranked
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -185,6 +185,11 @@ class Trace:
         return annotate(self.path, out, analyses=tuple(analyses), options=options, where=where, **flags)
 
 
+def _read(path: str, rank: int) -> Trace:
+    """``Trace.read`` as a ``fan_out.ranked`` job (the rank is the caller's)."""
+    return Trace.read(path)
+
+
 class Traces:
     """Several ranks' traces, each read once: ``traces[rank]`` is a ``Trace``; the methods
     that make one table per trace concatenate them with a ``rank`` column first."""
@@ -194,7 +199,7 @@ class Traces:
 
     @classmethod
     def read(cls, inputs: Iterable[str | os.PathLike]) -> Traces:
-        return cls({rank: trace for rank, _, trace in ranked([os.fspath(p) for p in inputs], with_rank(Trace.read))})
+        return cls({rank: trace for rank, _, trace in ranked([os.fspath(p) for p in inputs], _read)})
 
     def __getitem__(self, rank: int) -> Trace:
         return self.by_rank[rank]

@@ -30,7 +30,7 @@ import orjson
 from ..annotator.run import default_output
 from ..api.fan_out import cores, run_jobs
 from ..errors import TraceforgeError, UsageError
-from ..io.rank_files import claim_rank, head_rank, name_rank, trace_paths
+from ..io.rank_files import claim_rank, file_ranks, trace_paths
 from .output import json_text
 from .rank_summary import Figures, Summary, summarize
 
@@ -47,18 +47,8 @@ def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]
     one trace per rank, in rank order, and two of one rank are an error (``claim_rank``, as for
     ``stats``). Else they are files to compare in the order given (classify pairs them with
     --elapsed-s values and draws them as bars: two runs' rank-0 traces side by side)."""
-    found = []
-    for path in trace_paths(inputs):
-        rank, source = head_rank(path), "distributedInfo"
-        if rank is None:
-            rank, source = name_rank(path), "file name"
-        found.append((path, rank, source))
-    next_rank = max((r for _, r, _ in found if r is not None), default=-1) + 1
-    files = []
-    for path, rank, source in found:
-        if rank is None:
-            rank, source, next_rank = next_rank, "order", next_rank + 1
-        files.append(RankFile(path, rank, source))
+    paths = trace_paths(inputs)
+    files = [RankFile(path, rank, source) for path, (rank, source) in zip(paths, file_ranks(paths))]
     if by_rank:
         files.sort(key=lambda f: f.rank)
         seen: dict[int, str] = {}

@@ -114,6 +114,26 @@ def name_rank(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def file_ranks(paths: list[str]) -> list[tuple[int, str]]:
+    """Each trace's rank, and where it came from, by the one rule of every many-file command:
+    ``distributedInfo.rank`` among the keys before ``traceEvents`` (``head_rank``; "distributedInfo"),
+    else the number in the file name (``name_rank``; "file name"), else the next number after
+    the highest rank found, in the order of ``paths`` ("order": no file takes another's rank)."""
+    found = []
+    for path in paths:
+        rank, source = head_rank(path), "distributedInfo"
+        if rank is None:
+            rank, source = name_rank(path), "file name"
+        found.append((rank, source))
+    next_rank = max((r for r, _ in found if r is not None), default=-1) + 1
+    out = []
+    for rank, source in found:
+        if rank is None:
+            rank, source, next_rank = next_rank, "order", next_rank + 1
+        out.append((rank, source))
+    return out
+
+
 def claim_rank(seen: dict[int, str], rank: int, path: str) -> None:
     """Record ``path`` as the trace of ``rank`` in ``seen`` (rank -> path); a second trace of
     one rank is an error, for every command that takes one trace per rank."""

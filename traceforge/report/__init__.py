@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from functools import partial
 
-from ..api.fan_out import ranked, trace_rank
+from ..api.fan_out import ranked
 from ..api.trace import Trace
 from ..io.codec import check_writable
 from ..io.rank_files import trace_paths
@@ -36,8 +36,6 @@ def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int 
     return reports
 
 
-def _rank_report(buckets: int, path: str, index: int) -> tuple[int, RankReport]:
-    """One trace's rank and report data (a ``ranked`` job: runs where the trace is read)."""
-    trace = Trace.read(path)
-    rank = trace_rank(trace.metadata, path, index)
-    return rank, rank_report(rank, path, trace, buckets=buckets)
+def _rank_report(buckets: int, path: str, rank: int) -> RankReport:
+    """One trace's report data (a ``ranked`` job: runs where the trace is read)."""
+    return rank_report(rank, path, Trace.read(path), buckets=buckets)

@@ -7,7 +7,7 @@ from functools import partial
 
 from ...analyses.critical_path import CATEGORY_COLUMNS
 from ...analyses.filters import Filters
-from ...api.fan_out import ranked, trace_rank
+from ...api.fan_out import ranked
 from ...api.files import critical_path
 from ...util.lazy_pandas import pd
 from .. import ranks
@@ -60,15 +60,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rank_path(annotation: str | None, step: int | None, where: Filters | None, segments: bool, path: str,
-               index: int) -> tuple[int, tuple[pd.DataFrame, pd.DataFrame]]:
-    """One trace's rank and its critical path's summary and segments, each with a ``rank``
-    column (a ``ranked`` job: runs where the trace is read)."""
+               rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One trace's critical path's summary and segments, each with a ``rank`` column (a
+    ``ranked`` job: runs where the trace is read)."""
     found = critical_path(path, annotation=annotation, step=step, where=where, segments=segments)
-    rank = trace_rank(found.metadata, path, index)
     start = found.trace_start_ns or 0  # times from the trace start, as Perfetto shows them
-    return rank, (found.summary.assign(rank=rank),
-                  found.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
-                                        end_rel_ns=lambda d: d["end"] - start))
+    return (found.summary.assign(rank=rank),
+            found.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
+                                  end_rel_ns=lambda d: d["end"] - start))
 
 
 def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[str]:
