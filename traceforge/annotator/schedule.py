@@ -43,14 +43,8 @@ def run_analyses(cols: TraceColumns, chosen: list[Analysis], options: dict[str, 
     built = Built()
 
     def build(analysis: Analysis, cols: TraceColumns) -> None:
-        made = analysis.build(cols, ctx)
-        while True:  # a rest may leave a rest of its own (what it made so far waits on disk meanwhile)
-            rest = built.add(analysis.name, made)
-            if not paired:  # memory is tight: the heap's holes and the columns it read leave resident memory
-                give_back()
-            if rest is None:
-                return
-            made = rest(cols)
+        # memory is tight unless paired: after each piece the heap's holes and the columns it read leave RSS
+        built.add_pieces(analysis.name, analysis.build(cols, ctx), cols, None if paired else give_back)
 
     paired = bool(cpu_side and gpu_side) and side_by_side(cols, options)
     with ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses") as beside:  # waits for it on the way out
@@ -104,6 +98,18 @@ class Built:
                 self._by_name[name] = injections
         return rest
 
+    def add_pieces(self, name: str, made: Injections, cols: TraceColumns,
+                   between: Callable[[], None] | None = None) -> None:
+        """Keep ``made`` and every rest it leaves, each made from ``cols`` once the piece before
+        waits on disk (a rest may leave a rest of its own); ``between`` runs after each piece."""
+        while True:
+            rest = self.add(name, made)
+            if between is not None:
+                between()
+            if rest is None:
+                return
+            made = rest(cols)
+
     def injections(self, chosen: list[Analysis]) -> Injections:
         """Everything built so far, in ``chosen``'s order."""
         injections = Injections()
@@ -153,8 +159,7 @@ class BesideCopy:
              columns: Callable[[], TraceColumns]) -> None:
         cols = columns()
         for name, rest in rests:
-            while rest is not None:
-                rest = self._built.add(name, rest(cols))
+            self._built.add_pieces(name, rest(cols), cols)
 
     def finished(self) -> Injections:
         """Every analysis's injections, once the thread is done (its errors raised here)."""
