@@ -192,6 +192,12 @@ def merged_times(start: np.ndarray, end: np.ndarray, mine: np.ndarray, chunk: in
                    lambda rows: (start[rows], end[rows]))
 
 
+def union_of(pieces: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The merged intervals of ``merged_pieces`` or ``merged_times`` whole: (starts, ends)."""
+    starts, ends = concatenated([piece[:2] for piece in pieces], _EMPTY[:2])
+    return starts, ends
+
+
 def _row_chunks(ts: np.ndarray, mine: np.ndarray, chunk: int, ordinal: np.ndarray | None = None
                 ) -> Iterator[np.ndarray]:
     """The rows where ``mine`` in (ts, ordinal) order (``ordinal`` None: the rows are in
@@ -286,7 +292,7 @@ def busy_idle(
         mine = gpu.device == device
         ops, streams_on = int(np.count_nonzero(mine)), len(unique(gpu.stream[mine]))
         mine &= gpu.dur > 0
-        starts, ends = concatenated([piece[:2] for piece in merged_pieces(gpu, mine, ordered=ordered)], _EMPTY[:2])
+        starts, ends = union_of(merged_pieces(gpu, mine, ordered=ordered))
         del mine
         busy = int((ends - starts).sum())
         devices.append({

@@ -41,7 +41,7 @@ from ..columns.scan import TraceColumns
 from ..columns.table import in_file_order
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd
-from .gpu_busy import concatenated, merge_intervals, merged_pieces, merged_times
+from .gpu_busy import concatenated, merge_intervals, merged_pieces, merged_times, union_of
 from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
 from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
 
@@ -151,12 +151,11 @@ def comm_overlap(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta:
     steps = table_steps(ops)
     at = {s: i for i, s in enumerate(steps)}
     kernels, comm_ns, overlapped = (np.zeros(len(steps), np.int64) for _ in range(3))
-    empty = (np.zeros(0, np.int64),) * 2
     for device in unique(ops.device).tolist():
         mine = ops.device == device
         is_comm = mine & (ops.type == COMMUNICATION)
         mine &= ops.type == COMPUTATION
-        comp = concatenated([piece[:2] for piece in merged_times(ops.start, ops.end, mine)], empty)
+        comp = union_of(merged_times(ops.start, ops.end, mine))
         del mine
         groups = [(WHOLE_TRACE, np.flatnonzero(is_comm)), *step_groups(is_comm, ops.step)]
         del is_comm
@@ -218,7 +217,7 @@ def exposed_intervals(cols: TraceColumns, *, chunk: int | None = None) -> Expose
         if not comm.any():
             continue
         mine &= types == COMPUTATION
-        comp = concatenated(list(merged_pieces(gpu, mine, chunk, ordered)), empty)[:2]
+        comp = union_of(merged_pieces(gpu, mine, chunk, ordered))
         del mine
         run_start, run_end, first, kernels = concatenated(list(merged_pieces(gpu, comm, chunk, ordered)), empty)
         del comm
