@@ -18,8 +18,6 @@ from ..emit.flow_anchors import LaunchWindows
 from ..io.reader import TraceReader
 from .plugin import Analysis
 
-_CHUNK = 1 << 18  # launch calls whose joins are looked up at a time
-
 
 @dataclass(frozen=True)
 class ScanPlan:
@@ -90,11 +88,10 @@ class ScanPlan:
             keeps.append(windows.near)
             back.append(windows.near)
             launches |= windows.near(cols.launches)
-        if self.joined_launches:
-            joined = joined_calls(cols)
-            back.append(joined)
-            for lo in range(0, len(cols.launches), _CHUNK):  # a chunk at a time: its temporaries are a chunk's
-                launches[lo:lo + _CHUNK] |= joined(Table({"correlation": cols.launches.correlation[lo:lo + _CHUNK]}))
+        if self.joined_launches and cols.spilled_launches is not None:
+            # Those on disk that a GPU op joins come back. Those in memory are kept already: calls of the
+            # APIs read, and stream launches, each inside its own window (a joined call has a correlation).
+            back.append(joined_calls(cols))
         if self.stack_marks:
             keeps.append(stack_keeper(cols, self._marked(cols.names)))
             launches[:] = True  # every call can pop an op off a stack
