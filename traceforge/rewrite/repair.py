@@ -519,20 +519,22 @@ def _spills(t: _Trace, threads: _Threads, shift: int, exact: bool = False) -> di
     """The slices Perfetto would spill (columns index, track, start, end, ordinal, pair, in
     Perfetto's ns; sorted by index). ``exact``: replayed at the exact times instead (the
     slices Perfetto drops, with a negative time as it reads them, left out all the same)."""
-    def perfetto(rows: Table, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (_perfetto_times(rows.ts, rows.ts_frac, index, t.slice_ts_odd, shift),
-                _perfetto_times(rows.dur, rows.dur_frac, index, t.slice_dur_odd))
+    def perfetto_ts(rows: Table, index: np.ndarray) -> np.ndarray:
+        return _perfetto_times(rows.ts, rows.ts_frac, index, t.slice_ts_odd, shift)
+
+    def perfetto_dur(rows: Table, index: np.ndarray) -> np.ndarray:
+        return _perfetto_times(rows.dur, rows.dur_frac, index, t.slice_dur_odd)
 
     def start(chunk: Table, first: int) -> np.ndarray:
-        return chunk.ts if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[0]
+        return chunk.ts if exact else perfetto_ts(chunk, np.arange(first, first + len(chunk)))
 
     def longer_first(chunk: Table, first: int) -> np.ndarray:  # the walk's order at one start, before file order
-        return np.negative(chunk.dur if exact else perfetto(chunk, np.arange(first, first + len(chunk)))[1])
+        return np.negative(chunk.dur if exact else perfetto_dur(chunk, np.arange(first, first + len(chunk))))
 
     walk, found = SpillWalk(int(threads.track.max(initial=-1)) + 1), []
     # a start shared by more slices than a window holds is split across windows in the walk's order
     for rows in windows_by(t.slices, start, pass_name=None if exact else "replay", then=longer_first):
-        ts, dur = perfetto(rows, rows.index)
+        ts, dur = perfetto_ts(rows, rows.index), perfetto_dur(rows, rows.index)
         valid = np.flatnonzero((ts >= 0) & (dur >= 0))  # Perfetto drops the others
         if exact:
             ts, dur = rows.ts, rows.dur
