@@ -271,9 +271,7 @@ def _trailing_garbage(path: str) -> TraceFormatError | None:
                 data = data or f.read(READ_SIZE)
                 if not data:
                     return None  # the data ends inside a member (or where one ends: not this error)
-                d.decompress(data, READ_SIZE)
-                while d.unconsumed_tail and not d.eof:
-                    d.decompress(d.unconsumed_tail, READ_SIZE)
+                _inflated(d, data)
                 if not d.eof:
                     data = b""
                     continue
