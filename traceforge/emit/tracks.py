@@ -12,7 +12,7 @@ import os
 import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -151,7 +151,7 @@ class _OnDisk:
     A ``TidAllocator`` it refers to stays in memory and is referred to again when it is loaded
     (not a copy): the tracks draw their new thread ids from the one they share."""
 
-    def __init__(self, file: BinaryIO, source: BlockSource):
+    def __init__(self, file: BinaryIO, source: BlockSource | ArgColumns):
         self._file = file
         self._at = file.seek(0, os.SEEK_END)
         self._shared: list[TidAllocator] = []
@@ -165,27 +165,26 @@ class _OnDisk:
             return len(self._shared) - 1
         return None
 
-    def blocks(self) -> Iterator[Block]:
+    def load(self) -> Any:
+        """The source as it was pickled."""
         self._file.seek(self._at)
         unpickler = pickle.Unpickler(self._file)
         unpickler.persistent_load = self._shared.__getitem__  # type: ignore[method-assign]
-        yield from unpickler.load().blocks()
+        return unpickler.load()
+
+    def blocks(self) -> Iterator[Block]:
+        yield from self.load().blocks()
 
 
-class _ArgsOnDisk:
+class _ArgsOnDisk(_OnDisk):
     """``ArgColumns`` pickled into a temporary file until the copy reads them (``Injections.args``)."""
 
     def __init__(self, file: BinaryIO, columns: ArgColumns):
-        self._file, self._len = file, len(columns)
-        self._at = file.seek(0, os.SEEK_END)
-        pickle.dump(columns, file, protocol=pickle.HIGHEST_PROTOCOL)
+        super().__init__(file, columns)
+        self._len = len(columns)
 
     def __len__(self) -> int:
         return self._len
-
-    def load(self) -> ArgColumns:
-        self._file.seek(self._at)
-        return pickle.load(self._file)
 
 
 FIRST_NEW_TID = 1_000_000_000  # clear of Kineto's stream ids; positive and below 2**32
