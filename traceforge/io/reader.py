@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -409,13 +410,7 @@ class TraceReader:
         """The first byte from ``pos`` on that is not blank (``pos`` counts from data[0], nothing
         consumed), reading on as needed; once past ``until`` it reads no further (the position
         returned is then past ``until``, maybe still in the run)."""
-        while True:
-            m = _NOT_WS.search(buf.data, pos)
-            if m is not None:
-                return m.start()
-            pos = len(buf.data)
-            if (until is not None and pos > until) or not buf.fill():
-                return pos
+        return pos + buf.ws_run(pos - buf.start, sys.maxsize if until is None else until - pos)
 
     def _skip_head_ws(self, buf: _Buffer, pos: int) -> int:
         """``_skip_ws`` before ``traceEvents``' first event: what is held there is top-level metadata,
