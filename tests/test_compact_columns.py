@@ -11,7 +11,13 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.analyses.launches import STREAM_LAUNCH_APIS, api_name, join_gpu_to_launch, stream_launch_rows
+from traceforge.analyses.launches import (
+    STREAM_LAUNCH_APIS,
+    api_name,
+    join_gpu_to_launch,
+    stream_launch_mask,
+    stream_launch_rows,
+)
 from traceforge.analyses.queue_length import queue_length
 from traceforge.annotator.plan import ScanPlan
 from traceforge.annotator.registry import ANALYSES
@@ -75,7 +81,7 @@ def test_narrow_column_widens_between_growths():
 @pytest.mark.parametrize("name", [SAMPLE, "negative_queue", "df_index", "ns_resolution", "alexnet", "triton", "amd"])
 def test_arrows_anchor_the_same_with_only_the_slices_near_launches(name, trace_path):
     cols = scan(str(trace_path(name)))
-    windows = LaunchWindows(cols, stream_launch_rows(cols))
+    windows = LaunchWindows(cols, stream_launch_mask(cols))
     spilled = scan(str(trace_path(name)), spill_cpu_ops=True)
     assert not len(spilled.cpu_ops)
     near = replace(cols, cpu_ops=spilled.spilled_cpu_ops.select(windows.near),
@@ -97,7 +103,7 @@ def test_arrows_read_back_only_the_other_calls_near_a_stream_launch(name, trace_
     path = str(trace_path(name))
     cols = scan(path)
     is_stream = np.array([api_name(n) in STREAM_LAUNCH_APIS for n in cols.names])[cols.launches.name]
-    near = LaunchWindows(cols, stream_launch_rows(cols)).near(cols.launches)
+    near = LaunchWindows(cols, stream_launch_mask(cols)).near(cols.launches)
     want = cols.launches.take(np.flatnonzero(is_stream | near))
     reads = ScanPlan.of([ANALYSES["launch_delay"]], {})
     got = reads.some_ops_only(reads.scan(path, TraceReader(path))).launches

@@ -223,13 +223,9 @@ class LaunchWindows:
     """
 
     def __init__(self, cols: TraceColumns, launch_rows: np.ndarray):
-        """``launch_rows``: rows of ``cols.launches``, or a mask of them."""
+        """``launch_rows``: a mask of ``cols.launches``."""
         self._thread_of_track = _thread_of_track(cols)
         launches = cols.launches
-        if launch_rows.dtype != bool:
-            rows, launch_rows = launch_rows, np.zeros(len(launches), bool)
-            launch_rows[rows] = True
-            del rows
         thread = self._thread_of_track[launches.track]
         self._windows: dict[int, _Windows] = {}  # per thread
         for t in unique(thread[launch_rows]).tolist():
