@@ -12,7 +12,6 @@ to this checkout. The machine's load average is printed first: compare only runs
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import os
 import subprocess
@@ -22,9 +21,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench import decompressed_chunks  # noqa: E402  (a script beside this one)
 
 
 def run(tree: Path, trace: str, extra: list[str], out: Path) -> tuple[float, float, float, int]:
+    """One run in ``tree`` (its working directory: ``-m`` puts it first on the path, before
+    ``PYTHONPATH``; ``bench.run_child`` spawns where this process runs)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     cmd = [sys.executable, "-m", "traceforge", "annotate", trace, "--all", "-o", str(out), *extra]
     started = time.perf_counter()
@@ -35,10 +38,10 @@ def run(tree: Path, trace: str, extra: list[str], out: Path) -> tuple[float, flo
 
 
 def digest(path: Path) -> str:
+    """The sha256 of the decompressed output (first 16 hex digits)."""
     h = hashlib.sha256()
-    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
+    for block in decompressed_chunks(path):
+        h.update(block)
     return h.hexdigest()[:16]
 
 
