@@ -328,16 +328,14 @@ DISTRIBUTED_KEY = b'"distributedInfo"'
 def rank_copies(trace: Path, ranks: int, tile: int, work: Path) -> Path:
     """``ranks`` copies of ``trace`` (tiled ``tile`` times first) in ``work/ranks``, each with
     ``distributedInfo.rank`` set in its head, compressed as ``trace`` is."""
-    text = b"".join(bytes(c) for c in decompressed_chunks(trace))
-    if tile > 1:
-        plain = work / "tile_source.json"
-        plain.write_bytes(text)
+    if tile > 1:  # tile_trace reads the compressed trace itself
         tiled = work / "tiled.json"
-        subprocess.run([sys.executable, str(REPO / "scripts" / "tile_trace.py"), str(plain), "-o", str(tiled),
+        subprocess.run([sys.executable, str(REPO / "scripts" / "tile_trace.py"), str(trace), "-o", str(tiled),
                         "--copies", str(tile)], check=True, capture_output=True)
         text = tiled.read_bytes()
-        plain.unlink()
         tiled.unlink()
+    else:
+        text = b"".join(bytes(c) for c in decompressed_chunks(trace))
     events = text.index(b'"traceEvents"')
     head, body = text[:events], text[events:]
     at = head.find(DISTRIBUTED_KEY)
