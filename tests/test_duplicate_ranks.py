@@ -1,5 +1,5 @@
 """Every command that takes one trace per rank refuses two traces of one rank, with a one-line
-error and exit code 1 (``io.rank_files.claim_rank``, as ``stats`` always did). ``classify``
+error and exit code 1 (``io.rank_files.one_per_rank``, as ``stats`` always did). ``classify``
 compares files in the order given (two runs' rank-0 traces side by side) and takes them."""
 
 from __future__ import annotations

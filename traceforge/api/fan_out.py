@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..errors import TraceforgeError, UsageError
 from ..io.limits import ReadLimits, read_limits, reading_limits
-from ..io.rank_files import claim_rank, file_ranks, trace_paths
+from ..io.rank_files import file_ranks, one_per_rank, trace_paths
 from ..util import progress
 
 T = TypeVar("T")
@@ -57,11 +57,8 @@ def ranked(inputs: Sequence[str], job: Callable[[str, int], R], *, jobs: int | N
     paths = trace_paths(list(inputs))
     if cluster is not None:  # the workers' working directories are not ours
         paths = [os.path.abspath(p) for p in paths]
-    ranks = [rank for rank, _ in file_ranks(paths)]
-    seen: dict[int, str] = {}
-    for path, rank in zip(paths, ranks):
-        claim_rank(seen, rank, path)
-    items = list(zip(paths, ranks))
+    items = [(path, rank) for path, (rank, _) in zip(paths, file_ranks(paths))]
+    one_per_rank((rank, path) for path, rank in items)
     if cluster is None and min(jobs or cores(), len(paths)) <= 1:
         done: Iterator[R] = (job(path, rank) for path, rank in items)
     else:

@@ -30,7 +30,7 @@ import orjson
 from ..annotator.run import default_output
 from ..api.fan_out import cores, run_jobs
 from ..errors import TraceforgeError, UsageError
-from ..io.rank_files import claim_rank, file_ranks, trace_paths
+from ..io.rank_files import file_ranks, one_per_rank, trace_paths
 from .output import json_text
 from .rank_summary import Figures, Summary, summarize
 
@@ -44,16 +44,14 @@ class RankFile:
 
 def rank_files(inputs: Sequence[str], *, by_rank: bool = True) -> list[RankFile]:
     """The files of ``inputs`` (directories expanded) with their ranks. ``by_rank``: the files are
-    one trace per rank, in rank order, and two of one rank are an error (``claim_rank``, as for
+    one trace per rank, in rank order, and two of one rank are an error (``one_per_rank``, as for
     ``stats``). Else they are files to compare in the order given (classify pairs them with
     --elapsed-s values and draws them as bars: two runs' rank-0 traces side by side)."""
     paths = trace_paths(inputs)
     files = [RankFile(path, rank, source) for path, (rank, source) in zip(paths, file_ranks(paths))]
     if by_rank:
         files.sort(key=lambda f: f.rank)
-        seen: dict[int, str] = {}
-        for f in files:
-            claim_rank(seen, f.rank, f.path)
+        one_per_rank((f.rank, f.path) for f in files)
     return files
 
 

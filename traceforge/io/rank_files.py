@@ -134,9 +134,11 @@ def file_ranks(paths: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def claim_rank(seen: dict[int, str], rank: int, path: str) -> None:
-    """Record ``path`` as the trace of ``rank`` in ``seen`` (rank -> path); a second trace of
-    one rank is an error, for every command that takes one trace per rank."""
-    if rank in seen:
-        raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
-    seen[rank] = path
+def one_per_rank(ranked: Iterable[tuple[int, str]]) -> None:
+    """(rank, path) pairs, in the order to report them: a second trace of one rank is an error,
+    for every command that takes one trace per rank."""
+    seen: dict[int, str] = {}
+    for rank, path in ranked:
+        if rank in seen:
+            raise UsageError(f"{path}: rank {rank} again (already {seen[rank]}); give one trace per rank")
+        seen[rank] = path
