@@ -154,11 +154,12 @@ def gather(ranks: list[RankCollectives], *, align: bool = True) -> Collectives:
     order = [r.rank for r in ranks]
     matched = match(tables)
     clocks = fit_clocks(matched, order, align=True)
-    if clocks.disagree and "order" in matched.rules.values():
-        # same counts but not the same collectives (sampled traces): pair them by their ends
+    if "order" in matched.rules.values():
+        # The same counts need not be the same collectives (a sampled or cut trace, one missing
+        # and one extra): pairing by ends is tried too, and kept where more matches agree.
         by_ends = match(tables, anchored=True)
         refit = fit_clocks(by_ends, order, align=True)
-        if _fitted(refit) > _fitted(clocks):
+        if _agreeing(refit) > _agreeing(clocks):
             matched, clocks = by_ends, refit
             notes.append("the ranks' collectives did not agree in order: matched by their ends instead")
     notes += matched.notes
@@ -170,5 +171,7 @@ def gather(ranks: list[RankCollectives], *, align: bool = True) -> Collectives:
     return Collectives(ranks, clocks, found, notes, matched)
 
 
-def _fitted(clocks) -> int:
-    return int((clocks.table["status"] == "fitted").sum())
+def _agreeing(clocks: ClockFit) -> int:
+    """The matches that agree with the fits (the fitted ranks' inliers)."""
+    t = clocks.table
+    return int(t["inliers"][t["status"] == "fitted"].sum())

@@ -23,6 +23,7 @@ WAIT_COLUMNS = ("instance", "rank", "arrival_ns", "end_ns", "wait_ns", "last")
 SUMMARY_COLUMNS = ("group", "kind", "count", "bytes", "time_ns", "wait_ns", "wait_share_pct", "busbw_gbps",
                    "last_rank", "last_share_pct", "last")
 LAST_COLUMNS = ("group", "kind", "rank", "times_last", "share_pct")
+TIE_NS = 2_000  # arrivals this close are a tie (the clock fit is not finer): no rank was last
 
 
 @dataclass
@@ -50,10 +51,11 @@ def waits(matched: Matched, clocks: ClockFit, steps: dict[int, tuple[int, int, i
     last_arrival = g["arrival_ns"].transform("max").to_numpy()
     m["wait_ns"] = last_arrival - m["arrival_ns"].to_numpy()
     # the last to arrive: the latest start, the lowest rank among equals
-    m["_order"] = np.lexsort((m["rank"].to_numpy(), -m["arrival_ns"].to_numpy(), m["instance"].to_numpy()))
     lasts = m.sort_values(["instance", "arrival_ns", "rank"], ascending=[True, False, True]).groupby(
         "instance", sort=True).head(1).set_index("instance")
-    m["last"] = m["rank"].to_numpy() == lasts["rank"].reindex(m["instance"]).to_numpy()
+    tied = (g["arrival_ns"].max() - g["arrival_ns"].min()) <= TIE_NS
+    last_rank = lasts["rank"].where(~tied.reindex(lasts.index), -1)
+    m["last"] = m["rank"].to_numpy() == last_rank.reindex(m["instance"]).to_numpy()
     inst = matched.instances.set_index("instance")
     n = np.maximum(g["group_size"].max(), g["rank"].nunique())
     transfer = (lasts["aligned_end"] - lasts["arrival_ns"]).clip(lower=0)
@@ -66,7 +68,7 @@ def waits(matched: Matched, clocks: ClockFit, steps: dict[int, tuple[int, int, i
         "kind": kinds.to_numpy(), "rule": inst["rule"].reindex(size.index).to_numpy(),
         "ranks": g["rank"].nunique().to_numpy(), "bytes": size.to_numpy(),
         "first_arrival_ns": g["arrival_ns"].min().to_numpy(), "last_arrival_ns": g["arrival_ns"].max().to_numpy(),
-        "last_rank": lasts["rank"].reindex(size.index).to_numpy(),
+        "last_rank": last_rank.reindex(size.index).to_numpy(),
         "transfer_ns": transfer.reindex(size.index).to_numpy(),
         "algbw_gbps": algbw.reindex(size.index).to_numpy(), "busbw_gbps": (algbw.reindex(size.index) * factor).to_numpy(),
     })
@@ -89,17 +91,17 @@ def _summary(instances: pd.DataFrame, per_rank: pd.DataFrame, factor: np.ndarray
         base = sum(steps.get(r, (0, 0, 0))[0] or steps.get(r, (0, 0, 0))[2] for r in ranks)
         time_ns = int(one["transfer_ns"].sum())
         wait_ns = int(waits_here["wait_ns"].sum())
-        counts = one["last_rank"].value_counts()
+        counts = one["last_rank"][one["last_rank"] >= 0].value_counts()
         for rank, times in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             lasts.append({"group": group, "kind": kind, "rank": int(rank), "times_last": int(times),
                           "share_pct": 100.0 * times / len(one)})
-        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) or [(-1, 0)]
         rows.append({
             "group": group, "kind": kind, "count": len(one), "bytes": int(one["bytes"].sum()), "time_ns": time_ns,
             "wait_ns": wait_ns, "wait_share_pct": 100.0 * wait_ns / base if base else float("nan"),
             "busbw_gbps": float(one["_bus_bytes"].sum() / time_ns) if time_ns else float("nan"),
             "last_rank": int(top[0][0]), "last_share_pct": 100.0 * top[0][1] / len(one),
-            "last": ", ".join(f"r{int(r)} {100.0 * c / len(one):.0f}%" for r, c in top[:4]),
+            "last": ", ".join(f"r{int(r)} {100.0 * c / len(one):.0f}%" for r, c in top[:4] if r >= 0) or "ties",
         })
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS)), pd.DataFrame(lasts, columns=list(LAST_COLUMNS))
 
@@ -110,7 +112,7 @@ def _stragglers(summary: pd.DataFrame, per_rank: pd.DataFrame, instances: pd.Dat
     out = []
     joined = per_rank.merge(instances[["instance", "group", "kind", "last_rank"]], on="instance")
     for row in summary.itertuples():
-        if row.count < 1 or row.wait_ns <= 0:
+        if row.count < 1 or row.wait_ns <= 0 or row.last_rank < 0:
             continue
         here = joined[(joined["group"] == row.group) & (joined["kind"] == row.kind)]
         others = here[(here["last_rank"] == row.last_rank) & (here["rank"] != row.last_rank)]
