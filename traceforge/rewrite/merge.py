@@ -12,13 +12,15 @@ Durations are kept as recorded. Only one rank's events are held at a time (a bat
 from __future__ import annotations
 
 import re
+
+import numpy as np
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from ..io.codec import AtomicOutput, Compressor
-from ..io.fields import scalar_spans, splice
-from ..io.jsontext import json_bytes
+from ..io.fields import scalar_spans, splice, splice_rows
+from ..io.jsontext import Texts, json_bytes
 from ..io.reader import TraceReader, parse_event
 from ..util.exacttime import ns_to_us_text, to_ns
 
@@ -26,7 +28,13 @@ ID_STRIDE = 1 << 22  # a rank's pids and tids: [rank * ID_STRIDE, (rank + 1) * I
 MAX_RANKS = (1 << 32) // ID_STRIDE  # Perfetto keeps pids and tids below 2^32
 SORT_STRIDE = 1 << 32  # process_sort_index: rank * SORT_STRIDE + the rank's own value
 _ARG_IDS = re.compile(rb'("(?:correlation|External id|external id)"\s*:\s*)(-?\d+)')
-_META_NAMES = ("process_name", "process_sort_index")
+_WS = b" \t\r\n"
+# A key the merge rewrites and its scalar value (a string's escapes included), anywhere in a batch.
+_KEYS = re.compile(rb'"(pid|tid|id|correlation|External id|external id)"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_TOP_KEYS = (b"pid", b"tid", b"id")
+# split's pattern: (a key and its colon)(its value: a number, a string, or an args object's brace)
+_SPLIT = re.compile(rb'("(?:pid|tid|id|correlation|External id|external id|args)"\s*:\s*)'
+                    rb'(-?\d+|"(?:[^"\\]|\\.)*"|\{)')
 
 
 @dataclass(frozen=True)
@@ -109,12 +117,22 @@ def _one_rank(r: RankInput, sink: Compressor, first: list[bool], id_base: int, k
     sorted_: set[object] = set()
     top = id_base - 1
     reader = TraceReader(r.path)
+    fast = _FastEdits(reader.scanner, r, done, named, sorted_) if keep is None else None
     for batch in reader.batches():
+        done.events_in += batch.count
+        if fast is not None and batch.raw_rows is not None:
+            data, local_top = fast.batch(batch, id_base)
+            top = max(top, local_top)
+            data = data.rstrip(_WS)
+            if data.endswith(b","):
+                data = data[:-1].rstrip(_WS)
+            if data:
+                _put(sink, first, data)
+            done.events_out += batch.count
+            continue
         raw = batch.raw
         for a, b in batch.spans.tolist():
-            done.events_in += 1
-            text = raw[a:b]
-            ev = _edit(text, r, done, id_base, keep, named, sorted_)
+            ev = _edit(raw[a:b], r, done, id_base, keep, named, sorted_)
             if ev is None:
                 continue
             new, local_top = ev
@@ -230,3 +248,126 @@ def _edit_meta(text: bytes, r: RankInput, done: RankWritten, named: set, sorted_
         args["sort_index"] = r.rank * SORT_STRIDE + min(max(args["sort_index"], 0), SORT_STRIDE - 1)
         sorted_.add(pid)
     return json_bytes(e)
+
+
+class _FastEdits:
+    """A batch's edits at once: the new ts texts from the scanner's values and places, the other
+    fields found by one regex pass over the batch. An event this cannot place exactly (odd rows,
+    metadata, a top-level key after its args, a ts the scanner did not place) is edited alone."""
+
+    def __init__(self, scanner, r: RankInput, done: RankWritten, named: set, sorted_: set):
+        self.scanner, self.r, self.done, self.named, self.sorted_ = scanner, r, done, named, sorted_
+        self._is_meta: list[bool] = []
+        self._track_has: list[tuple[bool, bool]] = []
+        self._head_codes: dict[bytes, int] = {}  # a key as written (with its colon) -> its code
+
+    def _learn(self) -> None:
+        from ..io import rows as R
+
+        strings, tracks = self.scanner.strings, self.scanner.tracks
+        self._is_meta += [raw == b"M" for raw in strings[len(self._is_meta):]]
+        for raw in tracks[len(self._track_has):]:
+            pid, _, tid = raw.partition(b"\0")
+            self._track_has.append((bool(pid), bool(tid)))
+        self._R = R
+
+    def batch(self, batch, id_base: int) -> tuple[bytes, int]:
+        self._learn()
+        R = self._R
+        raw = batch.raw
+        rows = batch.raw_rows
+        n = batch.count
+        flags = rows[:, R.FLAGS]
+        spans = batch.spans
+        ph = rows[:, R.PH]
+        meta = np.zeros(n, bool)
+        known = ph >= 0
+        meta[known] = np.asarray(self._is_meta, bool)[ph[known]]
+        slow = meta | ((flags & R.F_ODD) != 0)
+        has_ts = ((flags & R.F_TS) != 0) & ~slow
+        slow |= has_ts & (rows[:, R.TS_AT] < 0)
+        has_ts &= ~slow
+        # Every rewritten key in the batch (split keeps the pieces: their lengths give the places),
+        # its value, and the event it is in.
+        pieces = _SPLIT.split(raw)
+        lengths = np.fromiter(map(len, pieces), np.int64, len(pieces))
+        ends = np.cumsum(lengths)
+        pos = ends[1::3]  # where each value starts
+        stop = ends[2::3]
+        heads = pieces[1::3]
+        values = pieces[2::3]
+        codes = self._head_codes
+        for head in set(heads).difference(codes):
+            codes[head] = self._CODES[head[1:head.index(b'"', 1)]]
+        code = np.fromiter(map(codes.__getitem__, heads), np.int8, len(heads))  # 0 pid 1 tid 2 id 3 arg 4 args
+        first_byte = np.frombuffer(raw, np.uint8)[pos] if len(pos) else np.zeros(0, np.uint8)
+        brace = first_byte == ord("{")
+        owner = np.searchsorted(spans[:, 0], pos, side="right") - 1
+        slow[owner[brace & (code != 4)]] = True  # a pid, tid or id that is an object: edited alone
+        code[~brace & (code == 4)] = 5  # "args" that is not an object: nothing to do
+        # the args object: from its key (the event's first "args") to where the scanner says it ends
+        # (ARGS_AT: where it would take new members)
+        big = np.iinfo(np.int64).max
+        opened = (code == 4) & brace
+        args_from = np.full(n, big, np.int64)
+        if opened.any():
+            np.minimum.at(args_from, owner[opened], pos[opened])
+        has_args = (flags & R.F_ARGS) != 0
+        slow |= has_args & (args_from == big)
+        args_to = np.where(has_args, rows[:, R.ARGS_AT], -1)
+        in_args = (pos > args_from[owner]) & (pos < args_to[owner])
+        top_key = (code <= 2) & ~in_args
+        # the top-level pid, tid and id each event has, found before its args: else edited alone
+        track = rows[:, R.TRACK]
+        has = np.asarray(self._track_has, bool).reshape(-1, 2)
+        want_pid = np.where(track >= 0, has[np.maximum(track, 0), 0], False)
+        want_tid = np.where(track >= 0, has[np.maximum(track, 0), 1], False)
+        for c, want in ((0, want_pid), (1, want_tid), (2, (flags & R.F_ID) != 0)):
+            count = np.bincount(owner[top_key & (code == c)], minlength=n)
+            slow |= count != want
+        text_list: list[bytes] = []
+        slow_idx = np.flatnonzero(slow)
+        top = id_base - 1
+        for i in slow_idx.tolist():
+            a, b = spans[i]
+            new, local_top = _edit(raw[a:b], self.r, self.done, id_base, None, self.named, self.sorted_)
+            top = max(top, local_top)
+            text_list.append(new)
+        use = ~slow[owner] & (top_key | (in_args & (code == 3)))
+        number = first_byte != ord('"')
+        use &= number | (code <= 1)  # a string flow or correlation id stays as it is
+        at = np.flatnonzero(use)
+        ints = np.zeros(len(values), np.int64)
+        numeric = at[number[at]]
+        if len(numeric):
+            ints[numeric] = np.array(list(map(int, [values[j] for j in numeric.tolist()])), np.int64)
+        new_values = np.zeros(len(values), np.int64)
+        ids = at[code[at] >= 2]
+        new_values[ids] = ints[ids] + id_base
+        if len(ids):
+            top = max(top, int(new_values[ids].max()))
+        lo, hi = self.r.rank * ID_STRIDE, ID_STRIDE - 4096
+        plain = at[(code[at] <= 1) & number[at] & (ints[at] >= 0) & (ints[at] < hi)]
+        new_values[plain] = lo + ints[plain]
+        for j in at[(code[at] <= 1) & ~np.isin(at, plain)].tolist():  # strings, negatives, huge: one by one
+            table = self.done.pids if code[j] == 0 else self.done.tids
+            new_values[j] = mapped(self.done, table, _value(values[j]))
+        for c, table in ((0, self.done.pids), (1, self.done.tids)):  # note the pids and tids seen
+            for v in np.unique(ints[plain[code[plain] == c]]).tolist():
+                table.setdefault(v, lo + v)
+        ts_rows = np.flatnonzero(has_ts)
+        t = rows[ts_rows, R.TS]
+        r = self.r
+        shift = r.offset_ns + (t + r.base_ns - r.x0_ns) * r.drift_ppb // 1_000_000_000
+        parts = [Texts.numbers(t + (r.base_ns - r.out_base_ns) - shift, 3), Texts.numbers(new_values[at]),
+                 Texts.of(text_list)]
+        blob = b"".join(p.blob for p in parts)
+        offsets = np.cumsum([0] + [len(p.blob) for p in parts[:-1]])
+        texts = Texts(blob, np.concatenate([p.starts + o for p, o in zip(parts, offsets)]),
+                      np.concatenate([p.lengths for p in parts]))
+        starts = np.concatenate((rows[ts_rows, R.TS_AT], pos[at], spans[slow_idx, 0]))
+        stops = np.concatenate((rows[ts_rows, R.TS_END], stop[at], spans[slow_idx, 1]))
+        order = np.argsort(starts, kind="stable")
+        return splice_rows(raw, starts[order], stops[order], [texts.take(order)]), top
+
+    _CODES = {b"pid": 0, b"tid": 1, b"id": 2, b"correlation": 3, b"External id": 3, b"external id": 3, b"args": 4}
