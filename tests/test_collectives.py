@@ -309,3 +309,35 @@ def test_real_pair_matched_fitted_and_merged(tmp_path):
         for s in tp.query(binary, str(pair / f"sampled_rank-{r}.json.gz"), tp.STATS_SQL, timeout=120):
             inputs_losses.add(s["name"])
     assert {s["name"] for s in losses} <= inputs_losses, losses
+
+
+def test_merge_batch_edits_equal_event_by_event(tmp_path, base):
+    """The batch path (regex places, scanner ts) and the one-event path write the same events,
+    on odd layouts too: keys after args, string pids, nested ids, quoted and fractional ts."""
+    from traceforge.rewrite.merge import RankInput, merge_ranks
+
+    odd = [
+        {"ph": "X", "name": "a", "ts": 10.5, "dur": 1, "args": {"id": 7, "correlation": 3}, "pid": 5, "tid": 6},
+        {"ph": "X", "name": "b", "pid": "Spans", "tid": "x", "ts": "12.25", "dur": 2},
+        {"ph": "s", "name": "f", "cat": "ac2g", "id": 9, "pid": 5, "tid": 6, "ts": 11},
+        {"ph": "f", "name": "f", "cat": "ac2g", "id": 9, "pid": 5, "tid": 6, "ts": 13, "bp": "e"},
+        {"ph": "X", "name": "c", "pid": -1, "tid": 4294967296, "ts": 14.001, "dur": 1,
+         "args": {"External id": 12, "nested": {"pid": 1, "correlation": 2}}},
+        {"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "p"}},
+        {"ph": "i", "name": "d", "pid": 5, "tid": 6, "ts": 15, "s": "t", "id": "0x1"},
+    ]
+    (tmp_path / "odd.json").write_text(json.dumps({"traceEvents": odd}))
+    where, _ = made(tmp_path, base, 2, seed=21, delays=1)
+    inputs = [RankInput(0, str(where / "rank0.json.gz"), 1234, 20_000, 5),
+              RankInput(1, str(tmp_path / "odd.json"), -777, -3_000, 9, 5_000_000, 1_000),
+              RankInput(2, str(where / "rank1.json.gz"), 9, 0, 0)]
+    fast = merge_ranks(inputs, str(tmp_path / "fast.json"))
+    slow = merge_ranks(inputs, str(tmp_path / "slow.json"), keep=lambda ts, dur, ph: True)
+    a = json.loads((tmp_path / "fast.json").read_text())["traceEvents"]
+    b = json.loads((tmp_path / "slow.json").read_text())["traceEvents"]
+    assert a == b
+    assert [w.events_out for w in fast.ranks] == [w.events_out for w in slow.ranks]
+    odd_out = [e for e in a if e.get("name") in ("a", "b", "c")]
+    assert odd_out[0]["args"]["id"] == 7 and odd_out[0]["args"]["correlation"] > 3  # an "id" in args stays
+    assert odd_out[2]["args"]["nested"]["pid"] == 1  # nested keys other than the ids stay
+    assert isinstance(odd_out[1]["ts"], str)  # a ts written as a string stays one

@@ -355,10 +355,11 @@ class _FastEdits:
         for c, table in ((0, self.done.pids), (1, self.done.tids)):  # note the pids and tids seen
             for v in np.unique(ints[plain[code[plain] == c]]).tolist():
                 table.setdefault(v, lo + v)
-        ts_rows = np.flatnonzero(has_ts)
+        ts_rows = np.flatnonzero(has_ts & ~slow)  # an event edited alone has its new ts already
         t = rows[ts_rows, R.TS]
         r = self.r
-        shift = r.offset_ns + (t + r.base_ns - r.x0_ns) * r.drift_ppb // 1_000_000_000
+        q, rest = np.divmod(t + (r.base_ns - r.x0_ns), 1_000_000_000)  # floor(dt * drift / 1e9), no overflow
+        shift = r.offset_ns + q * r.drift_ppb + rest * r.drift_ppb // 1_000_000_000
         parts = [Texts.numbers(t + (r.base_ns - r.out_base_ns) - shift, 3), Texts.numbers(new_values[at]),
                  Texts.of(text_list)]
         blob = b"".join(p.blob for p in parts)

@@ -55,7 +55,8 @@ class ClockFit:
     def shift(self, rank: int, t: np.ndarray | int) -> np.ndarray:
         """What to take off rank ``rank``'s times ``t`` (its own clock, ns) to align them."""
         offset, drift, x0 = self.params(rank)
-        return offset + (np.asarray(t, np.int64) - x0) * drift // 1_000_000_000
+        q, rest = np.divmod(np.asarray(t, np.int64) - x0, 1_000_000_000)  # floor(dt * drift / 1e9), no overflow
+        return offset + q * drift + rest * drift // 1_000_000_000
 
     def aligned(self, rank: int, t: np.ndarray) -> np.ndarray:
         return np.asarray(t, np.int64) - self.shift(rank, np.asarray(t, np.int64))
