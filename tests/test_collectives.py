@@ -341,3 +341,10 @@ def test_merge_batch_edits_equal_event_by_event(tmp_path, base):
     assert odd_out[0]["args"]["id"] == 7 and odd_out[0]["args"]["correlation"] > 3  # an "id" in args stays
     assert odd_out[2]["args"]["nested"]["pid"] == 1  # nested keys other than the ids stay
     assert isinstance(odd_out[1]["ts"], str)  # a ts written as a string stays one
+
+
+def test_parallel_jobs_give_the_same_tables(tmp_path, base):
+    where, _ = made(tmp_path, base, 4, seed=31, delays=2)
+    one, two = collectives([str(where)], jobs=1), collectives([str(where)], jobs=2)
+    for name, table in one.tables().items():
+        assert table.equals(two.tables()[name]), name
