@@ -13,12 +13,12 @@ import numpy as np
 from ..analyses.collectives.clock import ClockFit, fit_clocks
 from ..analyses.collectives.kinds import is_collective_cpu_op, is_collective_kernel
 from ..analyses.collectives.matching import Matched, match
-from ..analyses.collectives.table import Launches, Slice, rank_table
+from ..analyses.collectives.table import COLUMNS, Launches, Slice, rank_table
 from ..analyses.collectives.waits import Waits, waits
 from ..columns.scan import STEP_PREFIX, scan
-from ..rewrite.rebase import BASE_KEY
 from ..io import rows as R
 from ..io.reader import EventBatch, TraceReader
+from ..rewrite.rebase import BASE_KEY
 from ..util.exacttime import json_time_ns
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
@@ -70,9 +70,11 @@ class Collectives:
                 "waits": self.waits.per_rank, "last": self.waits.last, "kernels": self.kernels()}
 
     def kernels(self) -> pd.DataFrame:
+        """Every rank's collective kernels (``table.COLUMNS``), in rank order."""
         frames = [r.table for r in self.ranks if len(r.table)]
-        return pd.concat(frames, ignore_index=True) if frames else self.ranks[0].table.iloc[:0] if self.ranks else \
-            pd.DataFrame()
+        if frames:
+            return pd.concat(frames, ignore_index=True)
+        return self.ranks[0].table.iloc[:0] if self.ranks else pd.DataFrame(columns=list(COLUMNS))
 
 
 class _Collector:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..io.jsontext import json_bytes
 from ..rewrite.merge import ID_STRIDE, Merged, RankInput, RankWritten, mapped, merge_ranks
-from ..util.exacttime import ns_to_us_text
 from ..rewrite.rebase import BASE_KEY
+from ..util.exacttime import ns_to_us_text
 from ..util.time_window import parse_steps, parse_window
 from .collectives import Collectives, collectives
 

@@ -25,10 +25,10 @@ from ..io.limits import reading_limits
 from ..util import progress
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import collectives as collectives_cmd
-from .commands import merge as merge_cmd
 from .commands import critical_path as critical_path_cmd
 from .commands import diff as diff_cmd
 from .commands import export as export_cmd
+from .commands import merge as merge_cmd
 from .commands import open as open_cmd
 from .commands import patterns as patterns_cmd
 from .commands import repair as repair_cmd

@@ -12,10 +12,10 @@ Durations are kept as recorded. Only one rank's events are held at a time (a bat
 from __future__ import annotations
 
 import re
-
-import numpy as np
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import UsageError
 from ..io.codec import AtomicOutput, Compressor

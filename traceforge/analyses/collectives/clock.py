@@ -81,7 +81,6 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
     mine = {r: dict(zip(g["instance"].tolist(), g["end_ns"].tolist())) for r, g in members.groupby("rank")}
     aligned_end[reference] = mine.get(reference, {})
     pending = [r for r in ranks if r != reference]
-    refused: dict[int, str] = {}
     progress = True
     while pending and progress:
         progress = False
@@ -100,12 +99,9 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
             rows[r] = _row(r, status, against=against, **fit)
             pending.remove(r)
             progress = True
-            if status == "fitted":
-                rows_r = rows[r]
-                clock = ClockFit(_table([rows_r]))
+            if status == "fitted":  # its ends, aligned, anchor the ranks not fitted yet
+                clock = ClockFit(_table([rows[r]]))
                 aligned_end[r] = {i: int(e - clock.shift(r, e)) for i, e in ends.items()}
-            else:
-                refused[r] = status
     for r in pending:
         rows[r] = _row(r, "refused: shares no matched collective with an aligned rank")
     for r in ranks:

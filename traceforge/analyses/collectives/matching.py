@@ -79,9 +79,7 @@ def match(tables: dict[int, pd.DataFrame], *, anchored: bool = False) -> Matched
     members = _members(parts)
     inst = members.groupby("instance", sort=True).agg(group=("group", "first"), kind=("kind", "first")).reset_index()
     inst["rule"] = inst["group"].map(lambda g: rules.get(str(g), ""))
-    if members.empty and not notes:
-        notes.append("the ranks share no collective")
-    elif members.empty:
+    if members.empty:
         notes.append("the ranks share no collective")
     return Matched(members, inst, notes, rules)
 
