@@ -51,10 +51,10 @@ def merge(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str, *, 
           ranks: str | None = None, window: str | None = None, steps: str | None = None,
           draw_collectives: bool = False, jobs: int | None = 1, cluster: str | None = None) -> MergeResult:
     """Write the ranks' traces (files or directories, one per rank) as one trace ``out``."""
+    wanted = parse_ranks(ranks) if ranks is not None else None  # a bad list is said before any reading
     found = collectives(inputs, align=align, jobs=jobs, cluster=cluster)
     chosen = found.ranks
-    if ranks is not None:
-        wanted = parse_ranks(ranks)
+    if wanted is not None:
         chosen = [r for r in found.ranks if r.rank in wanted]
         if not chosen:
             raise UsageError(f"--ranks {ranks}: none of the traces is of these ranks "
