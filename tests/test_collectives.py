@@ -348,3 +348,27 @@ def test_parallel_jobs_give_the_same_tables(tmp_path, base):
     one, two = collectives([str(where)], jobs=1), collectives([str(where)], jobs=2)
     for name, table in one.tables().items():
         assert table.equals(two.tables()[name]), name
+
+
+def shifted(events: list[dict], by_us: int, first_corr: int) -> list[dict]:
+    out = []
+    for e in events:
+        e = json.loads(json.dumps(e))
+        e["ts"] += by_us
+        if "correlation" in e.get("args", {}):
+            e["args"]["correlation"] += first_corr
+        out.append(e)
+    return out
+
+
+def test_a_rank_sharing_nothing_with_the_reference_is_fitted_through_another(tmp_path):
+    """Rank 0 and 1 share group a, ranks 1 and 2 group b: rank 2's clock comes through rank 1's."""
+    a, b = nccl_events("a", 1_000_000, 4), nccl_events("b", 2_000_000, 4)
+    write_trace(tmp_path / "rank0.json", a, 0)
+    write_trace(tmp_path / "rank1.json", shifted(a, 700, 0) + shifted(b, 700, 1000), 1)
+    write_trace(tmp_path / "rank2.json", shifted(b, -3_000_000, 1000), 2)
+    found = collectives([str(tmp_path)])
+    clocks = found.clocks.table.set_index("rank")
+    assert clocks.loc[1, "offset_ns"] == 700_000 and clocks.loc[2, "offset_ns"] == -3_000_000_000
+    assert clocks.loc[2, "against"] == 1
+    assert found.matched.rules == {"a": "order", "b": "order"}
