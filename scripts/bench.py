@@ -35,7 +35,8 @@ Each row: wall, CPU s (the process and the workers it reaped), the largest proce
 RSS, the bound (CPU s of ``--jobs 1`` spread over min(jobs, ranks, cores)) and the ratio to
 it (the issue's acceptance: within 1.5x). ``--cluster-workers 1,2`` adds the same commands on
 a Dask ``LocalCluster`` of that many one-thread worker processes (CPU s from the workers).
-``--rank-commands stats`` (or ``annotate``) measures only that command.
+``--rank-commands stats`` (or ``annotate``) measures only that command; ``--rank-commands copy,merge``
+measures ``merge DIR`` beside ``annotate DIR --copy`` (issue 51: within 1.5x at the same ``--jobs``).
 
     python scripts/bench.py --ranks 16 --jobs-list 1,2,4,8,16 --tile 4 --repeat 3 TRACE
 """
@@ -320,8 +321,11 @@ def bench(trace: Path, out_dir: Path, jobs: list[str], env: dict[str, str], hta:
     return rows, ok
 
 
-RANK_COMMANDS = {"annotate --all": "annotate {dir} --all -o {out}", "stats": "stats {dir}"}
-RANK_COMMAND_NAMES = {"annotate": "annotate --all", "stats": "stats"}  # --rank-commands' words
+RANK_COMMANDS = {"annotate --all": "annotate {dir} --all -o {out}", "stats": "stats {dir}",
+                 "annotate --copy": "annotate {dir} --copy -o {out}", "merge": "merge {dir} -o {out}.merged.json.gz"}
+# --rank-commands' words; copy,merge: issue 51's merge beside annotate --copy of the same ranks
+RANK_COMMAND_NAMES = {"annotate": "annotate --all", "stats": "stats", "copy": "annotate --copy", "merge": "merge"}
+DEFAULT_RANK_COMMANDS = "annotate,stats"
 DISTRIBUTED_KEY = b'"distributedInfo"'
 
 
@@ -402,7 +406,9 @@ def cluster_run(workers: int, cmd: list[str], env: dict[str, str]) -> Run:
 
 
 def bench_ranks(trace: Path, ranks: int, jobs_list: list[int], cluster_workers: list[int], tile: int,
-                repeat: int, env: dict[str, str], commands: tuple[str, ...] = tuple(RANK_COMMANDS)) -> list[list[str]]:
+                repeat: int, env: dict[str, str],
+                commands: tuple[str, ...] = tuple(RANK_COMMAND_NAMES[c] for c in DEFAULT_RANK_COMMANDS.split(","))
+                ) -> list[list[str]]:
     """The many-ranks table's rows for ``trace`` (see the module's docstring)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -464,9 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-workers", default="", metavar="W,W",
                         help="many-ranks mode: also on a Dask LocalCluster of W worker processes (e.g. 1,2)")
     parser.add_argument("--tile", type=int, default=1, metavar="K", help="many-ranks mode: tile TRACE K times first")
-    parser.add_argument("--rank-commands", default=",".join(RANK_COMMAND_NAMES), metavar="C,C",
+    parser.add_argument("--rank-commands", default=DEFAULT_RANK_COMMANDS, metavar="C,C",
                         help=f"many-ranks mode: the commands to run, from {', '.join(RANK_COMMAND_NAMES)} "
-                        "(default: both)")
+                        f"(default: {DEFAULT_RANK_COMMANDS}; copy,merge compares merge with annotate --copy)")
     parser.add_argument("--make-ranks", nargs=4, metavar=("TRACE", "N", "TILE", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-cluster", type=int, metavar="W", help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=2, type=Path, metavar=("SRC", "DST"), help=argparse.SUPPRESS)

@@ -29,6 +29,7 @@ from ._version import __version__
 from .analyses.filters import Filters
 from .annotator.registry import ANALYSES
 from .annotator.run import AnnotateResult, annotate
+from .api.collectives import Collectives, collectives
 from .api.files import (
     classify,
     classify_kernels,
@@ -43,6 +44,7 @@ from .api.files import (
     queue_length,
     stats,
 )
+from .api.merge import MergeResult, merge
 from .api.trace import Trace, Traces, load
 from .columns.info import trace_info
 from .columns.scan import TraceColumns, scan
@@ -57,4 +59,5 @@ __all__ = [
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
     "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
     "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "scan", "stats", "trace_info", "trim",
+    "Collectives", "MergeResult", "collectives", "merge",
 ]

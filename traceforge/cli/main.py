@@ -24,9 +24,11 @@ from ..errors import TraceforgeError
 from ..io.limits import reading_limits
 from ..util import progress
 from .commands import annotate, check, classify, counters, info, launch_stats
+from .commands import collectives as collectives_cmd
 from .commands import critical_path as critical_path_cmd
 from .commands import diff as diff_cmd
 from .commands import export as export_cmd
+from .commands import merge as merge_cmd
 from .commands import open as open_cmd
 from .commands import patterns as patterns_cmd
 from .commands import repair as repair_cmd
@@ -42,7 +44,7 @@ REPORT_TO = "the traceforge issue tracker"
 
 # In --help order: writing tracks, Perfetto fidelity, then the tables.
 COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
-            stats_cmd, export_cmd, diff_cmd, critical_path_cmd, report_cmd)
+            stats_cmd, export_cmd, diff_cmd, critical_path_cmd, report_cmd, collectives_cmd, merge_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
