@@ -20,7 +20,7 @@ from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of
 from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
 
 TABLES = TraceStats.names()
@@ -60,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", action="store_true",
                    help="compare two traces IN A and IN B: per activity kind, tail concentration (top 1/5/10 %% "
                    "share and mean) and count, total and mean, as ratios B/A (one table, tail_compare)")
+    add_hta_argument(p)
     add_filter_arguments(p)
     ranks.add_fan_out_arguments(p)
     p.set_defaults(func=run)
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args)
     wanted = tuple(dict.fromkeys(args.table or default_tables()))
     check_one_csv_table("stats", args.format, wanted, TABLES)
-    options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args),
+    options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args), "hta": args.hta,
                **ranks.fan_out_of(args, args.inputs)}
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     if args.format == "text":  # each rank's text is made where the rank is read, in parallel
@@ -144,8 +145,8 @@ def _note_without_gpu(notes: list[str]) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     """``stats --compare A B``: the ``tail_compare`` table (``analyses.tail_compare``)."""
-    if len(args.inputs) != 2 or args.table:
-        raise UsageError("stats --compare takes two traces, A and B, and no --table")
+    if len(args.inputs) != 2 or args.table or args.hta:
+        raise UsageError("stats --compare takes two traces, A and B, and no --table or --hta")
     a, b = args.inputs
     table = compare_tails(a, b, where=filters_of(args))
 
