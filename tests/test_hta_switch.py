@@ -242,3 +242,29 @@ def test_hta_switch_gives_htas_figures(name, version, analysis):
     doc = _launch_stats(name) if analysis == "launch_stats" else _stats(name, version)
     got = differences(OURS[analysis](doc), hta_figures(version, name, analysis))
     assert got == _known(analysis, name, version)
+
+
+# HTA 0.5.0 and 0.6.1 alike: a.get_frequent_cuda_kernel_sequences(OP, DIR, min_pattern_len=3, rank=0,
+# compress_other_kernels=False)["count"], with `a` as in hta_figures.json's "construct".
+HTA_SEQUENCES = {("df_index", "aten::addmm"): [172, 72, 32, 20, 12], ("trace_diff", "aten::linear"): [70, 10]}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name, op", sorted(HTA_SEQUENCES))
+def test_patterns_hta_counts_htas_sequences(name, op):
+    doc = _json(["patterns", str(TRACES[name]), "--op", op, "--min-len", "3", "--format", "json", "--hta"])
+    assert [p["count"] for p in doc["patterns"]] == HTA_SEQUENCES[name, op]
+    every_step = _json(["patterns", str(TRACES[name]), "--op", op, "--min-len", "3", "--format", "json"])
+    assert sum(p["count"] for p in every_step["patterns"]) > sum(HTA_SEQUENCES[name, op])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", [n for n in NAMES if ("temporal", n) not in DIFFERENT])
+def test_classify_hta_is_htas_temporal_breakdown(name, version):
+    """``classify --rules hta --hta``: COMPUTATION's busy time is HTA's compute time, non-GPU its
+    idle time (HTA's temporal breakdown, recorded)."""
+    rows = _json(["classify", str(TRACES[name]), "--rules", "hta", "--format", "json", "--hta"])["files"][0]["rows"]
+    got = {r["category"]: r["union_ns"] for r in rows}
+    hta = RECORDED[version][name]["temporal"]["figures"]
+    assert (got.get("COMPUTATION", 0), got["non-GPU"]) == (hta["compute_us"] * 1000, hta["idle_us"] * 1000)

@@ -130,10 +130,12 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
 
 
 def classified(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
-               where: Filters | None = None) -> Classified:
-    """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``."""
+               where: Filters | None = None, hta: bool = False) -> Classified:
+    """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``;
+    ``hta``: of the GPU ops HTA keeps, at HTA's times (``reads.hta_columns``)."""
     elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
-    return classify_columns(reads.gpu_columns(path, where), load_rules(rules), elapsed_ns=elapsed_ns)
+    cols = reads.hta_columns(path, where) if hta else reads.gpu_columns(path, where)
+    return classify_columns(cols, load_rules(rules), elapsed_ns=elapsed_ns)
 
 
 def classify(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
