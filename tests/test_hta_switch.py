@@ -9,7 +9,10 @@ written as (traceforge, HTA), with the reason, and docs/hta.md states it.
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 
@@ -268,3 +271,24 @@ def test_classify_hta_is_htas_temporal_breakdown(name, version):
     got = {r["category"]: r["union_ns"] for r in rows}
     hta = RECORDED[version][name]["temporal"]["figures"]
     assert (got.get("COMPUTATION", 0), got["non-GPU"]) == (hta["compute_us"] * 1000, hta["idle_us"] * 1000)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", ["negative_queue", "h100_ddp"])
+def test_annotate_queue_length_hta_draws_htas_queue(tmp_path, name, version):
+    """``annotate --queue-length --hta VERSION``: HTA's launch APIs and cut, the points at the
+    events' exact ts. Taken at HTA's whole µs (each ts rounded up, the last point of each µs),
+    they are HTA's distinct change times with HTA's values (``generate_trace_with_counters``'
+    queue; h100_ddp's differ between the versions: 0.6.1 counts cuLaunchKernelEx)."""
+    out = tmp_path / "a.json.gz"
+    done = run_cli("annotate", str(TRACES[name]), "--queue-length", "--hta", version, "-o", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    at_us: dict[str, dict[int, int]] = {}
+    for e in json.loads(gzip.decompress(out.read_bytes()), parse_float=Decimal)["traceEvents"]:
+        if e.get("ph") == "C" and e.get("name") == "Queue length":
+            (key, value), = e["args"].items()
+            at_us.setdefault(key.removeprefix("stream "), {})[math.ceil(Decimal(e["ts"]))] = int(value)
+    got = {f"{s} {k}": round(f(list(v.values())), 9) for s, v in at_us.items()
+           for k, f in (("points", len), ("mean", lambda v: sum(v) / len(v)), ("max", max))}
+    assert got == hta_figures(version, name, "queue")

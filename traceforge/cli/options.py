@@ -34,7 +34,7 @@ HTA_HELP = ("HTA's choices, for HTA's numbers side by side: the last profiler st
             "See docs/hta.md")
 
 
-def add_hta_argument(parser: argparse.ArgumentParser) -> None:
+def add_hta_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--hta [VERSION]`` (``args.hta``: None, or a version of ``HTA_VERSIONS``): HTA's choices
     (``analyses.hta_choices``), one switch for every command with an HTA counterpart."""
     parser.add_argument("--hta", nargs="?", const=LATEST_HTA, choices=HTA_VERSIONS, metavar="VERSION", help=HTA_HELP)
