@@ -292,3 +292,34 @@ def test_annotate_queue_length_hta_draws_htas_queue(tmp_path, name, version):
     got = {f"{s} {k}": round(f(list(v.values())), 9) for s, v in at_us.items()
            for k, f in (("points", len), ("mean", lambda v: sum(v) / len(v)), ("max", max))}
     assert got == hta_figures(version, name, "queue")
+
+
+def interval_figures(rows: list[dict]) -> dict:
+    """Per "stream category": count, mean (µs, to HTA's 0.01), min and max (µs)."""
+    return {f"{r['stream']} {r['category']}": (r["count"], round(r["mean_ns"] / 1000, 2), _us(r["min_ns"]), _us(r["max_ns"]))
+            for r in rows}
+
+
+# The (stream, category) rows whose gaps HTA takes unmerged (overlapping or touching ops give it
+# gaps of 0 µs or less, e.g. trace_diff stream 7's kernel waits down to -13 µs; its categories move
+# with them), or through a float64 (ns_resolution). Every other row is HTA's exactly, in both versions.
+INTERVALS_DIFFER = {
+    "df_index": {"7 kernel_wait"}, "negative_queue": {"7 kernel_wait", "27 kernel_wait"},
+    "trace_diff": {"7 kernel_wait"}, "nccl": {"7 host_wait", "7 kernel_wait"},
+    "ns_resolution": {"7 host_wait", "7 kernel_wait", "7 other"},
+    "h100_cudagraph": {"7 host_wait", "7 kernel_wait", "7 other"}, "h100_ddp": {"7 host_wait", "7 kernel_wait"},
+    "h100_ncu_target": {"7 host_wait", "7 kernel_wait"}, "h100_resnet50": {"7 host_wait", "7 kernel_wait"},
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "cupti"])  # HTA raises on cupti (no GPU op)
+def test_idle_intervals_hta_are_htas_where_gaps_do_not_overlap(name, version):
+    doc = _json(["stats", str(TRACES[name]), "--format", "json", "-q", "--table", "idle_intervals", "--hta", version])
+    ours = interval_figures(doc["idle_intervals"])
+    recorded = RECORDED[version][name]["idle_intervals"]["figures"]
+    theirs = {f"{s} {c}": (x["count"], round(x["mean"], 2), x["min"], x["max"])
+              for s, cats in recorded.items() for c, x in cats.items() if x["count"]}
+    differ = {k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k)}
+    assert differ == INTERVALS_DIFFER.get(name, set())
