@@ -323,3 +323,20 @@ def test_idle_intervals_hta_are_htas_where_gaps_do_not_overlap(name, version):
               for s, cats in recorded.items() for c, x in cats.items() if x["count"]}
     differ = {k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k)}
     assert differ == INTERVALS_DIFFER.get(name, set())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", [n for n in NAMES if ("launch_stats", n) not in DIFFERENT])
+def test_launch_stats_hta_median_and_p90_are_htas(name, version):
+    """``traceforge.launch_stats(path, hta=True)`` (what ``launch-stats --hta`` reads): pandas'
+    interpolated median and p90 of its delays are HTA's (recorded: ``delay_median_us``, ``delay_p90_us``)."""
+    import traceforge
+
+    delay = traceforge.launch_stats(str(TRACES[name]), hta=True)["launch_delay"] / 1000
+    hta = RECORDED[version][name]["launch_stats"]["figures"]
+    if not len(delay):
+        assert hta["launches"] == 0 and hta["delay_median_us"] is None
+        return
+    assert delay.median() == pytest.approx(hta["delay_median_us"], abs=1e-9)
+    assert delay.quantile(0.9) == pytest.approx(hta["delay_p90_us"], abs=1e-6)

@@ -46,13 +46,20 @@ def memcpy_bandwidth(path: str, *, where: Filters | None = None) -> pd.DataFrame
 
 
 def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
-                 where: Filters | None = None) -> pd.DataFrame:
+                 where: Filters | None = None, hta: bool = False) -> pd.DataFrame:
     """One row per GPU op with its launch call: cpu_duration, gpu_duration, launch_delay (ns;
     negative kept, flagged in negative_delay), the launching CPU op, ... (see
     ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
-    ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
+    ``HTA_LAUNCH_STATS_APIS``). ``hta``: HTA's table instead (``hta_choices.hta_launch_table``,
+    what ``launch-stats --hta`` reads; ``apis`` and ``launched_before_ns`` are then HTA's). An
+    empty table says why in ``df.attrs["message"]``."""
+    from ..analyses.hta_choices import hta_launch_table, keeps_hta_launch
     from ..analyses.launch_delay import launch_table_consuming
 
+    if hta:
+        if apis is not None or launched_before_ns is not None:
+            raise UsageError("launch_stats: hta=True makes HTA's choices of apis and launched_before_ns")
+        return hta_launch_table(reads.launch_columns(path, keeps_hta_launch, where))
     apis = apis or STREAM_LAUNCH_APIS
     return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
                                   launched_before_ns=launched_before_ns)

@@ -25,6 +25,8 @@ from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, re
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
+HTA_CHOICES = ("GPU ops launched before HTA's last-step cut only, times in whole µs, HTA's queue launch APIs, "
+               "the kernel breakdown's duration_ratio 0.8 (docs/hta.md)")
 
 
 def _us(text: str) -> int:
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
                  stats_each(args.inputs, partial(_rank_text_of, wanted, top), **options)]
         for text in texts:
             _note_without_gpu(text.notes)
-        emit({}, args.format, lambda: [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        head = [*wrap(f"HTA {args.hta}'s choices (--hta): {HTA_CHOICES}"), ""] if args.hta else []
+        emit({}, args.format, lambda: head + [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
         return 0
     result = stats(args.inputs, **options)
     tables = _limited(result, wanted, top)
