@@ -340,3 +340,15 @@ def test_launch_stats_hta_median_and_p90_are_htas(name, version):
         return
     assert delay.median() == pytest.approx(hta["delay_median_us"], abs=1e-9)
     assert delay.quantile(0.9) == pytest.approx(hta["delay_p90_us"], abs=1e-6)
+
+
+@pytest.mark.integration
+def test_gpu_annotations_hta_are_htas():
+    """``stats --hta --table gpu_annotations``: count, sum, max and min per name equal HTA 0.5.0's
+    ``get_gpu_user_annotation_breakdown`` exactly (``test_gpu_annotations.HTA_NCCL``, with its call)."""
+    from .test_gpu_annotations import HTA_NCCL
+
+    rows = _json(["stats", str(TRACES["nccl"]), "--format", "json", "-q", "--table", "gpu_annotations",
+                  "--hta"])["gpu_annotations"]
+    got = {r["name"]: (_us(r["total_ns"]), _us(r["max_ns"]), _us(r["min_ns"]), r["count"]) for r in rows}
+    assert got == HTA_NCCL
