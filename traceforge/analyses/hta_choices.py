@@ -4,17 +4,18 @@ traceforge's figures can be set side by side with HTA's (0.5.0 and 0.6.1 make th
 Before any analysis HTA's ``TraceAnalysis`` reads a trace this way (``hta_view``):
 
 - **Rounding.** Fractional-µs times become whole µs, each start rounded up and each end down
-  (``hta_types.hta_times``), for GPU ops and launch calls alike; whole-µs traces are unchanged.
+  (``hta_types.up_to_us``, ``down_to_us``), for GPU ops and launch calls alike; whole-µs
+  traces are unchanged. An op shorter than a µs can get a negative duration, as in HTA.
 - **The last step.** Only the CPU events that start before the last-step cut
   (``launches.last_step_start``: the latest start of any ``ProfilerStep#N`` event, its GPU-side
   copy included; both times rounded first) are kept, with the GPU ops they launched. A GPU op
   whose launch call is not in the trace is dropped. With fewer than two steps nothing is cut.
 
-Then each analysis has its own choices: HTA's launch APIs (``launch_delay.HTA_LAUNCH_STATS_APIS`` for launch
-statistics, ``queue_apis`` for queue lengths: the one place 0.5.0 and 0.6.1 differ), launch
-delays clipped at 0, and the
-kernel breakdown's ``duration_ratio`` of 0.8 (``HTA_DURATION_RATIO``). docs/hta.md says where
-HTA's numbers still differ (its unmerged idle gaps, its sorting, its per-rank merging).
+Then each analysis has its own choices: HTA's launch APIs (``launch_delay.HTA_LAUNCH_STATS_APIS``
+for launch statistics, ``queue_apis`` for queue lengths: the one place 0.5.0 and 0.6.1 differ),
+launch delays clipped at 0, and the kernel breakdown's ``duration_ratio`` of 0.8
+(``HTA_DURATION_RATIO``). docs/hta.md ("Side by side: --hta") says where HTA's numbers still
+differ, and why.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..columns.scan import TraceColumns
 from ..columns.table import Table
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from .hta_types import hta_times
+from .hta_types import down_to_us, up_to_us
 from .launch_delay import HTA_LAUNCH_STATS_APIS, launch_table_consuming
 from .launches import HTA_0_6_QUEUE_APIS, HTA_QUEUE_APIS, last_step_start, launched_before
 
@@ -60,9 +61,8 @@ def rounded(table: Table) -> Table:
     if not len(table):
         return table
     ts = table.ts.astype(np.int64)
-    start, _ = hta_times(ts, ts)
-    end = (ts + table.dur) // 1000 * 1000
-    return Table({**table.cols, "ts": start, "dur": end - start})
+    start = up_to_us(ts)
+    return Table({**table.cols, "ts": start, "dur": down_to_us(ts + table.dur) - start})
 
 
 def hta_view(cols: TraceColumns) -> TraceColumns:
@@ -75,7 +75,7 @@ def hta_view(cols: TraceColumns) -> TraceColumns:
                    gpu_annotations=rounded(cols.gpu_annotations))
     if cut is None:
         return view
-    cut = -(-cut // 1000) * 1000  # rounded up, as HTA rounds every start
+    cut = up_to_us(cut)  # HTA compares rounded starts
     before = view.gpu_annotations.ts < cut  # HTA counts them among the CPU events
     return replace(view, gpu=view.gpu.take(np.flatnonzero(launched_before(view, cut))),
                    launches=view.launches.take(np.flatnonzero(view.launches.ts < cut)),
