@@ -352,3 +352,25 @@ def test_gpu_annotations_hta_are_htas():
                   "--hta"])["gpu_annotations"]
     got = {r["name"]: (_us(r["total_ns"]), _us(r["max_ns"]), _us(r["min_ns"]), r["count"]) for r in rows}
     assert got == HTA_NCCL
+
+
+# HTA 0.5.0: TraceAnalysis(trace_dir=DIR).get_memory_bw_summary(ranks=[R]), column "max" (GB/s),
+# per copy kind (docs/hta.md, "Memcpy bandwidth"; ns_resolution: test_summaries.HTA_PEAK_GBPS).
+HTA_PEAK_GBPS = {
+    "negative_queue": {"HtoD": 21.165501, "DtoD": 865.161716, "DtoH": 0.333333, "Memset": 2.909091},
+    "df_index": {"DtoD": 384.820751, "Memset": 1.773585},
+    "trace_diff": {"HtoD": 10.422392, "DtoH": 4.293860, "Memset": 356.463550,
+                   "DtoD": 671.525771},  # a spike of HTA's unstable sort: the largest copy is 392.8
+    "ns_resolution": {"DtoD": 405.7052297939778, "Memset": 904.638036809816},
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", sorted(HTA_PEAK_GBPS))
+def test_memcpy_peaks_hta_are_htas(name):
+    """``stats --hta --table memcpy``: each kind's peak is HTA's (to our 1e-6 GB/s unit), but
+    trace_diff's DtoD, where HTA sums tied copies in an arbitrary order (392.797965 here)."""
+    rows = _json(["stats", str(TRACES[name]), "--format", "json", "-q", "--table", "memcpy", "--hta"])["memcpy"]
+    got = {r["kind"]: r["peak_gbps"] for r in rows}
+    expected = dict(HTA_PEAK_GBPS[name], **({"DtoD": 392.797965} if name == "trace_diff" else {}))
+    assert got == pytest.approx(expected, abs=1e-6)

@@ -31,6 +31,7 @@ from ..util.lazy_pandas import pd
 from .hta_types import down_to_us, up_to_us
 from .launch_delay import HTA_LAUNCH_STATS_APIS, launch_table_consuming
 from .launches import HTA_0_6_QUEUE_APIS, HTA_QUEUE_APIS, last_step_start, launched_before
+from .memcpy_bw import copy_rates, copy_rows
 
 HTA_VERSIONS = ("0.5.0", "0.6.1")  # the versions whose choices ``--hta VERSION`` makes
 LATEST_HTA = HTA_VERSIONS[-1]  # what a bare ``--hta`` (``hta=True``) makes
@@ -71,8 +72,10 @@ def hta_view(cols: TraceColumns) -> TraceColumns:
     the last step. The launch calls must be in
     memory (``cols.launches``)."""
     cut = last_step_start(cols)
+    rows, _ = copy_rows(cols)  # each copy's rate as at its exact duration: Kineto's arg, which HTA reads
+    rates = Table({"ordinal": cols.gpu.ordinal[rows], "rate": copy_rates(cols, rows)})
     view = replace(cols, gpu=rounded(cols.gpu), launches=rounded(cols.launches),
-                   gpu_annotations=rounded(cols.gpu_annotations))
+                   gpu_annotations=rounded(cols.gpu_annotations), copy_rates=rates)
     if cut is None:
         return view
     cut = up_to_us(cut)  # HTA compares rounded starts
