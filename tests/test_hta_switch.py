@@ -354,8 +354,8 @@ def test_gpu_annotations_hta_are_htas():
     assert got == HTA_NCCL
 
 
-# HTA 0.5.0: TraceAnalysis(trace_dir=DIR).get_memory_bw_summary(ranks=[R]), column "max" (GB/s),
-# per copy kind (docs/hta.md, "Memcpy bandwidth"; ns_resolution: test_summaries.HTA_PEAK_GBPS).
+# HTA 0.5.0 and 0.6.1 alike: a.get_memory_bw_summary(ranks=[0])[("memory_bw_gbps", "max")] (GB/s) per
+# copy kind, with `a` as in hta_figures.json's "construct" (docs/hta.md, "Memcpy bandwidth").
 HTA_PEAK_GBPS = {
     "negative_queue": {"HtoD": 21.165501, "DtoD": 865.161716, "DtoH": 0.333333, "Memset": 2.909091},
     "df_index": {"DtoD": 384.820751, "Memset": 1.773585},
