@@ -115,3 +115,10 @@ def test_resnet50s_cut_is_its_gpu_side_step_4_25_ms_later():
     launched = np.isin(launches.correlation, cols.gpu.correlation) & runtime
     between = launched & (launches.ts >= cpu) & (launches.ts < last_step_start(cols))
     assert int(between.sum()) == 62
+
+
+def test_a_trace_after_hta_is_not_a_version(tmp_path):
+    path = _trace(tmp_path / "t.json", gpu_step_at=None)
+    done = run_cli("stats", "--hta", path)
+    assert done.returncode == 2 and b"is not an HTA version (0.5.0, 0.6.1): write the inputs before --hta" in done.stderr
+    assert run_cli("stats", "--hta=0.5.0", path, "--table", "temporal").returncode == 0

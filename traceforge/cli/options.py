@@ -37,7 +37,14 @@ HTA_HELP = ("HTA's choices, for HTA's numbers side by side: the last profiler st
 def add_hta_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--hta [VERSION]`` (``args.hta``: None, or a version of ``HTA_VERSIONS``): HTA's choices
     (``analyses.hta_choices``), one switch for every command with an HTA counterpart."""
-    parser.add_argument("--hta", nargs="?", const=LATEST_HTA, choices=HTA_VERSIONS, metavar="VERSION", help=HTA_HELP)
+    parser.add_argument("--hta", nargs="?", const=LATEST_HTA, type=_hta_version, metavar="VERSION", help=HTA_HELP)
+
+
+def _hta_version(text: str) -> str:
+    if text not in HTA_VERSIONS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an HTA version ({', '.join(HTA_VERSIONS)}): write the "
+                                         "inputs before --hta, or --hta=VERSION")
+    return text
 
 
 FILTER_OPTIONS = ("steps", "window", "kernel", "op")
