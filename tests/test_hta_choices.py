@@ -122,3 +122,14 @@ def test_a_trace_after_hta_is_not_a_version(tmp_path):
     done = run_cli("stats", "--hta", path)
     assert done.returncode == 2 and b"is not an HTA version (0.5.0, 0.6.1): write the inputs before --hta" in done.stderr
     assert run_cli("stats", "--hta=0.5.0", path, "--table", "temporal").returncode == 0
+
+
+def test_read_once_api_makes_the_same_choices(tmp_path):
+    import traceforge
+
+    path = _trace(tmp_path / "t.json", gpu_step_at=14)
+    once = traceforge.load(path).stats(tables=["temporal", "queue"], hta="0.5.0")
+    by_path = traceforge.stats(path, tables=["temporal", "queue"], hta="0.5.0")
+    assert once.temporal.equals(by_path.temporal) and once.queue.equals(by_path.queue)
+    assert once.temporal["gpu_ops"].tolist() == [3, 1, 2]  # all; step 1: k1; step 2: k2, k3 (k4 after the cut)
+    assert once.queue["points"].tolist() == [4]
