@@ -92,11 +92,13 @@ def test_cli_switch(tmp_path):
     hta = _cli("launch-stats", path, "--format", "json", "--hta")
     assert (plain["hta"], plain["launches"], hta["hta"], hta["launches"]) == (None, 4, "0.6.1", 2)  # k1, k2
     assert hta["totals_ns"] == {"cpu_duration": 2000, "gpu_duration": 4000, "launch_delay": 8000}  # 4 µs each
-    queue = {v: _cli("stats", path, "--format", "json", "--table", "queue", "--hta", v)["queue"] for v in ("0.5.0", "0.6.1")}
-    assert [q["points"] for q in queue["0.5.0"]] == [4]  # k1 and k2's launches and starts: 0.5.0 has no cuLaunchKernelEx
+    queue = {v: _cli("stats", path, "--format", "json", "--table", "queue", "--hta", v)["queue"]
+             for v in ("0.5.0", "0.6.1")}
+    assert [q["points"] for q in queue["0.5.0"]] == [4]  # k1 and k2's launches and starts: no cuLaunchKernelEx
     assert [q["points"] for q in queue["0.6.1"]] == [6]
     temporal = _cli("stats", path, "--format", "json", "--table", "temporal", "--hta")["temporal"][0]
-    assert (temporal["gpu_ops"], temporal["span_ns"], temporal["compute_ns"]) == (3, 12_000, 4_000)  # [7, 19): k1 [7, 9), k2 [17, 19) over k3 [18, 19)
+    # [7, 19): k1 [7, 9), k2 [17, 19) over k3 [18, 19)
+    assert (temporal["gpu_ops"], temporal["span_ns"], temporal["compute_ns"]) == (3, 12_000, 4_000)
     done = run_cli("stats", path, path, "--compare", "--hta")
     assert done.returncode == 1 and b"--hta" in done.stderr
 
@@ -120,7 +122,8 @@ def test_resnet50s_cut_is_its_gpu_side_step_4_25_ms_later():
 def test_a_trace_after_hta_is_not_a_version(tmp_path):
     path = _trace(tmp_path / "t.json", gpu_step_at=None)
     done = run_cli("stats", "--hta", path)
-    assert done.returncode == 2 and b"is not an HTA version (0.5.0, 0.6.1): write the inputs before --hta" in done.stderr
+    assert done.returncode == 2
+    assert b"is not an HTA version (0.5.0, 0.6.1): write the inputs before --hta" in done.stderr
     assert run_cli("stats", "--hta=0.5.0", path, "--table", "temporal").returncode == 0
 
 

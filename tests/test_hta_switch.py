@@ -225,7 +225,8 @@ DIFFERENT: dict[tuple[str, str], dict] = {
         },
     },
     ('temporal', 'triton'): {'both': {'compute_us': (1, 94), 'kernel_us': (1, 94)}},
-    # A CUPTI range-profiler trace has no GPU op: HTA raises (KeyError, IndexError, ValueError), traceforge gives empty tables.
+    # A CUPTI range-profiler trace has no GPU op: HTA raises (KeyError, IndexError, ValueError);
+    # traceforge gives empty tables.
     ('idle', 'cupti'): {'both': {'hta raised': True}},
     ('queue', 'cupti'): {'both': {'hta raised': True}},
     ('temporal', 'cupti'): {'both': {'hta raised': True}},
@@ -296,8 +297,8 @@ def test_annotate_queue_length_hta_draws_htas_queue(tmp_path, name, version):
 
 def interval_figures(rows: list[dict]) -> dict:
     """Per "stream category": count, mean (µs, to HTA's 0.01), min and max (µs)."""
-    return {f"{r['stream']} {r['category']}": (r["count"], round(r["mean_ns"] / 1000, 2), _us(r["min_ns"]), _us(r["max_ns"]))
-            for r in rows}
+    return {f"{r['stream']} {r['category']}": (r["count"], round(r["mean_ns"] / 1000, 2), _us(r["min_ns"]),
+                                                _us(r["max_ns"])) for r in rows}
 
 
 # The (stream, category) rows whose gaps HTA takes unmerged (overlapping or touching ops give it

@@ -104,7 +104,8 @@ EXTRA_TABLES: dict[str, ExtraTable] = {
     "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(
         cols, duration_ratio=HTA_DURATION_RATIO if ctx.hta else None)),
     "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
-    "queue": ExtraTable(lambda cols, ctx: queue_summary(cols, apis=queue_apis(ctx.hta) if ctx.hta else STREAM_LAUNCH_APIS)),
+    "queue": ExtraTable(lambda cols, ctx: queue_summary(
+        cols, apis=queue_apis(ctx.hta) if ctx.hta else STREAM_LAUNCH_APIS)),
     "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
     "memory": ExtraTable(lambda cols, ctx: memory_peaks(cols), memory=True),
     "memory_steps": ExtraTable(lambda cols, ctx: memory_step_peaks(cols, ctx.steps), memory=True),

@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         for text in texts:
             _note_without_gpu(text.notes)
         head = [*wrap(f"HTA {args.hta}'s choices (--hta): {HTA_CHOICES}"), ""] if args.hta else []
-        emit({}, args.format, lambda: head + [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        emit({}, args.format,
+             lambda: head + [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
         return 0
     result = stats(args.inputs, **options)
     tables = _limited(result, wanted, top)
