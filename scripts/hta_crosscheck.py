@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Check traceforge's launch statistics and queue lengths against live HTA on one trace.
 
-HTA runs in its own Python (``--hta``; see ``scripts/hta_job.py``), traceforge here, both
-with HTA's choices: its launch APIs and the last profiler step dropped. Both sides reduce
-their tables with the same ``hta_job.summary``; prints both and exits 1 where they differ.
+HTA runs in its own Python (``--hta``; see ``scripts/hta_job.py``), traceforge here with HTA's
+choices, as ``launch-stats --hta`` and ``stats --hta VERSION`` make them (``hta_choices``:
+HTA's view of the trace, its launch APIs). Both sides reduce their tables with the same
+``hta_job.summary``; prints both and exits 1 where they differ.
 
-    python scripts/hta_crosscheck.py TRACE --hta PYTHON
+    python scripts/hta_crosscheck.py TRACE --hta PYTHON [--version 0.5.0]
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from hta_job import summary
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS.parent))  # this checkout's traceforge
 
-from traceforge.analyses.launch_delay import HTA_LAUNCH_STATS_APIS, launch_table  # noqa: E402
-from traceforge.analyses.launches import HTA_QUEUE_APIS, last_step_start  # noqa: E402
+from traceforge.analyses.hta_choices import (  # noqa: E402
+    HTA_VERSIONS, LATEST_HTA, hta_launch_table, hta_view, queue_apis)
 from traceforge.analyses.queue_length import queue_length  # noqa: E402
 from traceforge.columns.scan import scan  # noqa: E402
 
 
-def ours(trace: Path) -> dict:
+def ours(trace: Path, version: str) -> dict:
     cols = scan(str(trace))
-    cut = last_step_start(cols)
-    launches = launch_table(cols, apis=HTA_LAUNCH_STATS_APIS, launched_before_ns=cut)
+    queue = queue_length(hta_view(cols), apis=queue_apis(version))
+    launches = hta_launch_table(cols)  # consumes cols
     in_us = launches[["launch_delay", "cpu_duration", "gpu_duration"]] / 1000
-    return summary(in_us, queue_length(cols, launched_before_ns=cut, apis=HTA_QUEUE_APIS))
+    return summary(in_us, queue)
 
 
 def hta(trace: Path, python: Path) -> dict:
@@ -47,8 +48,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", type=Path)
     parser.add_argument("--hta", type=Path, required=True, metavar="PYTHON", help="a Python with HTA installed")
+    parser.add_argument("--version", choices=HTA_VERSIONS, default=LATEST_HTA,
+                        help=f"the HTA version in that Python, whose choices to make (default {LATEST_HTA})")
     args = parser.parse_args()
-    theirs, mine = hta(args.trace, args.hta), ours(args.trace)
+    theirs, mine = hta(args.trace, args.hta), ours(args.trace, args.version)
     differ = [key for key in mine if mine[key] != theirs[key]]
     for key in mine:
         print(f"{key}: traceforge {mine[key]}  HTA {theirs[key]}{'  DIFFERENT' if key in differ else ''}")

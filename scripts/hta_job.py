@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run one Holistic Trace Analysis feature on one trace: HTA's side of ``scripts/bench.py --hta``.
 
-Runs under HTA's own Python (HTA 0.5 needs pandas < 3 and numpy < 2.3, which traceforge's
+Runs under HTA's own Python (HTA 0.5.0 needs pandas < 3, which traceforge's
 environment does not have), so it imports nothing from traceforge. HTA writes its traces next
 to the input, so the trace is linked into OUT_DIR and HTA reads it from there.
 

@@ -52,9 +52,18 @@ def op_types(cols: TraceColumns) -> np.ndarray:
     return out
 
 
+def up_to_us(ns: np.ndarray | int) -> np.ndarray | int:
+    """``ns`` rounded up to a whole µs, as HTA rounds a start (``round_down_time_stamps``)."""
+    return -(-ns // 1000) * 1000
+
+
+def down_to_us(ns: np.ndarray | int) -> np.ndarray | int:
+    """``ns`` rounded down to a whole µs, as HTA rounds an end."""
+    return ns // 1000 * 1000
+
+
 def hta_times(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """HTA's rounding of fractional-µs times, in ns: the start up to a whole µs, the end down
     to one (HTA 0.5 ``round_down_time_stamps``); an op shorter than that becomes empty."""
-    start = -(-ts // 1000) * 1000
-    stop = end // 1000 * 1000
-    return start, np.maximum(stop, start)
+    start = up_to_us(ts)
+    return start, np.maximum(down_to_us(end), start)

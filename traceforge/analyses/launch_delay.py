@@ -17,8 +17,9 @@ from ..util.lazy_pandas import pd, python_strings
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
 from .stacks import nest_calls
 
-# HTA 0.5's launch-stats set (no ExC, driver API, graph launches or HIP).
-HTA_LAUNCH_STATS_APIS = frozenset({"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"})
+# HTA's get_cuda_kernel_launch_stats set, 0.5.0 and 0.6.1 alike: these names exactly (no driver
+# API, cooperative or graph launches, HIP, or suffixed names).
+HTA_LAUNCH_STATS_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"})
 DEFAULT_RUNTIME_CUTOFF_NS = 50_000  # HTA's outlier cutoffs: launch calls above 50 µs,
 DEFAULT_DELAY_CUTOFF_NS = 100_000  # launch delays above 100 µs
 FIGURES = ("cpu_duration", "gpu_duration", "launch_delay")

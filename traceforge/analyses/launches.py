@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..columns.scan import TraceColumns
+from ..columns.scan import STEP_PREFIX, TraceColumns
+from ..util.distinct import unique
 from ..util.search import searchsorted
 
 # Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
@@ -22,12 +23,13 @@ STREAM_LAUNCH_APIS = frozenset({
 })
 
 
-# HTA 0.5's queue-length set: no graph launches (their kernels are left out).
+# HTA's queue-length launch APIs (``get_runtime_launch_events_query`` in 0.5.0): no graph launches
+# (their kernels are left out), cooperative launches or cuLaunchKernelEx; 0.6.1 adds cuLaunchKernelEx.
 HTA_QUEUE_APIS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipMemcpyAsync", "hipMemsetAsync",
+    "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
 })
+HTA_0_6_QUEUE_APIS = HTA_QUEUE_APIS | {"cuLaunchKernelEx"}
 
 
 _API_SUFFIX = re.compile(r"(_v\d+|_ptsz|_ptds)+$")
@@ -64,8 +66,24 @@ def stream_launch_mask(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_
 
 
 def last_step_start(cols: TraceColumns) -> int | None:
-    """Start (ns) of the last ``ProfilerStep#N`` range, which HTA leaves out of everything."""
-    return int(cols.steps.ts.max()) if len(cols.steps) else None
+    """HTA's last-step cut (ns): HTA's ``TraceAnalysis`` keeps only the CPU events that start
+    before it, and the GPU ops launched by those, so it leaves the last profiler step out of
+    everything. The cut is the latest start of any ``ProfilerStep#N`` event: the CPU range,
+    or the GPU-side copy torch 2.x writes on the step's stream (a ``gpu_user_annotation``
+    without a correlation, which HTA counts among the CPU events). None where the trace names
+    fewer than two steps: HTA then keeps every event."""
+    annotations = cols.gpu_annotations
+    on_gpu = np.zeros(0, bool)
+    if len(annotations):
+        names = unique(annotations.name)
+        is_step = np.zeros(len(cols.names), bool)
+        is_step[names] = [cols.names[i].startswith(STEP_PREFIX) for i in names.tolist()]
+        on_gpu = is_step[annotations.name]
+    step_names = np.union1d(cols.steps.name, annotations.name[on_gpu])
+    if len(step_names) < 2:
+        return None
+    return int(max(cols.steps.ts.max(initial=np.iinfo(np.int64).min),
+                   annotations.ts[on_gpu].max(initial=np.iinfo(np.int64).min)))
 
 
 def join_gpu_to_launch(cols: TraceColumns, launch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -43,7 +43,7 @@ from ..util.distinct import unique
 from ..util.lazy_pandas import pd
 from .gpu_busy import concatenated, merge_intervals, merged_pieces, merged_times, union_of
 from .hta_types import COMMUNICATION, COMPUTATION, hta_times, op_types
-from .steps import NO_STEP, gpu_steps, hta_ops, profiler_steps
+from .steps import NO_STEP, gpu_steps, hta_ops
 
 WHOLE_TRACE = -1  # the ``step`` of the row over the whole trace
 OVERLAP_COLUMNS = ["step", "comm_kernels", "comm_ns", "overlapped_ns", "exposed_ns", "overlap_pct"]
@@ -66,13 +66,12 @@ def op_times(cols: TraceColumns, *, gpu_step: np.ndarray | None = None, hta: boo
     """Every GPU op (with ``hta``: those HTA keeps, at HTA's rounded times), see the module
     docstring. ``gpu_step``: each op's step if already known (``steps.gpu_steps``)."""
     gpu = cols.gpu
-    steps = profiler_steps(cols) if gpu_step is None or hta else None
-    step = gpu_steps(cols, steps) if gpu_step is None else gpu_step
+    step = gpu_steps(cols) if gpu_step is None else gpu_step
     types = op_types(cols)
     if not hta:
         start = gpu.ts.astype(np.int64, copy=False)
         return OpTimes(start, start + np.maximum(gpu.dur, 0), types, step, gpu.device)
-    rows = np.flatnonzero(hta_ops(cols, steps))
+    rows = np.flatnonzero(hta_ops(cols))
     start = gpu.ts[rows].astype(np.int64)
     start, end = hta_times(start, start + np.maximum(gpu.dur[rows], 0))
     return OpTimes(start, end, types[rows], step[rows], gpu.device[rows])

@@ -58,7 +58,8 @@ from .gpu_busy import KERNEL_WAIT_NS, busy_idle
 from .idle_intervals import idle_intervals
 from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
-from .launches import join_gpu_to_launch
+from .hta_choices import HTA_DURATION_RATIO, hta_version, hta_view, queue_apis
+from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch
 from .memcpy_summary import memcpy_summary
 from .memory_timeline import memory_peaks, memory_step_peaks
 from .overlap import comm_overlap
@@ -73,8 +74,8 @@ TAIL_PERCENTS = (1, 5, 10)
 class StatsContext:
     """What extra tables share: the options, the wall span, the steps (made once, when first read)."""
 
-    def __init__(self, cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int):
-        self.cols, self.span, self.kernel_wait_ns = cols, span, kernel_wait_ns
+    def __init__(self, cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, hta: str | None = None):
+        self.cols, self.span, self.kernel_wait_ns, self.hta = cols, span, kernel_wait_ns, hta  # hta: a version
 
     @cached_property
     def steps(self) -> Steps:
@@ -100,9 +101,11 @@ EXTRA_TABLES: dict[str, ExtraTable] = {
     "overlap": ExtraTable(lambda cols, ctx: comm_overlap(cols, gpu_step=ctx.gpu_step), default=True),
     "temporal": ExtraTable(lambda cols, ctx: temporal_breakdown(cols, gpu_step=ctx.gpu_step), default=True),
     "kernel_types": ExtraTable(lambda cols, ctx: kernel_types(cols)),
-    "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(cols)),
+    "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(
+        cols, duration_ratio=HTA_DURATION_RATIO if ctx.hta else None)),
     "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
-    "queue": ExtraTable(lambda cols, ctx: queue_summary(cols)),
+    "queue": ExtraTable(lambda cols, ctx: queue_summary(
+        cols, apis=queue_apis(ctx.hta) if ctx.hta else STREAM_LAUNCH_APIS)),
     "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
     "memory": ExtraTable(lambda cols, ctx: memory_peaks(cols), memory=True),
     "memory_steps": ExtraTable(lambda cols, ctx: memory_step_peaks(cols, ctx.steps), memory=True),
@@ -181,11 +184,14 @@ def reads_memory(tables: Collection[str] | None) -> bool:
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
-                tables: Collection[str] | None = None) -> TraceStats:
+                tables: Collection[str] | None = None, hta: bool | str = False) -> TraceStats:
     """The ``tables`` (default ``default_tables()``) for one trace (one rank); the others are
     empty. Launch calls and CPU ops may be on disk (``scan``'s ``spill_launch``,
     ``spill_cpu_ops``): they are read once for the totals, then only the launch calls a GPU op
-    joins come back."""
+    joins come back. ``hta``: HTA's choices (``hta_choices``; True: the latest version's, or a
+    version of ``HTA_VERSIONS``): the tables after the totals
+    (activity, tails, launch API calls) read HTA's view of the trace, the queue HTA's launch
+    APIs, the kernel breakdown HTA's ``duration_ratio``."""
     wanted = default_tables() if tables is None else tuple(tables)
     unknown = [t for t in wanted if t not in TraceStats.names()]
     if unknown:
@@ -193,12 +199,15 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     span = wall_span(cols)
     totals = _Totals.of(cols) if set(wanted) & {*CORE_TABLES, *TOTALS_TABLES} else None
     cols = _joined_launches(cols)
+    hta = hta_version(hta)
+    if hta:
+        cols = hta_view(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
     give_back()
     made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
     if "activity_all" in wanted:
         made["activity_all"] = totals.activity_all
-    context = StatsContext(cols, span, kernel_wait_ns)
+    context = StatsContext(cols, span, kernel_wait_ns, hta)
     for name in wanted:
         if name in EXTRA_TABLES:
             made[name] = EXTRA_TABLES[name].make(cols, context)

@@ -21,7 +21,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..util.distinct import unique
-from .launches import STREAM_LAUNCH_APIS, is_call_of, launch_of_gpu, launched_before
+from .launches import STREAM_LAUNCH_APIS, is_call_of, last_step_start, launch_of_gpu, launched_before
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 NO_STEP = -1
@@ -61,15 +61,13 @@ def profiler_steps(cols: TraceColumns) -> Steps:
     return Steps(number[keep][order], ts[order], end[order])
 
 
-def hta_ops(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
-    """The GPU ops HTA 0.5's ``TraceAnalysis`` keeps (a mask of ``cols.gpu`` rows): with two
-    profiler steps or more, those whose launch call (any runtime or driver call in
-    ``cols.launches``, joined on correlation) starts before the last step starts; with fewer,
-    every op."""
-    steps = profiler_steps(cols) if steps is None else steps
-    if len(steps) < 2:
-        return np.ones(len(cols.gpu), bool)
-    return launched_before(cols, int(steps.start.max()))
+def hta_ops(cols: TraceColumns) -> np.ndarray:
+    """The GPU ops HTA's ``TraceAnalysis`` keeps (a mask of ``cols.gpu`` rows): those whose
+    launch call (any runtime or driver call in ``cols.launches``, joined on correlation)
+    starts before HTA's last-step cut (``launches.last_step_start``); every op where the trace
+    names fewer than two steps."""
+    cut = last_step_start(cols)
+    return np.ones(len(cols.gpu), bool) if cut is None else launched_before(cols, cut)
 
 
 def gpu_steps(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:

@@ -46,13 +46,20 @@ def memcpy_bandwidth(path: str, *, where: Filters | None = None) -> pd.DataFrame
 
 
 def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
-                 where: Filters | None = None) -> pd.DataFrame:
+                 where: Filters | None = None, hta: bool = False) -> pd.DataFrame:
     """One row per GPU op with its launch call: cpu_duration, gpu_duration, launch_delay (ns;
     negative kept, flagged in negative_delay), the launching CPU op, ... (see
     ``analyses.launch_delay.launch_table``). ``apis`` narrows the launch APIs (e.g.
-    ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
+    ``HTA_LAUNCH_STATS_APIS``). ``hta``: HTA's table instead (``hta_choices.hta_launch_table``,
+    what ``launch-stats --hta`` reads; ``apis`` and ``launched_before_ns`` are then HTA's). An
+    empty table says why in ``df.attrs["message"]``."""
+    from ..analyses.hta_choices import hta_launch_table, keeps_hta_launch
     from ..analyses.launch_delay import launch_table_consuming
 
+    if hta:
+        if apis is not None or launched_before_ns is not None:
+            raise UsageError("launch_stats: hta=True makes HTA's choices of apis and launched_before_ns")
+        return hta_launch_table(reads.launch_columns(path, keeps_hta_launch, where))
     apis = apis or STREAM_LAUNCH_APIS
     return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
                                   launched_before_ns=launched_before_ns)
@@ -60,27 +67,29 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
           tables: Collection[str] | None = None, where: Filters | None = None, jobs: int | None = 1,
-          cluster: str | None = None) -> TraceStats:
+          cluster: str | None = None, hta: bool | str = False) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
     (see ``analyses.stats``); ``tables`` picks which are made (default ``default_tables()``). Each trace's rank is its ``distributedInfo.rank``, else the number
     in its file name (``rank3``), else its position among the inputs. ``jobs``: traces read at
-    once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``)."""
+    once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``).
+    ``hta``: HTA's choices (``analyses.hta_choices``: True for the latest HTA's, or a version), for
+    HTA's numbers."""
     from ..analyses.stats import TraceStats
 
     return TraceStats.of_ranks([s for _, s in stats_each(inputs, _itself, kernel_wait_ns=kernel_wait_ns, tables=tables,
-                                                         where=where, jobs=jobs, cluster=cluster)])
+                                                         where=where, jobs=jobs, cluster=cluster, hta=hta)])
 
 
 def stats_each(inputs: str | os.PathLike | Iterable[str | os.PathLike], each: Callable[[TraceStats], T], *,
                kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
-               where: Filters | None = None, jobs: int | None = 1, cluster: str | None = None
-               ) -> list[tuple[int, T]]:
+               where: Filters | None = None, jobs: int | None = 1, cluster: str | None = None,
+               hta: bool | str = False) -> list[tuple[int, T]]:
     """(rank, ``each(statistics of the trace)``) for every trace of ``inputs``, in order (the options
     as for ``stats``). ``each`` runs where the trace is read: in the job, in parallel, so only
     what it keeps (e.g. a rank's text) comes back, not every table of every rank; with
     ``jobs`` other than 1 or ``cluster``, ``each`` and its result must pickle."""
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    job = partial(_rank_stats, each, kernel_wait_ns, None if tables is None else tuple(tables), where)
+    job = partial(_rank_stats, each, kernel_wait_ns, None if tables is None else tuple(tables), where, hta)
     return [(rank, kept) for rank, _, kept in ranked(paths, job, jobs=jobs, cluster=cluster)]
 
 
@@ -89,12 +98,12 @@ def _itself(value: T) -> T:
 
 
 def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
-                where: Filters | None, path: str, rank: int) -> T:
+                where: Filters | None, hta: bool | str, path: str, rank: int) -> T:
     """``each`` of one trace's statistics (a ``ranked`` job: runs where the trace is read)."""
     from ..analyses.stats import trace_stats
 
     cols = reads.stats_columns(path, where, tables)
-    return each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables))
+    return each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
@@ -128,10 +137,12 @@ def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = N
 
 
 def classified(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
-               where: Filters | None = None) -> Classified:
-    """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``."""
+               where: Filters | None = None, hta: bool = False) -> Classified:
+    """``classify_columns`` of a Kineto trace or an nsys ``cuda_gpu_trace`` CSV at ``path``;
+    ``hta``: of the GPU ops HTA keeps, at HTA's times (``reads.hta_columns``)."""
     elapsed_ns = None if elapsed_s is None else seconds_to_ns(elapsed_s)
-    return classify_columns(reads.gpu_columns(path, where), load_rules(rules), elapsed_ns=elapsed_ns)
+    cols = reads.hta_columns(path, where) if hta else reads.gpu_columns(path, where)
+    return classify_columns(cols, load_rules(rules), elapsed_ns=elapsed_ns)
 
 
 def classify(path: str, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,

@@ -11,12 +11,14 @@ from collections.abc import Callable, Collection
 
 from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
+from ..analyses.hta_choices import hta_view
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
 from ..annotator.plan import filtered_scan
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns
+from ..errors import UsageError
 
 
 def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:
@@ -25,6 +27,14 @@ def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:
     if path != "-" and is_nsys_gpu_trace(path):
         return where.apply(read_nsys_gpu_trace(path)) if where else read_nsys_gpu_trace(path)
     return filtered_scan(path, where, cpu_ops=False, keep_launch=lambda name: False)
+
+
+def hta_columns(path: str, where: Filters | None = None) -> TraceColumns:
+    """The GPU ops of a Kineto trace as HTA's ``TraceAnalysis`` holds them (``hta_choices.hta_view``:
+    whole µs, the last step cut); the launch calls are read for the cut."""
+    if path != "-" and is_nsys_gpu_trace(path):
+        raise UsageError(f"{path}: --hta: HTA reads Kineto traces, not nsys CSVs")
+    return hta_view(filtered_scan(path, where, cpu_ops=False))
 
 
 def stack_columns(path: str, *, marked: NameMask | None = None, joined_launches: bool = False,

@@ -118,13 +118,14 @@ class Trace:
         return critical_path(self._view(where), annotation, step, segments=segments)
 
     def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None,
-              tables: Collection[str] | None = None, where: Filters | None = None) -> TraceStats:
+              tables: Collection[str] | None = None, where: Filters | None = None,
+              hta: bool | str = False) -> TraceStats:
         """Streams, activity, top kernels, idle time, ... (see ``analyses.stats``); ``tables``
-        picks which are made."""
+        picks which are made; ``hta``: HTA's choices (``traceforge.stats``)."""
         cols = self._view(where)
         rank = rank if rank is not None else rank_of(cols)
         return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
-                           kernel_wait_ns=kernel_wait_ns, tables=tables)
+                           kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta)
 
     def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
                    where: Filters | None = None) -> Classified:
@@ -233,12 +234,12 @@ class Traces:
         return self._each("patterns", op=op, **kwargs)
 
     def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
-              where: Filters | None = None) -> TraceStats:
+              where: Filters | None = None, hta: bool | str = False) -> TraceStats:
         """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
         from ..analyses.stats import TraceStats
 
-        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables, where=where)
-                                    for rank, trace in self.by_rank.items()])
+        return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables, where=where,
+                                                hta=hta) for rank, trace in self.by_rank.items()])
 
 
 def load(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> Trace | Traces:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import fields, replace
 
 from ..analyses.filters import Filters
+from ..analyses.hta_choices import HTA_VERSIONS, LATEST_HTA
 from ..annotator.plugin import Option
 from ..io.limits import RATIO_FLOOR, ReadLimits, parse_size
 
@@ -24,6 +25,26 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, optio
         else:
             parser.add_argument(option.cli, dest=option.name, type=option.parse, default=option.default,
                                 metavar=option.metavar, help=option.help)
+
+
+HTA_HELP = ("HTA's choices, for HTA's numbers side by side: the last profiler step left out by HTA's rule "
+            "(launch calls from the latest start of any ProfilerStep#N event on, CPU- or GPU-side, and the GPU "
+            "ops they launched; every GPU op without a launch call), HTA's launch APIs, times rounded to whole "
+            f"µs as HTA rounds them. VERSION: whose choices ({', '.join(HTA_VERSIONS)}; default {LATEST_HTA}). "
+            "See docs/hta.md")
+
+
+def add_hta_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--hta [VERSION]`` (``args.hta``: None, or a version of ``HTA_VERSIONS``): HTA's choices
+    (``analyses.hta_choices``), one switch for every command with an HTA counterpart."""
+    parser.add_argument("--hta", nargs="?", const=LATEST_HTA, type=_hta_version, metavar="VERSION", help=HTA_HELP)
+
+
+def _hta_version(text: str) -> str:
+    if text not in HTA_VERSIONS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an HTA version ({', '.join(HTA_VERSIONS)}): write the "
+                                         "inputs before --hta, or --hta=VERSION")
+    return text
 
 
 FILTER_OPTIONS = ("steps", "window", "kernel", "op")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...analyses.pattern_table import ARROW, Patterns
+from ...analyses.launches import last_step_start
 from ...analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack, TidAllocator
@@ -44,9 +45,12 @@ PATTERN_OPTIONS = (
 
 
 def patterns_from_options(cols: TraceColumns, options: dict) -> Patterns:
-    """``find_patterns`` with the CLI's options (``--op`` -> ``op``, ...)."""
+    """``find_patterns`` with the CLI's options (``--op`` -> ``op``, ...); ``hta`` (``patterns
+    --hta``): HTA's choice, the instances that start before HTA's last-step cut."""
+    cut = last_step_start(cols) if options.get("hta") else None
     return find_patterns(cols, op=options["op"], op_regex=options["op_regex"], nested=bool(options["nested"]),
-                         min_len=options["min_len"], max_len=options["max_len"], top_k=options["top_k"])
+                         min_len=options["min_len"], max_len=options["max_len"], top_k=options["top_k"],
+                         started_before_ns=cut)
 
 
 def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:

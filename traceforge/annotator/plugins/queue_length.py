@@ -1,32 +1,47 @@
 """``--queue-length``: one counter track per (GPU, stream), the number of GPU ops launched
-and not yet started (``analyses.queue_length`` defines it)."""
+and not yet started (``analyses.queue_length`` defines it). With ``--hta``, HTA's choices for
+``generate_trace_with_counters``: its launch APIs and its last-step cut; the points stay at
+the events' exact ts."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.launches import STREAM_LAUNCH_APIS
+from ...analyses.hta_choices import hta_version, queue_apis
+from ...analyses.launches import STREAM_LAUNCH_APIS, last_step_start
 from ...analyses.queue_length import queue_length, queue_steps
 from ...columns.scan import TraceColumns
-from ...emit.tracks import CounterTrack
-from ..plugin import Analysis, counter_tracks_build
+from ...emit.tracks import CounterTrack, Injections
+from ..plugin import Analysis, AnnotateContext, counter_tracks_build
 
 
-def queue_length_tracks(cols: TraceColumns) -> list[CounterTrack]:
+def choices(cols: TraceColumns, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``queue_steps``' launch cut and APIs: HTA's with the ``hta`` option (a version), else none and every API."""
+    version = hta_version(options.get("hta"))
+    if version is None:
+        return {"launched_before_ns": None, "apis": STREAM_LAUNCH_APIS}
+    return {"launched_before_ns": last_step_start(cols), "apis": queue_apis(version)}
+
+
+def queue_length_tracks(cols: TraceColumns, options: Mapping[str, Any]) -> list[CounterTrack]:
     """One counter track per (device, stream): ``Queue length stream 7`` in the GPU's process."""
     return [
         CounterTrack(pid=cols.gpu_pid(device), name="Queue length", key=f"stream {stream}", ts=ts, values=value)
-        for device, stream, ts, value in queue_steps(cols)
+        for device, stream, ts, value in queue_steps(cols, **choices(cols, options))
     ]
 
 
+def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
+    return counter_tracks_build("queue length", lambda c: queue_length_tracks(c, ctx.options))(cols, ctx)
+
+
 def _table(cols: TraceColumns, options: Mapping[str, Any]):
-    return queue_length(cols)
+    return queue_length(cols, **choices(cols, options))
 
 
 ANALYSIS = Analysis(
     "queue_length", "CUDA stream queue length: one counter track per (GPU, stream)",
-    counter_tracks_build("queue length", queue_length_tracks), order=10, launch_apis=STREAM_LAUNCH_APIS,
+    build, order=10, launch_apis=STREAM_LAUNCH_APIS,
     table=_table,
 )

@@ -10,7 +10,7 @@ from ...annotator.run import annotate
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of
 from ..rank_summary import Figures, gpu_figures
 from . import add_compression_argument, note_plain_output
 
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_compression_argument(p)
     options = p.add_argument_group("analysis options")
     add_options(options, [o for a in ANALYSES.values() for o in a.options])
+    add_hta_argument(options)
     add_filter_arguments(p)
     p.set_defaults(func=run)
 

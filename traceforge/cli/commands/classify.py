@@ -14,7 +14,7 @@ from ...api.files import classified
 from ...errors import UsageError
 from .. import ranks
 from ..classify_report import render_csv, render_html, render_json, render_text
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of
 from ..rank_summary import classified_figures, summarize
 
 _RENDER = {"text": render_text, "csv": render_csv, "json": render_json}
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="real (un-profiled) elapsed seconds, one for all inputs or one per input: the window "
                    "non-GPU time is measured to (default: each file's GPU span)")
     p.add_argument("--html", metavar="FILE", help="also write a stacked bar chart (standalone HTML, inline SVG)")
+    add_hta_argument(p)
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed = elapsed * len(files) if len(elapsed) == 1 else elapsed
     rules = load_rules(args.rules)
     paths = [f.path for f in files]
-    results = ranks.run_jobs(partial(_classify, rules, filters_of(args)), list(zip(paths, elapsed)), paths, jobs=args.jobs,
-                             cluster=args.cluster)
+    results = ranks.run_jobs(partial(_classify, rules, filters_of(args), bool(args.hta)), list(zip(paths, elapsed)),
+                             paths, jobs=args.jobs, cluster=args.cluster)
     for r in results:
         for warning in r.warnings:
             print(f"traceforge: warning: {warning}", file=sys.stderr)
@@ -75,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _classify(rules: RuleSet, where: Filters | None, job: tuple[str, str | None]) -> Classified:
+def _classify(rules: RuleSet, where: Filters | None, hta: bool, job: tuple[str, str | None]) -> Classified:
     path, elapsed_s = job
-    return classified(path, rules, elapsed_s=elapsed_s, where=where)
+    return classified(path, rules, elapsed_s=elapsed_s, where=where, hta=hta)

@@ -15,6 +15,7 @@ from ...analyses.launch_delay import (
     launch_table_consuming,
     outliers,
 )
+from ...analyses.hta_choices import hta_launch_table, keeps_hta_launch
 from ...analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ...api.reads import launch_columns
 from ...errors import UsageError
@@ -22,7 +23,7 @@ from ...util.durations import duration_arg
 from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of
 from ..output import Col, count, json_text, ms, render, short
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--table", choices=TABLES, default="statistics",
                    help="the table --format csv writes: statistics (default) or outliers (the worst --top of each "
                    "outlier list, its name in the list column)")
+    add_hta_argument(p)
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
@@ -70,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
-    cols = launch_columns(args.input, calls_of(STREAM_LAUNCH_APIS), filters_of(args))
+    cols = launch_columns(args.input, keeps_hta_launch if args.hta else calls_of(STREAM_LAUNCH_APIS), filters_of(args))
     figures = gpu_figures(cols)
     start = cols.trace_start_ns or 0
-    table = launch_table_consuming(cols)
+    table = hta_launch_table(cols) if args.hta else launch_table_consuming(cols)
     del cols  # the table holds what is left to report
     stats = launch_statistics(table)
     lists = outliers(table, args.runtime_cutoff, args.delay_cutoff)
@@ -115,8 +117,10 @@ def _worst(table: pd.DataFrame, rows: np.ndarray, start_ns: int) -> pd.DataFrame
 def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args, start_ns: int) -> dict:
     return {
         "path": args.input,
+        "hta": args.hta,  # the HTA version whose choices were made, or None
         "launches": len(table),
         "negative_delays": int(table["negative_delay"].sum()),
+        "totals_ns": {figure: int(table[figure].sum()) for figure in FIGURES},  # HTA's sums, exact
         "message": table.attrs.get("message"),
         "runtime_cutoff_ns": args.runtime_cutoff,
         "delay_cutoff_ns": args.delay_cutoff,
@@ -132,7 +136,10 @@ def _report(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarra
 def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.ndarray], args, start_ns: int) -> None:
     negative = table["launch_delay"].to_numpy()[table["negative_delay"].to_numpy()]
     print(f"{args.input}: {len(table):,} GPU ops with a launch call")
-    if len(negative):
+    if args.hta:
+        print(f"HTA's choices: its launch APIs, the last step left out, whole µs; {len(negative):,} negative "
+              "delays clipped to 0")
+    elif len(negative):
         print(f"{len(negative):,} launch delays are negative (the GPU op starts before its launch call ends:\n"
               f"  CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative.min()))} us; kept, not clipped")
     cols = [Col("figure", "figure", left=True), Col("count", "count", count),

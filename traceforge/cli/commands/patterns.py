@@ -17,7 +17,7 @@ from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import FILTER_OPTIONS, add_filter_arguments, add_options, filters_of
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of
 from ..output import json_text
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
@@ -42,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each (compressed as "
                    "the input is)")
     add_compression_argument(p)
+    add_hta_argument(p)
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
@@ -53,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def patterns_one(args: argparse.Namespace) -> Figures:
-    options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels")}
+    options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels",
+                                             "hta")}
     figures: Figures = {}
     if args.output is None:
         if args.op is not None or args.op_regex is not None:

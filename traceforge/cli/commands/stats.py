@@ -20,11 +20,13 @@ from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of
 from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
+HTA_CHOICES = ("GPU ops launched before HTA's last-step cut only, times in whole µs, HTA's queue launch APIs, "
+               "the kernel breakdown's duration_ratio 0.8 (docs/hta.md)")
 
 
 def _us(text: str) -> int:
@@ -60,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", action="store_true",
                    help="compare two traces IN A and IN B: per activity kind, tail concentration (top 1/5/10 %% "
                    "share and mean) and count, total and mean, as ratios B/A (one table, tail_compare)")
+    add_hta_argument(p)
     add_filter_arguments(p)
     ranks.add_fan_out_arguments(p)
     p.set_defaults(func=run)
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args)
     wanted = tuple(dict.fromkeys(args.table or default_tables()))
     check_one_csv_table("stats", args.format, wanted, TABLES)
-    options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args),
+    options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args), "hta": args.hta,
                **ranks.fan_out_of(args, args.inputs)}
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
     if args.format == "text":  # each rank's text is made where the rank is read, in parallel
@@ -78,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
                  stats_each(args.inputs, partial(_rank_text_of, wanted, top), **options)]
         for text in texts:
             _note_without_gpu(text.notes)
-        emit({}, args.format, lambda: [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        head = [*wrap(f"HTA {args.hta}'s choices (--hta): {HTA_CHOICES}"), ""] if args.hta else []
+        emit({}, args.format,
+             lambda: head + [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
         return 0
     result = stats(args.inputs, **options)
     tables = _limited(result, wanted, top)
@@ -144,8 +149,8 @@ def _note_without_gpu(notes: list[str]) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     """``stats --compare A B``: the ``tail_compare`` table (``analyses.tail_compare``)."""
-    if len(args.inputs) != 2 or args.table:
-        raise UsageError("stats --compare takes two traces, A and B, and no --table")
+    if len(args.inputs) != 2 or args.table or args.hta:
+        raise UsageError("stats --compare takes two traces, A and B, and no --table or --hta")
     a, b = args.inputs
     table = compare_tails(a, b, where=filters_of(args))
 
