@@ -92,7 +92,7 @@ def test_cli_switch(tmp_path):
     hta = _cli("launch-stats", path, "--format", "json", "--hta")
     assert (plain["hta"], plain["launches"], hta["hta"], hta["launches"]) == (None, 4, "0.6.1", 2)  # k1, k2
     assert hta["totals_ns"] == {"cpu_duration": 2000, "gpu_duration": 4000, "launch_delay": 8000}  # 4 µs each
-    queue = {v: _cli("stats", path, "--format", "json", "--table", "queue", "--hta", v)["queue"]
+    queue = {v: _cli("stats", path, "--format", "json", "--table", "queue", "--hta-version", v)["queue"]
              for v in ("0.5.0", "0.6.1")}
     assert [q["points"] for q in queue["0.5.0"]] == [4]  # k1 and k2's launches and starts: no cuLaunchKernelEx
     assert [q["points"] for q in queue["0.6.1"]] == [6]
@@ -119,12 +119,14 @@ def test_resnet50s_cut_is_its_gpu_side_step_4_25_ms_later():
     assert int(between.sum()) == 62
 
 
-def test_a_trace_after_hta_is_not_a_version(tmp_path):
+def test_hta_is_a_flag_and_the_version_its_own_option(tmp_path):
     path = _trace(tmp_path / "t.json", gpu_step_at=None)
-    done = run_cli("stats", "--hta", path)
-    assert done.returncode == 2
-    assert b"is not an HTA version (0.5.0, 0.6.1): write the inputs before --hta" in done.stderr
-    assert run_cli("stats", "--hta=0.5.0", path, "--table", "temporal").returncode == 0
+    temporal = {}
+    for args in (("--hta",), ("--hta-version", "0.5.0"), ("--hta-version", "0.5.0", "--hta"), ()):
+        temporal[args] = _cli("stats", *args, path, "--table", "temporal", "--format", "json")  # the path stays a path
+    assert temporal[("--hta",)] != temporal[()]
+    assert temporal[("--hta-version", "0.5.0", "--hta")] == temporal[("--hta-version", "0.5.0")]
+    assert run_cli("stats", "--hta-version", "9", path).returncode != 0
 
 
 def test_read_once_api_makes_the_same_choices(tmp_path):

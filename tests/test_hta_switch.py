@@ -35,7 +35,7 @@ def _json(argv: list[str]) -> dict:
 @cache
 def _stats(name: str, version: str) -> dict:
     tables = [a for t in STATS_TABLES for a in ("--table", t)]
-    return _json(["stats", str(TRACES[name]), "--format", "json", "-q", *tables, "--hta", version])
+    return _json(["stats", str(TRACES[name]), "--format", "json", "-q", *tables, "--hta-version", version])
 
 
 @cache
@@ -283,7 +283,7 @@ def test_annotate_queue_length_hta_draws_htas_queue(tmp_path, name, version):
     they are HTA's distinct change times with HTA's values (``generate_trace_with_counters``'
     queue; h100_ddp's differ between the versions: 0.6.1 counts cuLaunchKernelEx)."""
     out = tmp_path / "a.json.gz"
-    done = run_cli("annotate", str(TRACES[name]), "--queue-length", "--hta", version, "-o", str(out), "-q")
+    done = run_cli("annotate", str(TRACES[name]), "--queue-length", "--hta-version", version, "-o", str(out), "-q")
     assert done.returncode == 0, done.stderr
     at_us: dict[str, dict[int, int]] = {}
     for e in json.loads(gzip.decompress(out.read_bytes()), parse_float=Decimal)["traceEvents"]:
@@ -317,7 +317,7 @@ INTERVALS_DIFFER = {
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "cupti"])  # HTA raises on cupti (no GPU op)
 def test_idle_intervals_hta_are_htas_where_gaps_do_not_overlap(name, version):
-    doc = _json(["stats", str(TRACES[name]), "--format", "json", "-q", "--table", "idle_intervals", "--hta", version])
+    doc = _json(["stats", str(TRACES[name]), "--format", "json", "-q", "--table", "idle_intervals", "--hta-version", version])
     ours = interval_figures(doc["idle_intervals"])
     recorded = RECORDED[version][name]["idle_intervals"]["figures"]
     theirs = {f"{s} {c}": (x["count"], round(x["mean"], 2), x["min"], x["max"])

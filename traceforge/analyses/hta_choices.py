@@ -33,7 +33,7 @@ from .launch_delay import HTA_LAUNCH_STATS_APIS, launch_table_consuming
 from .launches import HTA_0_6_QUEUE_APIS, HTA_QUEUE_APIS, last_step_start, launched_before
 from .memcpy_bw import copy_rates, copy_rows
 
-HTA_VERSIONS = ("0.5.0", "0.6.1")  # the versions whose choices ``--hta VERSION`` makes
+HTA_VERSIONS = ("0.5.0", "0.6.1")  # the versions whose choices ``--hta-version VERSION`` makes
 LATEST_HTA = HTA_VERSIONS[-1]  # what a bare ``--hta`` (``hta=True``) makes
 
 HTA_DURATION_RATIO = 0.8  # get_gpu_kernel_breakdown's default

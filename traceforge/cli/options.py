@@ -30,21 +30,26 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, optio
 HTA_HELP = ("HTA's choices, for HTA's numbers side by side: the last profiler step left out by HTA's rule "
             "(launch calls from the latest start of any ProfilerStep#N event on, CPU- or GPU-side, and the GPU "
             "ops they launched; every GPU op without a launch call), HTA's launch APIs, times rounded to whole "
-            f"µs as HTA rounds them. VERSION: whose choices ({', '.join(HTA_VERSIONS)}; default {LATEST_HTA}). "
-            "See docs/hta.md")
+            f"µs as HTA rounds them (HTA {LATEST_HTA}'s; --hta-version for another). See docs/hta.md")
+
+
+class _HtaFlag(argparse.Action):
+    """``--hta``: HTA's choices, of the version ``--hta-version`` named if it came first."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is None:
+            setattr(namespace, self.dest, LATEST_HTA)
 
 
 def add_hta_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--hta [VERSION]`` (``args.hta``: None, or a version of ``HTA_VERSIONS``): HTA's choices
-    (``analyses.hta_choices``), one switch for every command with an HTA counterpart."""
-    parser.add_argument("--hta", nargs="?", const=LATEST_HTA, type=_hta_version, metavar="VERSION", help=HTA_HELP)
-
-
-def _hta_version(text: str) -> str:
-    if text not in HTA_VERSIONS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an HTA version ({', '.join(HTA_VERSIONS)}): write the "
-                                         "inputs before --hta, or --hta=VERSION")
-    return text
+    """``--hta`` and ``--hta-version VERSION`` (``args.hta``: None, or a version of ``HTA_VERSIONS``):
+    HTA's choices (``analyses.hta_choices``), one switch for every command with an HTA counterpart."""
+    parser.add_argument("--hta", action=_HtaFlag, help=HTA_HELP)
+    parser.add_argument("--hta-version", dest="hta", choices=HTA_VERSIONS, metavar="VERSION",
+                        help=f"HTA's choices of this version ({', '.join(HTA_VERSIONS)}); implies --hta")
 
 
 FILTER_OPTIONS = ("steps", "window", "kernel", "op")
