@@ -53,7 +53,10 @@ class CriticalPath:
 
 
 def summary_columns() -> list[str]:
-    return ["instance", "label", "number", "start", "end", "span_ns", "length_ns", *CATEGORY_COLUMNS]
+    return ["instance", "label", "number", "start", "end", "span_ns", "length_ns", *CATEGORY_COLUMNS, "note"]
+
+
+NO_WORK = "no work: no CPU operator, runtime call or GPU op of over 0 ns in it"  # the note of such an instance
 
 
 def critical_path(cols: TraceColumns, annotation: str | None = None, step: int | None = None, *,
@@ -247,7 +250,7 @@ def _instance_path(g: Graph, i: int) -> tuple[list, dict[str, np.ndarray]]:
     per_cat = np.bincount(cats[keep], weights=(seg_end - seg_start)[keep], minlength=len(CATEGORIES))
     length = int(w.sum())
     summary = [i, g.instances.label[i], int(g.instances.number[i]), start, end, end - start, length,
-               *(int(x) for x in per_cat)]
+               *(int(x) for x in per_cat), "" if hi > lo else NO_WORK]
 
     def ends(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = nodes >= 0

@@ -80,6 +80,8 @@ def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[s
         shown = summary.assign(**{c: 100 * shares[c] for c in CATEGORY_COLUMNS})
         cols += [Col(c[:-3] + " %", c, pct) for c in CATEGORY_COLUMNS]
         lines += ["critical path by instance (straggler rank first; shares of the span)", *render(shown, cols)]
+        lines += [line for r in summary.itertuples(index=False) if r.note
+                  for line in wrap(f"rank {r.rank} {r.label}: {r.note}")]
     if "segments" in wanted:
         cols = [Col("rank", "rank", repeat=True), Col("inst", "instance", repeat=True),
                 Col("at us", "start_rel_ns", us, repeat=True), Col("end us", "end_rel_ns", us),
