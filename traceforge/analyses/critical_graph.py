@@ -220,7 +220,8 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     row_of_gpu[g_rows] = np.arange(k)
     waits_for, cpu_sync_src, cpu_sync_call = _syncs(cols, launch_of, row_of_gpu, g_inst, g_dev, g_stream, g_ts,
                                                     call_event, ev_inst)
-    prev_end = np.concatenate([[0], g_end[:-1]]) if k else np.zeros(0, np.int64)
+    group = np.cumsum(first) - 1  # the (instance, device, stream) of each op
+    prev_end = _previous_end(g_end, group)  # the latest end of the stream's earlier ops (-1: none)
     has_wait = waits_for >= 0
     wait_end = np.where(has_wait, g_end[np.maximum(waits_for, 0)], 0)
     launch_edge = queued_ok & (first | (prev_end < launch_ts)) & (~has_wait | (wait_end < launch_ts))
@@ -228,19 +229,14 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     types = op_types(cols)[g_rows]
     span_cat = np.where(types == _COMM_TYPE, COMMUNICATION, np.where(
         (types == _MEMORY_TYPE) & (gpu.kind[g_rows] != 0) | (gpu.kind[g_rows] != 0), MEMORY, COMPUTE)).astype(np.int8)
-    g_link = np.empty(2 * k, np.int64)
-    g_link[0::2] = np.where(gap_edge, np.maximum(g_ts - prev_end, 0), -1)
-    g_link[1::2] = g_end - g_ts
-    g_cat = np.empty(2 * k, np.int8)
-    g_cat[0::2], g_cat[1::2] = GPU_GAP, span_cat
-    g_lrow = np.repeat(gpu.ordinal[g_rows] * 0 + g_rows, 2)
-    g_lrow[0::2] = np.concatenate([[-1], g_rows[:-1]]) if k else g_lrow[0::2]  # a gap: the previous op
+    g_chain, g_link, g_cat, g_lrow = _stream_chains(g_ts, g_end, group, gap_edge, span_cat, g_rows)
+    g_op = g_chain >> 1  # the op of each GPU node in chain order, and whether it is its start
+    g_start = (g_chain & 1) == 0
     g_ltable = np.full(2 * k, GPU, np.int8)
-    g_node_ts = np.empty(2 * k, np.int64)
-    g_node_ts[0::2], g_node_ts[1::2] = g_ts, g_end
+    g_node_ts = np.where(g_start, g_ts[g_op], g_end[g_op])
     # --- one numbering: by instance, CPU nodes first
     n_inst = len(inst)
-    node_inst = np.concatenate([c_inst, np.repeat(g_inst, 2)])
+    node_inst = np.concatenate([c_inst, g_inst[g_op]])
     part = np.concatenate([np.zeros(2 * m, np.int8), np.ones(2 * k, np.int8)])
     order = np.lexsort((part, node_inst))  # stable within each part: chains stay in order
     place = np.empty(len(order), np.int64)
@@ -249,15 +245,16 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     bounds = np.searchsorted(node_inst, np.arange(n_inst + 1))
     ts = np.concatenate([c_ts, g_node_ts])[order]
     node_table = np.concatenate([ev_table[c_ev], np.full(2 * k, GPU, np.int8)])[order]
-    node_row = np.concatenate([ev_row[c_ev], np.repeat(g_rows, 2)])[order]
-    is_start = np.concatenate([c_start, np.tile(np.array([True, False]), k)])[order]
+    node_row = np.concatenate([ev_row[c_ev], g_rows[g_op]])[order]
+    is_start = np.concatenate([c_start, g_start])[order]
     link = np.concatenate([c_link, g_link])[order]
     link[bounds[:-1][bounds[:-1] < len(link)]] = -1
     link_cat = np.concatenate([c_cat, g_cat])[order]
     link_table = np.concatenate([c_ltable, g_ltable])[order]
     link_row = np.concatenate([c_lrow, g_lrow])[order]
     cpu_place = place[:2 * m][cpu_node_of]  # CPU node 2e / 2e+1 -> its number
-    gpu_place = place[2 * m:]  # GPU node 2i / 2i+1 -> its number
+    gpu_place = np.empty(2 * k, np.int64)  # GPU node 2i / 2i+1 (start / end of op i) -> its number
+    gpu_place[g_chain] = place[2 * m:]
     # Cross edges: launches, GPU->GPU waits, GPU->CPU syncs.
     launched = np.flatnonzero(launch_edge)
     waited = np.flatnonzero(has_wait)
@@ -272,6 +269,75 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     return Graph(inst, bounds, ts, node_table, node_row, is_start, link, link_cat, link_table, link_row,
                  src[by_dst], dst[by_dst], weight[by_dst], cat[by_dst], edge_row[by_dst], edge_table[by_dst],
                  has_syncs=len(cols.syncs) > 0)
+
+
+def _previous_end(end: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The latest end among the earlier ops of each op's group (ops by group, then start), -1 for none."""
+    if not len(end):
+        return end.copy()
+    low = int(min(end.min(), 0)) - 1
+    shifted = np.concatenate([[low], end[:-1]])
+    shifted[np.r_[True, group[1:] != group[:-1]]] = low
+    out = _segmented_max(shifted, group)
+    return np.where(out == low, -1, out)
+
+
+def _segmented_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarting where ``group`` (non-decreasing) changes."""
+    out = values.copy()
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    lo, span = int(values.min()), int(values.max()) - int(values.min()) + 1
+    if int(group[-1]) * span < (1 << 62):
+        key = group.astype(np.int64) * span + (values - lo)
+        return np.maximum.accumulate(key) - group.astype(np.int64) * span + lo
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(values)]):
+        out[a:b] = np.maximum.accumulate(values[a:b])
+    return out
+
+
+def _stream_chains(g_ts: np.ndarray, g_end: np.ndarray, group: np.ndarray, gap_edge: np.ndarray,
+                   span_cat: np.ndarray, g_rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each stream's chain: the starts and ends of its ops (by group, then start) in time order
+    (an end before a start at one time, except an op's own end when it lasts 0 ns), each node
+    linked to the next by the time between them. While an op runs, the link is that op's
+    (its category; the op whose end the link reaches, else the one of those started that
+    ends last); while none runs, it is the
+    gap to the next op's start (``GPU_GAP``, the op that ended last), or no link where that
+    op has no gap edge (``gap_edge``: it waits for its launch or for another stream). So a
+    stream's ops that overlap (a helper kernel beside a cuDNN kernel) count their union once.
+    Returns, in chain order: the node (2i start, 2i+1 end of op i), its link (-1 none), the
+    link's category and attributed GPU row."""
+    k = len(g_ts)
+    node = np.arange(2 * k)
+    op, start = node >> 1, (node & 1) == 0
+    ts = np.where(start, g_ts[op], g_end[op])
+    tie = np.where(start, 1, np.where(g_end[op] == g_ts[op], 2, 0))
+    chain = np.lexsort((node, tie, ts, group[op]))
+    op, start, ts = op[chain], start[chain], ts[chain]
+    grp = group[op]
+    # The latest end among the ops started up to each node, and which op has it.
+    none = int(min(g_ts.min(), 0)) - 1 if k else -1
+    reach = np.where(start, g_end[op], none)
+    key = reach.astype(np.int64)
+    running = _segmented_max(key, grp) if k else key
+    holder = np.full(2 * k, -1, np.int64)
+    at = np.flatnonzero(start & (reach == running))  # an op that reaches the running end, for each node
+    holder[at] = op[at]
+    holder = np.maximum.accumulate(np.where(holder >= 0, np.arange(2 * k), -1)) if k else holder
+    holder = np.where(holder >= 0, op[np.maximum(holder, 0)], -1)
+    link = np.full(2 * k, -1, np.int64)
+    cat = np.full(2 * k, GPU_GAP, np.int8)
+    row = np.full(2 * k, -1, np.int64)
+    if k > 1:
+        same = grp[1:] == grp[:-1]
+        busy = running[:-1] > ts[:-1]
+        prev_op = np.where(busy & ~start[1:], op[1:], holder[:-1])  # busy into an op's end: that op's
+        step = ts[1:] - ts[:-1]
+        ok = same & (busy | ~start[1:] | gap_edge[op[1:]])
+        link[1:] = np.where(ok, step, -1)
+        cat[1:] = np.where(busy, span_cat[prev_op], GPU_GAP)
+        row[1:] = np.where(same, g_rows[prev_op], -1)
+    return chain, link, cat, row
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
