@@ -15,7 +15,7 @@ from traceforge.analyses.critical_graph import instances
 from traceforge.analyses.critical_path import critical_path
 from traceforge.columns.scan import scan
 
-WAITS = ("idle", "sync")  # the 0-weight categories: no work on the path's length
+WAITS = ("idle", "wait", "sync")  # the 0-weight categories: no work on the path's length
 
 
 def _x(cat, name, ts, dur, pid=1, tid=1, **args):
@@ -59,7 +59,7 @@ def test_overlapping_kernels_on_a_stream_count_once(tmp_path):
     assert tiled_work(r).tolist() == [row["length_ns"]]
     named = [(c, n, s // 1000, e // 1000) for c, n, s, e in
              r.segments[["category", "name", "start", "end"]].itertuples(index=False)]
-    assert named == [("idle", "", 0, 10), ("compute", "K1", 10, 40),
+    assert named == [("wait", "", 0, 5), ("idle", "", 5, 10), ("compute", "K1", 10, 40),
                      ("compute", "K1", 40, 50), ("compute", "K2", 50, 60), ("gpu_gap", "K2", 60, 65),
                      ("compute", "K3", 65, 80), ("idle", "", 80, 100)]
 
@@ -71,9 +71,10 @@ def _columns(name):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(TRACE_FILES))
-def test_length_equals_the_tiled_segments_on_every_shared_trace(name):
+@pytest.mark.parametrize("hta", [False, True])
+def test_length_equals_the_tiled_segments_on_every_shared_trace(name, hta):
     cols = _columns(name)
-    path = critical_path(cols, None if len(instances(cols)) else "")
+    path = critical_path(cols, None if len(instances(cols)) else "", hta=hta)
     assert path.summary["length_ns"].to_numpy().tolist() == tiled_work(path).tolist()
 
 
@@ -89,5 +90,5 @@ HTA_LENGTH_US = {"h100_resnet50": (3, 18_636), "trace_diff": (1010, 117_122)}
 @pytest.mark.parametrize("name", sorted(HTA_LENGTH_US))
 def test_length_agrees_with_hta(name):
     step, hta_us = HTA_LENGTH_US[name]
-    row = critical_path(_columns(name), step=step).summary.iloc[0]
+    row = critical_path(_columns(name), step=step, hta=True).summary.iloc[0]  # HTA's graph
     assert abs(row["length_ns"] - hta_us * 1000) <= hta_us * 1000 // 1000  # within 0.1 %

@@ -49,8 +49,10 @@ from .launches import STREAM_LAUNCH_APIS, api_name, is_call_of, launch_of_gpu
 from .stacks import nest_calls
 from .steps import profiler_steps
 
-CPU, LAUNCH, COMPUTE, COMMUNICATION, MEMORY, GPU_GAP, SYNC, IDLE = range(8)
-CATEGORIES = ("cpu", "launch", "compute", "communication", "memory", "gpu_gap", "sync", "idle")
+CPU, LAUNCH, COMPUTE, COMMUNICATION, MEMORY, GPU_GAP, SYNC, IDLE, WAIT = range(9)
+# WAIT is not an edge's: the part of a 0-weight IDLE span of a path during which some operator,
+# runtime call or GPU op of the trace ran (``critical_path``); what stays IDLE had no work at all.
+CATEGORIES = ("cpu", "launch", "compute", "communication", "memory", "gpu_gap", "sync", "idle", "wait")
 # Calls that may block the thread until the GPU catches up (HTA 0.5's list).
 BLOCKING_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                             "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync"})
@@ -133,8 +135,9 @@ class Graph:
     has_syncs: bool
 
 
-def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
-    """The graph of every instance of ``inst`` (module docstring), from the columns in memory."""
+def build_graph(cols: TraceColumns, inst: Instances, hta: bool = False) -> Graph:
+    """The graph of every instance of ``inst`` (module docstring), from the columns in memory;
+    ``hta``: HTA 0.5's edges alone (no forward-to-backward edges)."""
     names = cols.names
     # --- CPU nodes: operators and calls in an instance, dur > 0
     cpu, calls = cols.cpu_ops, cols.launches
@@ -265,10 +268,46 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     cat = np.concatenate([np.full(len(launched), LAUNCH, np.int8), np.full(len(waited) + len(cpu_sync_src), SYNC, np.int8)])
     edge_table = np.concatenate([np.full(len(launched), CALL, np.int8), np.full(len(waited) + len(cpu_sync_src), GPU, np.int8)])
     edge_row = np.concatenate([ev_row[g_event[launched]], g_rows[waits_for[waited]], g_rows[cpu_sync_src]])
+    if not hta:  # what the trace says of the order between threads: forward op -> its backward op
+        fwd, bwd = _forward_backward(cols, ev_table, ev_track, ev_ts, ev_end, ev_depth, ev_inst)
+        src = np.concatenate([src, cpu_place[2 * fwd + 1]])
+        dst = np.concatenate([dst, cpu_place[2 * bwd]])
+        weight = np.concatenate([weight, np.zeros(len(fwd), np.int64)])
+        cat = np.concatenate([cat, np.full(len(fwd), IDLE, np.int8)])
+        edge_table = np.concatenate([edge_table, np.full(len(fwd), OP, np.int8)])
+        edge_row = np.concatenate([edge_row, ev_row[bwd]])
     by_dst = np.argsort(dst, kind="stable")
     return Graph(inst, bounds, ts, node_table, node_row, is_start, link, link_cat, link_table, link_row,
                  src[by_dst], dst[by_dst], weight[by_dst], cat[by_dst], edge_row[by_dst], edge_table[by_dst],
                  has_syncs=len(cols.syncs) > 0)
+
+
+def _forward_backward(cols: TraceColumns, ev_table: np.ndarray, ev_track: np.ndarray, ev_ts: np.ndarray,
+                      ev_end: np.ndarray, ev_depth: np.ndarray, ev_inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) event pairs of the graph's operators that a ``fwdbwd`` flow links:
+    each end of the flow binds to the innermost operator of its thread starting at the flow's
+    ts (Kineto writes it at the operator's start); pairs in one instance, the backward starting
+    at or after the forward's end."""
+    flows = cols.fwdbwd
+    none = np.zeros(0, np.int64)
+    ops = np.flatnonzero(ev_table == OP)
+    if not len(flows) or not len(ops):
+        return none, none
+    by_depth = ops[np.argsort(ev_depth[ops], kind="stable")]  # the innermost last among equal (track, ts)
+    at = _nearest(ev_track[by_depth], ev_ts[by_depth], flows.track.astype(np.int64), flows.ts.astype(np.int64) + 1,
+                  before=True)
+    event = np.where(at >= 0, by_depth[np.maximum(at, 0)], -1)
+    event[(event >= 0) & (ev_ts[np.maximum(event, 0)] != flows.ts)] = -1
+    ends = []
+    for is_end in (0, 1):
+        mine = np.flatnonzero((flows.is_end == is_end) & (event >= 0))
+        ids, first = np.unique(flows.id[mine], return_index=True)
+        ends.append((ids, event[mine[first]]))
+    (s_id, fwd), (f_id, bwd) = ends
+    common, a, b = np.intersect1d(s_id, f_id, return_indices=True)
+    fwd, bwd = fwd[a], bwd[b]
+    ok = (ev_inst[fwd] == ev_inst[bwd]) & (ev_end[fwd] <= ev_ts[bwd])
+    return fwd[ok].astype(np.int64), bwd[ok].astype(np.int64)
 
 
 def _previous_end(end: np.ndarray, group: np.ndarray) -> np.ndarray:
