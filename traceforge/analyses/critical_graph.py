@@ -285,15 +285,15 @@ def build_graph(cols: TraceColumns, inst: Instances, hta: bool = False) -> Graph
 def _forward_backward(cols: TraceColumns, ev_table: np.ndarray, ev_track: np.ndarray, ev_ts: np.ndarray,
                       ev_end: np.ndarray, ev_depth: np.ndarray, ev_inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) event pairs of the graph's operators that a ``fwdbwd`` flow links:
-    each end of the flow binds to the innermost operator of its thread starting at the flow's
-    ts (Kineto writes it at the operator's start); pairs in one instance, the backward starting
-    at or after the forward's end."""
+    each end of the flow goes to the outermost operator of its thread starting at the flow's
+    ts (Kineto writes it at the operator's start; the backward needs all of the forward op
+    done); pairs in one instance, the backward starting at or after the forward's end."""
     flows = cols.fwdbwd
     none = np.zeros(0, np.int64)
     ops = np.flatnonzero(ev_table == OP)
     if not len(flows) or not len(ops):
         return none, none
-    by_depth = ops[np.argsort(ev_depth[ops], kind="stable")]  # the innermost last among equal (track, ts)
+    by_depth = ops[np.argsort(-ev_depth[ops], kind="stable")]  # the outermost last among equal (track, ts)
     at = _nearest(ev_track[by_depth], ev_ts[by_depth], flows.track.astype(np.int64), flows.ts.astype(np.int64) + 1,
                   before=True)
     event = np.where(at >= 0, by_depth[np.maximum(at, 0)], -1)
