@@ -1,5 +1,6 @@
 """The critical path runs through the forward pass (issue 53 item 1): the graph links each
-forward operator to its backward operator by the trace's ``fwdbwd`` flows, so a step's path
+forward operator to its backward operator by the trace's ``fwdbwd`` flows, and a thread's
+first op in a step to the other thread's op that handed over to it, so a step's path
 starts at its forward pass, not at the first backward op on the autograd thread; HTA's graph
 (``hta=True``, ``critical-path --hta``) has no such edge. A 0-weight span of the path is
 ``wait`` where work ran elsewhere, ``idle`` only where nothing ran, so the path's idle share
@@ -79,6 +80,22 @@ def test_a_flow_backwards_in_time_is_no_edge(tmp_path):
     path = tmp_path / "back.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert critical_path(scan(str(path))).summary["length_ns"].tolist() == [22_000]
+
+
+def test_thread_hand_off_without_flows(tmp_path):
+    """No fwdbwd flow (Kineto before them, HTA's test traces): a thread's first op in the step
+    follows the other thread's top-level op that ended last before it (F2, not F1)."""
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 40), _x("cpu_op", "F1", 0, 4), _x("cpu_op", "F2", 5, 5),
+              _x("cpu_op", "B", 12, 18, tid=2)]
+    path = tmp_path / "handoff.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    cols = scan(str(path))
+    seg = critical_path(cols).segments
+    assert critical_path(cols).summary["length_ns"].tolist() == [(4 + 5 + 18) * 1000]
+    assert [(c, n, s // 1000, e // 1000) for c, n, s, e in seg[["category", "name", "start", "end"]].itertuples(index=False)] \
+        == [("cpu", "F1", 0, 4), ("idle", "", 4, 5), ("cpu", "F2", 5, 10), ("idle", "B", 10, 12), ("cpu", "B", 12, 30),
+            ("idle", "", 30, 40)]
+    assert critical_path(cols, hta=True).summary["length_ns"].tolist() == [18_000]
 
 
 def trace_idle(path: Path, start: int, end: int) -> int:

@@ -31,8 +31,14 @@ time it puts on a path) and a category (``CATEGORIES``):
   A trace without ``cuda_sync`` events (Kineto before PyTorch 2.1, or not asked for) has
   no synchronisation edges: ``Graph.has_syncs`` says so.
 
-These are HTA 0.5's edges (``CPGraph``), so path lengths compare; where they differ, see
-docs/hta.md "Critical path".
+- **Between threads** (weight 0, ``IDLE``; not with ``hta=True``): a forward operator's end to
+  the start of its backward operator, along Kineto's ``fwdbwd`` flows (``TraceColumns.fwdbwd``);
+  and a thread's first event in the instance after the top-level event of another thread that
+  ended last by its start (the hand-off: the main thread's last forward op, then the autograd
+  thread's first backward op).
+
+The others are HTA 0.5's edges (``CPGraph``), so path lengths compare (``hta=True``); where
+they differ, see docs/hta.md "Critical path".
 """
 
 from __future__ import annotations
@@ -270,6 +276,8 @@ def build_graph(cols: TraceColumns, inst: Instances, hta: bool = False) -> Graph
     edge_row = np.concatenate([ev_row[g_event[launched]], g_rows[waits_for[waited]], g_rows[cpu_sync_src]])
     if not hta:  # what the trace says of the order between threads: forward op -> its backward op
         fwd, bwd = _forward_backward(cols, ev_table, ev_track, ev_ts, ev_end, ev_depth, ev_inst)
+        before, first = _hand_offs(ev_track, ev_ts, ev_end, ev_depth, ev_inst)
+        fwd, bwd = np.concatenate([fwd, before]), np.concatenate([bwd, first])
         src = np.concatenate([src, cpu_place[2 * fwd + 1]])
         dst = np.concatenate([dst, cpu_place[2 * bwd]])
         weight = np.concatenate([weight, np.zeros(len(fwd), np.int64)])
@@ -308,6 +316,24 @@ def _forward_backward(cols: TraceColumns, ev_table: np.ndarray, ev_track: np.nda
     fwd, bwd = fwd[a], bwd[b]
     ok = (ev_inst[fwd] == ev_inst[bwd]) & (ev_end[fwd] <= ev_ts[bwd])
     return fwd[ok].astype(np.int64), bwd[ok].astype(np.int64)
+
+
+def _hand_offs(ev_track: np.ndarray, ev_ts: np.ndarray, ev_end: np.ndarray, ev_depth: np.ndarray,
+               ev_inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before, first) event pairs: the first event of each thread in an instance, and the
+    top-level event of another thread of the instance that ended last at or before it started
+    (the thread that handed the work over: the main thread's last forward op before the
+    autograd thread's first backward op)."""
+    none = np.zeros(0, np.int64)
+    if not len(ev_ts):
+        return none, none
+    order = np.lexsort((ev_ts, ev_track, ev_inst))
+    starts = np.r_[True, (ev_inst[order][1:] != ev_inst[order][:-1]) | (ev_track[order][1:] != ev_track[order][:-1])]
+    first = order[starts]
+    top = np.flatnonzero(ev_depth == 0)
+    at = _nearest(ev_inst[top], ev_end[top], ev_inst[first], ev_ts[first] + 1, before=True)
+    ok = at >= 0
+    return top[at[ok]].astype(np.int64), first[ok].astype(np.int64)
 
 
 def _previous_end(end: np.ndarray, group: np.ndarray) -> np.ndarray:
