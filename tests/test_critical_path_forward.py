@@ -153,3 +153,13 @@ def test_resnet_step_3_runs_through_the_forward_pass():
     # instance_id=1) then networkx.dag_longest_path_length(g, weight="weight") -> 26993.0 µs.
     assert abs(int(ours.summary["length_ns"].iloc[0]) - 26_993_000) < 0.01 * 26_993_000
     assert ours.summary["idle_ns"].iloc[0] < 0.01 * ours.summary["span_ns"].iloc[0]
+
+
+def test_annotate_follows_the_forward_pass_unless_hta(linked, tmp_path):
+    from tests.test_critical_path_annotate import annotate, ns
+
+    for extra, length, marked in (((), 28_000, {"F", "F.child", "B"}), (("--critical-path-hta",), 18_000, {"B"})):
+        events = annotate(linked, tmp_path, *extra)
+        on = [e for e in events if e.get("args", {}).get("critical") == 1]
+        assert {e["name"] for e in on} == marked
+        assert sum(ns(e["args"]["critical_us"]) for e in on) == length
