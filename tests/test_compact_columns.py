@@ -146,7 +146,8 @@ def test_spilled_columns_read_back_exactly_at_their_widths():
 
 def test_slice_track_text_from_columns():
     """Slices written from columns: each is the JSON of its fields, on its lane's thread, with
-    args only where its text is not empty; the lanes are named first."""
+    args only where its text is not empty; the lanes are named first; a slice after the others
+    goes back to the first lane."""
     ts, dur = np.array([5, 6, 100]), np.array([10, 1, 3])
     slices = SliceTrack(pid="gpu 0", title="P", sort_index=1, ts=ts, dur=dur, labels=["x", "ä \"y\""],
                         label=np.array([1, 0, 1]), args=Texts.of([b'{"a":1}', b"", b'{"k":["z"]}']),
@@ -160,7 +161,7 @@ def test_slice_track_text_from_columns():
         {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_one, "ts": 0.005, "dur": 0.01, "name": 'ä "y"',
          "args": {"a": 1}},
         {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_two, "ts": 0.006, "dur": 0.001, "name": "x"},
-        {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_two, "ts": 0.1, "dur": 0.003, "name": 'ä "y"',
+        {"ph": "X", "cat": "traceforge", "pid": "gpu 0", "tid": lane_one, "ts": 0.1, "dur": 0.003, "name": 'ä "y"',
          "args": {"k": ["z"]}},
     ]
 

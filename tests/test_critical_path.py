@@ -54,7 +54,8 @@ def test_synthetic_longest_path(synthetic):
     # A's start -> launch of K1 -> K1 -> (event wait) K2 -> (device sync) end of the sync -> B
     assert row["length_ns"] == (1 + 4 + 34 + 19 + 7) * 1000
     assert row["span_ns"] == 100_000
-    expect = {"cpu": 8, "launch": 4, "compute": 53, "communication": 0, "memory": 0, "gpu_gap": 0, "sync": 3, "idle": 32}
+    expect = {"cpu": 8, "launch": 4, "compute": 53, "communication": 0, "memory": 0, "gpu_gap": 0, "sync": 3, "idle": 32,
+              "wait": 0}
     assert {c[:-3]: int(row[c]) // 1000 for c in CATEGORY_COLUMNS} == expect
     seg = r.segments
     assert seg["start"].iloc[0] == 0 and seg["end"].iloc[-1] == 100_000
@@ -76,7 +77,7 @@ def test_without_the_wait_the_path_changes(synthetic, tmp_path):
 
 
 def _hta_rows(name):
-    return critical_path(scan(str(TRACES[name])), *HTA[name][:2]).summary.iloc[0]
+    return critical_path(scan(str(TRACES[name])), *HTA[name][:2], hta=True).summary.iloc[0]
 
 
 # HTA 0.5.0 (networkx 3.6.1): a = TraceAnalysis(trace_dir=DIR);
@@ -133,7 +134,7 @@ def test_an_instance_without_events_is_idle(tmp_path):
 # gpu_compute_bound 3712, gpu_kernel_kernel_overhead 50, gpu_kernel_launch_overhead 30 (µs).
 # Instance 1 lies inside instance 0 (nested annotations): each gets a graph of its own.
 def test_nested_instances_each_agree_with_hta():
-    r = critical_path(scan(str(TRACES["alexnet"])), HTA["alexnet"][0])
+    r = critical_path(scan(str(TRACES["alexnet"])), HTA["alexnet"][0], hta=True)
     assert r.summary["length_ns"].tolist() == [78_776_000, 35_834_000]
     one = r.summary.iloc[1]
     assert (one["cpu_ns"], one["compute_ns"] + one["memory_ns"], one["gpu_gap_ns"], one["launch_ns"]) == \

@@ -31,8 +31,14 @@ time it puts on a path) and a category (``CATEGORIES``):
   A trace without ``cuda_sync`` events (Kineto before PyTorch 2.1, or not asked for) has
   no synchronisation edges: ``Graph.has_syncs`` says so.
 
-These are HTA 0.5's edges (``CPGraph``), so path lengths compare; where they differ, see
-docs/hta.md "Critical path".
+- **Between threads** (weight 0, ``IDLE``; not with ``hta=True``): a forward operator's end to
+  the start of its backward operator, along Kineto's ``fwdbwd`` flows (``TraceColumns.fwdbwd``);
+  and a thread's first event in the instance after the top-level event of another thread that
+  ended last by its start (the hand-off: the main thread's last forward op, then the autograd
+  thread's first backward op).
+
+The others are HTA 0.5's edges (``CPGraph``), so path lengths compare (``hta=True``); where
+they differ, see docs/hta.md "Critical path".
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ from .launches import STREAM_LAUNCH_APIS, api_name, is_call_of, launch_of_gpu
 from .stacks import nest_calls
 from .steps import profiler_steps
 
-CPU, LAUNCH, COMPUTE, COMMUNICATION, MEMORY, GPU_GAP, SYNC, IDLE = range(8)
-CATEGORIES = ("cpu", "launch", "compute", "communication", "memory", "gpu_gap", "sync", "idle")
+CPU, LAUNCH, COMPUTE, COMMUNICATION, MEMORY, GPU_GAP, SYNC, IDLE, WAIT = range(9)
+# WAIT is not an edge's: the part of a 0-weight IDLE span of a path during which some operator,
+# runtime call or GPU op of the trace ran (``critical_path``); what stays IDLE had no work at all.
+CATEGORIES = ("cpu", "launch", "compute", "communication", "memory", "gpu_gap", "sync", "idle", "wait")
 # Calls that may block the thread until the GPU catches up (HTA 0.5's list).
 BLOCKING_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                             "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync"})
@@ -133,8 +141,9 @@ class Graph:
     has_syncs: bool
 
 
-def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
-    """The graph of every instance of ``inst`` (module docstring), from the columns in memory."""
+def build_graph(cols: TraceColumns, inst: Instances, hta: bool = False) -> Graph:
+    """The graph of every instance of ``inst`` (module docstring), from the columns in memory;
+    ``hta``: HTA 0.5's edges alone (no forward-to-backward edges)."""
     names = cols.names
     # --- CPU nodes: operators and calls in an instance, dur > 0
     cpu, calls = cols.cpu_ops, cols.launches
@@ -180,8 +189,7 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     c_inst = ev_inst[c_ev]
     new_chain = np.ones(2 * m, bool)
     new_chain[1:] = (c_inst[1:] != c_inst[:-1]) | (ev_track[c_ev[1:]] != ev_track[c_ev[:-1]])
-    c_link = np.empty(2 * m, np.int64)
-    c_link[0] = -1
+    c_link = np.full(2 * m, -1, np.int64)
     c_link[1:] = c_ts[1:] - c_ts[:-1]
     c_cat = np.full(2 * m, CPU, np.int8)
     prev_start = np.concatenate([[False], c_start[:-1]])
@@ -221,7 +229,8 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     row_of_gpu[g_rows] = np.arange(k)
     waits_for, cpu_sync_src, cpu_sync_call = _syncs(cols, launch_of, row_of_gpu, g_inst, g_dev, g_stream, g_ts,
                                                     call_event, ev_inst)
-    prev_end = np.concatenate([[0], g_end[:-1]]) if k else np.zeros(0, np.int64)
+    group = np.cumsum(first) - 1  # the (instance, device, stream) of each op
+    prev_end = _previous_end(g_end, group)  # the latest end of the stream's earlier ops (-1: none)
     has_wait = waits_for >= 0
     wait_end = np.where(has_wait, g_end[np.maximum(waits_for, 0)], 0)
     launch_edge = queued_ok & (first | (prev_end < launch_ts)) & (~has_wait | (wait_end < launch_ts))
@@ -229,19 +238,14 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     types = op_types(cols)[g_rows]
     span_cat = np.where(types == _COMM_TYPE, COMMUNICATION, np.where(
         (types == _MEMORY_TYPE) & (gpu.kind[g_rows] != 0) | (gpu.kind[g_rows] != 0), MEMORY, COMPUTE)).astype(np.int8)
-    g_link = np.empty(2 * k, np.int64)
-    g_link[0::2] = np.where(gap_edge, np.maximum(g_ts - prev_end, 0), -1)
-    g_link[1::2] = g_end - g_ts
-    g_cat = np.empty(2 * k, np.int8)
-    g_cat[0::2], g_cat[1::2] = GPU_GAP, span_cat
-    g_lrow = np.repeat(gpu.ordinal[g_rows] * 0 + g_rows, 2)
-    g_lrow[0::2] = np.concatenate([[-1], g_rows[:-1]]) if k else g_lrow[0::2]  # a gap: the previous op
+    g_chain, g_link, g_cat, g_lrow = _stream_chains(g_ts, g_end, group, gap_edge, span_cat, g_rows)
+    g_op = g_chain >> 1  # the op of each GPU node in chain order, and whether it is its start
+    g_start = (g_chain & 1) == 0
     g_ltable = np.full(2 * k, GPU, np.int8)
-    g_node_ts = np.empty(2 * k, np.int64)
-    g_node_ts[0::2], g_node_ts[1::2] = g_ts, g_end
+    g_node_ts = np.where(g_start, g_ts[g_op], g_end[g_op])
     # --- one numbering: by instance, CPU nodes first
     n_inst = len(inst)
-    node_inst = np.concatenate([c_inst, np.repeat(g_inst, 2)])
+    node_inst = np.concatenate([c_inst, g_inst[g_op]])
     part = np.concatenate([np.zeros(2 * m, np.int8), np.ones(2 * k, np.int8)])
     order = np.lexsort((part, node_inst))  # stable within each part: chains stay in order
     place = np.empty(len(order), np.int64)
@@ -250,15 +254,16 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     bounds = np.searchsorted(node_inst, np.arange(n_inst + 1))
     ts = np.concatenate([c_ts, g_node_ts])[order]
     node_table = np.concatenate([ev_table[c_ev], np.full(2 * k, GPU, np.int8)])[order]
-    node_row = np.concatenate([ev_row[c_ev], np.repeat(g_rows, 2)])[order]
-    is_start = np.concatenate([c_start, np.tile(np.array([True, False]), k)])[order]
+    node_row = np.concatenate([ev_row[c_ev], g_rows[g_op]])[order]
+    is_start = np.concatenate([c_start, g_start])[order]
     link = np.concatenate([c_link, g_link])[order]
     link[bounds[:-1][bounds[:-1] < len(link)]] = -1
     link_cat = np.concatenate([c_cat, g_cat])[order]
     link_table = np.concatenate([c_ltable, g_ltable])[order]
     link_row = np.concatenate([c_lrow, g_lrow])[order]
     cpu_place = place[:2 * m][cpu_node_of]  # CPU node 2e / 2e+1 -> its number
-    gpu_place = place[2 * m:]  # GPU node 2i / 2i+1 -> its number
+    gpu_place = np.empty(2 * k, np.int64)  # GPU node 2i / 2i+1 (start / end of op i) -> its number
+    gpu_place[g_chain] = place[2 * m:]
     # Cross edges: launches, GPU->GPU waits, GPU->CPU syncs.
     launched = np.flatnonzero(launch_edge)
     waited = np.flatnonzero(has_wait)
@@ -269,10 +274,135 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     cat = np.concatenate([np.full(len(launched), LAUNCH, np.int8), np.full(len(waited) + len(cpu_sync_src), SYNC, np.int8)])
     edge_table = np.concatenate([np.full(len(launched), CALL, np.int8), np.full(len(waited) + len(cpu_sync_src), GPU, np.int8)])
     edge_row = np.concatenate([ev_row[g_event[launched]], g_rows[waits_for[waited]], g_rows[cpu_sync_src]])
+    if not hta:  # what the trace says of the order between threads: forward op -> its backward op
+        fwd, bwd = _forward_backward(cols, ev_table, ev_track, ev_ts, ev_end, ev_depth, ev_inst)
+        before, first = _hand_offs(ev_track, ev_ts, ev_end, ev_depth, ev_inst)
+        fwd, bwd = np.concatenate([fwd, before]), np.concatenate([bwd, first])
+        src = np.concatenate([src, cpu_place[2 * fwd + 1]])
+        dst = np.concatenate([dst, cpu_place[2 * bwd]])
+        weight = np.concatenate([weight, np.zeros(len(fwd), np.int64)])
+        cat = np.concatenate([cat, np.full(len(fwd), IDLE, np.int8)])
+        edge_table = np.concatenate([edge_table, np.full(len(fwd), OP, np.int8)])
+        edge_row = np.concatenate([edge_row, ev_row[bwd]])
     by_dst = np.argsort(dst, kind="stable")
     return Graph(inst, bounds, ts, node_table, node_row, is_start, link, link_cat, link_table, link_row,
                  src[by_dst], dst[by_dst], weight[by_dst], cat[by_dst], edge_row[by_dst], edge_table[by_dst],
                  has_syncs=len(cols.syncs) > 0)
+
+
+def _forward_backward(cols: TraceColumns, ev_table: np.ndarray, ev_track: np.ndarray, ev_ts: np.ndarray,
+                      ev_end: np.ndarray, ev_depth: np.ndarray, ev_inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) event pairs of the graph's operators that a ``fwdbwd`` flow links:
+    each end of the flow goes to the outermost operator of its thread starting at the flow's
+    ts (Kineto writes it at the operator's start; the backward needs all of the forward op
+    done); pairs in one instance, the backward starting at or after the forward's end."""
+    flows = cols.fwdbwd
+    none = np.zeros(0, np.int64)
+    ops = np.flatnonzero(ev_table == OP)
+    if not len(flows) or not len(ops):
+        return none, none
+    by_depth = ops[np.argsort(-ev_depth[ops], kind="stable")]  # the outermost last among equal (track, ts)
+    at = _nearest(ev_track[by_depth], ev_ts[by_depth], flows.track.astype(np.int64), flows.ts.astype(np.int64) + 1,
+                  before=True)
+    event = np.where(at >= 0, by_depth[np.maximum(at, 0)], -1)
+    event[(event >= 0) & (ev_ts[np.maximum(event, 0)] != flows.ts)] = -1
+    ends = []
+    for is_end in (0, 1):
+        mine = np.flatnonzero((flows.is_end == is_end) & (event >= 0))
+        ids, first = np.unique(flows.id[mine], return_index=True)
+        ends.append((ids, event[mine[first]]))
+    (s_id, fwd), (f_id, bwd) = ends
+    common, a, b = np.intersect1d(s_id, f_id, return_indices=True)
+    fwd, bwd = fwd[a], bwd[b]
+    ok = (ev_inst[fwd] == ev_inst[bwd]) & (ev_end[fwd] <= ev_ts[bwd])
+    return fwd[ok].astype(np.int64), bwd[ok].astype(np.int64)
+
+
+def _hand_offs(ev_track: np.ndarray, ev_ts: np.ndarray, ev_end: np.ndarray, ev_depth: np.ndarray,
+               ev_inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before, first) event pairs: the first event of each thread in an instance, and the
+    top-level event of another thread of the instance that ended last at or before it started
+    (the thread that handed the work over: the main thread's last forward op before the
+    autograd thread's first backward op)."""
+    none = np.zeros(0, np.int64)
+    if not len(ev_ts):
+        return none, none
+    order = np.lexsort((ev_ts, ev_track, ev_inst))
+    starts = np.r_[True, (ev_inst[order][1:] != ev_inst[order][:-1]) | (ev_track[order][1:] != ev_track[order][:-1])]
+    first = order[starts]
+    top = np.flatnonzero(ev_depth == 0)
+    at = _nearest(ev_inst[top], ev_end[top], ev_inst[first], ev_ts[first] + 1, before=True)
+    ok = at >= 0
+    return top[at[ok]].astype(np.int64), first[ok].astype(np.int64)
+
+
+def _previous_end(end: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The latest end among the earlier ops of each op's group (ops by group, then start), -1 for none."""
+    if not len(end):
+        return end.copy()
+    low = int(min(end.min(), 0)) - 1
+    shifted = np.concatenate([[low], end[:-1]])
+    shifted[np.r_[True, group[1:] != group[:-1]]] = low
+    out = _segmented_max(shifted, group)
+    return np.where(out == low, -1, out)
+
+
+def _segmented_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarting where ``group`` (non-decreasing) changes."""
+    out = values.copy()
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    lo, span = int(values.min()), int(values.max()) - int(values.min()) + 1
+    if int(group[-1]) * span < (1 << 62):
+        key = group.astype(np.int64) * span + (values - lo)
+        return np.maximum.accumulate(key) - group.astype(np.int64) * span + lo
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(values)]):
+        out[a:b] = np.maximum.accumulate(values[a:b])
+    return out
+
+
+def _stream_chains(g_ts: np.ndarray, g_end: np.ndarray, group: np.ndarray, gap_edge: np.ndarray,
+                   span_cat: np.ndarray, g_rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each stream's chain: the starts and ends of its ops (by group, then start) in time order
+    (an end before a start at one time, except an op's own end when it lasts 0 ns), each node
+    linked to the next by the time between them. While an op runs, the link is that op's
+    (its category; the op whose end the link reaches, else the one of those started that
+    ends last); while none runs, it is the
+    gap to the next op's start (``GPU_GAP``, the op that ended last), or no link where that
+    op has no gap edge (``gap_edge``: it waits for its launch or for another stream). So a
+    stream's ops that overlap (a helper kernel beside a cuDNN kernel) count their union once.
+    Returns, in chain order: the node (2i start, 2i+1 end of op i), its link (-1 none), the
+    link's category and attributed GPU row."""
+    k = len(g_ts)
+    node = np.arange(2 * k)
+    op, start = node >> 1, (node & 1) == 0
+    ts = np.where(start, g_ts[op], g_end[op])
+    tie = np.where(start, 1, np.where(g_end[op] == g_ts[op], 2, 0))
+    chain = np.lexsort((node, tie, ts, group[op]))
+    op, start, ts = op[chain], start[chain], ts[chain]
+    grp = group[op]
+    # The latest end among the ops started up to each node, and which op has it.
+    none = int(min(g_ts.min(), 0)) - 1 if k else -1
+    reach = np.where(start, g_end[op], none)
+    key = reach.astype(np.int64)
+    running = _segmented_max(key, grp) if k else key
+    holder = np.full(2 * k, -1, np.int64)
+    at = np.flatnonzero(start & (reach == running))  # an op that reaches the running end, for each node
+    holder[at] = op[at]
+    holder = np.maximum.accumulate(np.where(holder >= 0, np.arange(2 * k), -1)) if k else holder
+    holder = np.where(holder >= 0, op[np.maximum(holder, 0)], -1)
+    link = np.full(2 * k, -1, np.int64)
+    cat = np.full(2 * k, GPU_GAP, np.int8)
+    row = np.full(2 * k, -1, np.int64)
+    if k > 1:
+        same = grp[1:] == grp[:-1]
+        busy = running[:-1] > ts[:-1]
+        prev_op = np.where(busy & ~start[1:], op[1:], holder[:-1])  # busy into an op's end: that op's
+        step = ts[1:] - ts[:-1]
+        ok = same & (busy | ~start[1:] | gap_edge[op[1:]])
+        link[1:] = np.where(ok, step, -1)
+        cat[1:] = np.where(busy, span_cat[prev_op], GPU_GAP)
+        row[1:] = np.where(same, g_rows[prev_op], -1)
+    return chain, link, cat, row
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:

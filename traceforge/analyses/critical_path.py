@@ -26,7 +26,8 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from .critical_graph import CALL, CATEGORIES, GPU, IDLE, OP, Graph, Instances, build_graph, instances
+from .critical_graph import (_OPERATOR_CATS, CALL, CATEGORIES, GPU, IDLE, OP, WAIT, Graph, Instances, build_graph,
+                             instances)
 from .filters import trace_start
 
 # The summary's time columns: each category's ns on the path (they sum to span_ns).
@@ -53,11 +54,14 @@ class CriticalPath:
 
 
 def summary_columns() -> list[str]:
-    return ["instance", "label", "number", "start", "end", "span_ns", "length_ns", *CATEGORY_COLUMNS]
+    return ["instance", "label", "number", "start", "end", "span_ns", "length_ns", *CATEGORY_COLUMNS, "note"]
+
+
+NO_WORK = "no work: no CPU operator, runtime call or GPU op of over 0 ns in it"  # the note of such an instance
 
 
 def critical_path(cols: TraceColumns, annotation: str | None = None, step: int | None = None, *,
-                  segments: bool = True) -> CriticalPath:
+                  segments: bool = True, hta: bool = False) -> CriticalPath:
     """The critical path of each instance of ``annotation`` (None: each ProfilerStep#N; a
     name: CPU ops and ranges whose name contains it; "": the whole trace), or of the one
     numbered ``step`` (N of ProfilerStep#N, else the index from 0). Reads the columns in memory.
@@ -77,10 +81,11 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
         raise UsageError(f"critical-path: the trace has no {annotation or 'ProfilerStep#N'} range"
                          + ("" if annotation else " (name one with --annotation)"))
     rows, parts = [], []
+    busy = work_spans(cols)
     for first, batch in _batches(cols, inst):
-        graph = build_graph(cols, batch)
+        graph = build_graph(cols, batch, hta)
         for i in range(len(batch)):
-            row, seg = _instance_path(graph, i)
+            row, seg = _instance_path(graph, i, busy)
             row[0] = first + i
             seg["instance"][:] = first + i
             rows.append(row)
@@ -175,7 +180,50 @@ def longest_distances(link: np.ndarray, src: np.ndarray, dst: np.ndarray, weight
     return dist
 
 
-def _instance_path(g: Graph, i: int) -> tuple[list, dict[str, np.ndarray]]:
+def work_spans(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The times anything ran: the union of the trace's operators, runtime calls and GPU ops
+    (of over 0 ns) as disjoint [start, end) spans, by start."""
+    is_op = np.array([c is not None and c.lower() in _OPERATOR_CATS for c in cols.cats] or [False], bool)
+    cpu, calls, gpu = cols.cpu_ops, cols.launches, cols.gpu
+    ops = is_op[cpu.cat] if len(cpu) else np.zeros(0, bool)
+    start = np.concatenate([cpu.ts[ops], calls.ts, gpu.ts]).astype(np.int64)
+    end = start + np.maximum(np.concatenate([cpu.dur[ops], calls.dur, gpu.dur]).astype(np.int64), 0)
+    some = end > start
+    start, end = start[some], end[some]
+    if not len(start):
+        return start, end
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.r_[True, start[1:] > reach[:-1]]
+    last = np.r_[np.flatnonzero(new)[1:] - 1, len(start) - 1]
+    return start[new], reach[last]
+
+
+def _split_idle(seg_start: np.ndarray, seg_end: np.ndarray, cats: np.ndarray,
+                busy: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each IDLE segment cut where work ran (``work_spans``): WAIT pieces there, IDLE between.
+    Returns the pieces' segment (index), start, end and category, in time order."""
+    S, E = busy
+    idle = (cats == IDLE) & (seg_end > seg_start)
+    j0 = np.searchsorted(E, seg_start, "right")
+    k = np.where(idle, np.maximum(np.searchsorted(S, seg_end, "left") - j0, 0), 0)
+    n = 2 * k + 2  # boundaries of the 2k+1 pieces
+    seg = np.repeat(np.arange(len(cats)), n)
+    pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    a, b, kk = seg_start[seg], seg_end[seg], k[seg]
+    j = np.clip(j0[seg] + (pos - 1) // 2, 0, max(len(S) - 1, 0))
+    inner = (pos > 0) & (pos < 2 * kk + 1)
+    mid = np.where((pos - 1) % 2 == 0, np.maximum(S[j], a), np.minimum(E[j], b)) if len(S) else a
+    bound = np.where(pos == 0, a, np.where(inner, mid, b))
+    piece = pos < 2 * kk + 1  # a boundary that starts a piece
+    at = np.flatnonzero(piece)
+    p_seg, p_start, p_end = seg[at], bound[at], bound[at + 1]
+    p_cat = np.where(pos[at] % 2 == 1, WAIT, cats[p_seg]).astype(np.int8)
+    return p_seg, p_start, p_end, p_cat
+
+
+def _instance_path(g: Graph, i: int, busy: tuple[np.ndarray, np.ndarray]) -> tuple[list, dict[str, np.ndarray]]:
     lo, hi = int(g.bounds[i]), int(g.bounds[i + 1])
     e_lo, e_hi = np.searchsorted(g.dst, [lo, hi])
     src, dst, weight = g.src[e_lo:e_hi] - lo, g.dst[e_lo:e_hi] - lo, g.weight[e_lo:e_hi]
@@ -242,12 +290,16 @@ def _instance_path(g: Graph, i: int) -> tuple[list, dict[str, np.ndarray]]:
     nodes_t = np.concatenate([none, t_node, none])
     table = np.concatenate([none, ev_t, none])
     row = np.concatenate([none, ev_r, none])
+    piece, seg_start, seg_end, cats = _split_idle(seg_start, seg_end, cats, busy)
+    first_piece = np.r_[True, piece[1:] != piece[:-1]]
+    weights = np.where(first_piece, weights[piece], 0)
+    nodes_f, nodes_t, table, row = nodes_f[piece], nodes_t[piece], table[piece], row[piece]
     keep = seg_end > seg_start
     keep |= (weights > 0)
     per_cat = np.bincount(cats[keep], weights=(seg_end - seg_start)[keep], minlength=len(CATEGORIES))
     length = int(w.sum())
     summary = [i, g.instances.label[i], int(g.instances.number[i]), start, end, end - start, length,
-               *(int(x) for x in per_cat)]
+               *(int(x) for x in per_cat), "" if hi > lo else NO_WORK]
 
     def ends(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = nodes >= 0

@@ -219,11 +219,12 @@ def patterns(
 
 
 def critical_path(path: str, *, annotation: str | None = None, step: int | None = None,
-                  where: Filters | None = None, segments: bool = True) -> CriticalPath:
+                  where: Filters | None = None, segments: bool = True, hta: bool = False) -> CriticalPath:
     """The critical path of each instance of ``annotation`` (default each ProfilerStep#N; ``step``:
     only the one numbered so), its breakdown and segments (``analyses.critical_path``;
-    ``segments=False``: the summary alone)."""
+    ``segments=False``: the summary alone; ``hta``: HTA 0.5's graph, without the trace's
+    forward-to-backward links)."""
     from ..analyses.critical_path import critical_path as path_of
     from ..annotator.plan import filtered_scan
 
-    return path_of(filtered_scan(path, where), annotation, step, segments=segments)
+    return path_of(filtered_scan(path, where), annotation, step, segments=segments, hta=hta)

@@ -111,11 +111,11 @@ class Trace:
         return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns, op_names=launch_ops(cols))
 
     def critical_path(self, *, annotation: str | None = None, step: int | None = None,
-                      where: Filters | None = None, segments: bool = True) -> Any:
+                      where: Filters | None = None, segments: bool = True, hta: bool = False) -> Any:
         """The critical path of each instance of ``annotation`` (see ``traceforge.critical_path``)."""
         from ..analyses.critical_path import critical_path
 
-        return critical_path(self._view(where), annotation, step, segments=segments)
+        return critical_path(self._view(where), annotation, step, segments=segments, hta=hta)
 
     def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, rank: int | None = None,
               tables: Collection[str] | None = None, where: Filters | None = None,

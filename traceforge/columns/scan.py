@@ -56,6 +56,9 @@ SYNC_CAT = "cuda_sync"
 SYNC_KINDS = ("Stream Sync", "Context Sync", "Event Sync", "Stream Wait Event")
 SYNC_ARGS = ("wait_on_stream", "wait_on_cuda_event_record_corr_id")  # the stream and record an event wait names
 _SYNC_FIELDS = "ordinal:n4 ts dur:n4 device:n4 stream:n4 correlation:n4 kind:i1 wait_stream:n4 record_correlation:n4"
+# Kineto's forward-to-backward flows (cat "fwdbwd": "s" on a forward operator, "f" on its backward).
+FWDBWD_CAT = "fwdbwd"
+_FWDBWD_FIELDS = "ordinal:n4 ts track:i4 id is_end:i1"
 _KIND_BY_CAT: dict[str, str] = {}
 for _cats, _kind in ((_GPU_CATS, _GPU), (_LAUNCH_CATS, _LAUNCH), (_CPU_CATS, _CPU), (_RANGE_CATS, _RANGE)):
     for _c in _cats:
@@ -147,6 +150,8 @@ class TraceColumns:
     syncs: Table = field(default_factory=lambda: GrowingColumns(_SYNC_FIELDS).table())
     # With scan(memory=True, spill_memory=True): the [memory] instants on disk (``memory`` stays empty).
     spilled_memory: SpilledColumns | None = None
+    # The fwdbwd flow events with an id, always (one pair per autograd op): is_end 1 for "f".
+    fwdbwd: Table = field(default_factory=lambda: GrowingColumns(_FWDBWD_FIELDS).table())
 
     def with_cpu_ops(self, keep: Callable[[Table], np.ndarray]) -> TraceColumns:
         """These columns with the spilled CPU ops that ``keep`` picks (a mask per chunk) read back."""
@@ -309,6 +314,9 @@ class _ColumnBuilder:
         self._annotation_cat = _ByString(bool, False)
         self.syncs = GrowingColumns(_SYNC_FIELDS)
         self._sync_cat = _ByString(bool, False)
+        self.fwdbwd = GrowingColumns(_FWDBWD_FIELDS)
+        self._fwdbwd_cat = _ByString(bool, False)
+        self._flow_end = _ByString(bool, False)
         self.memory: GrowingColumns | SpilledColumns | None = None
         if memory:
             self.memory = SpilledColumns(_MEMORY_FIELDS) if spill_memory else GrowingColumns(_MEMORY_FIELDS)
@@ -352,6 +360,11 @@ class _ColumnBuilder:
         flows = (ph_code == FLOW) & (flags & R.F_ID != 0)
         if flows.any():
             self.max_flow_id = max(self.max_flow_id, int(head[R.ID][flows].max()))
+            links = np.flatnonzero(flows & (flags & R.F_TS != 0) & self._fwdbwd_cat[head[R.CAT]])
+            if len(links):
+                track = R.columns(rows, links, (R.TRACK,))[R.TRACK]
+                self.fwdbwd.extend(links + batch.first, head[R.TS][links], self._track_id[track], head[R.ID][links],
+                                   self._flow_end[head[R.PH][links]].astype(np.int8))
         kind = self._kind[head[R.CAT]]
         kind[ph_code != SLICE] = -1
         timed = (flags & _TIMES) == _TIMES
@@ -496,6 +509,8 @@ class _ColumnBuilder:
             self._step_name.extend([t.startswith(STEP_PREFIX) for t in texts])
             self._annotation_cat.extend([t == GPU_ANNOTATION_CAT for t in texts])
             self._sync_cat.extend([t == SYNC_CAT for t in texts])
+            self._fwdbwd_cat.extend([t == FWDBWD_CAT for t in texts])
+            self._flow_end.extend([t == "f" for t in texts])
             self._memory_name.extend([t == MEMORY_EVENT for t in texts])
             self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
@@ -551,6 +566,7 @@ class _ColumnBuilder:
             steps=self.steps.table(),
             gpu_annotations=self.gpu_annotations.table(),
             syncs=self.syncs.table(),
+            fwdbwd=self.fwdbwd.table(),
             copy_rates=self.copy_rates.table(),
             **({"memory": self.memory.table()} if isinstance(self.memory, GrowingColumns) else
                {"spilled_memory": self.memory}),

@@ -24,16 +24,22 @@ def assign_lanes(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def partition(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Lane index for each slice [start, end) whose ns are already as Perfetto reads them."""
+    """Lane index for each slice [start, end) whose ns are already as Perfetto reads them:
+    each slice, by start, on the lowest-numbered lane that is free by then. Slices that never
+    overlap stay on lane 0; a later lane is used only while the earlier ones are all busy."""
     order = np.lexsort((-end, start))
     lanes = np.empty(len(start), np.int64)
-    free: list[tuple[int, int]] = []  # (end of the lane's last slice, lane)
+    busy: list[tuple[int, int]] = []  # (end of the lane's last slice, lane) of the lanes in use
+    free: list[int] = []  # the lanes free again
     count = 0
     for i in order.tolist():
-        if free and free[0][0] <= start[i]:
-            _, lane = heapq.heappop(free)
+        at = int(start[i])
+        while busy and busy[0][0] <= at:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
         else:
             lane, count = count, count + 1
         lanes[i] = lane
-        heapq.heappush(free, (int(end[i]), lane))
+        heapq.heappush(busy, (int(end[i]), lane))
     return lanes

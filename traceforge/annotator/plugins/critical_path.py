@@ -43,19 +43,19 @@ def _in_memory(cols: TraceColumns) -> TraceColumns:
     return cols if cols.spilled_cpu_ops is None else cols.with_cpu_ops(lambda chunk: np.ones(len(chunk), bool))
 
 
-def path_of(cols: TraceColumns, annotation: str | None) -> tuple[TraceColumns, CriticalPath | None]:
-    """The columns the path's rows refer to (``_in_memory``) and the path, or None where the
-    trace has no instance of the annotation."""
+def path_of(cols: TraceColumns, annotation: str | None, hta: bool = False) -> tuple[TraceColumns, CriticalPath | None]:
+    """The columns the path's rows refer to (``_in_memory``) and the path (``hta``: of HTA's
+    graph), or None where the trace has no instance of the annotation."""
     cols = _in_memory(cols)
     if not len(instances(cols, annotation)):
         return cols, None
-    return cols, critical_path(cols, annotation)
+    return cols, critical_path(cols, annotation, hta=hta)
 
 
 def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     """Args on the path's events first; the tracks and arrows (made here too) come ``later``."""
     annotation = ctx.options["critical_path_annotation"]
-    cols, path = path_of(cols, annotation)
+    cols, path = path_of(cols, annotation, ctx.options["critical_path_hta"])
     if path is None:
         what = "ProfilerStep#N range" if annotation is None else f"instance of {annotation!r}"
         return Injections(summary=[f"critical path: nothing added: the trace has no {what}"])
@@ -210,7 +210,7 @@ def _anchors(cols: TraceColumns, table: np.ndarray, row: np.ndarray, after: np.n
 
 def _table(cols: TraceColumns, options) -> object:
     """The segments of every instance's path (``CriticalPath.segments``)."""
-    return critical_path(_in_memory(cols), options["critical_path_annotation"]).segments
+    return critical_path(_in_memory(cols), options["critical_path_annotation"], hta=options["critical_path_hta"]).segments
 
 
 ANALYSIS = Analysis(
@@ -223,7 +223,9 @@ ANALYSIS = Analysis(
     # 42 -> 83 MB), and patches args on CPU-side events (the copy's slower path).
     in_all=False,
     options=(Option("critical_path_annotation", "--critical-path: instances of CPU ranges whose name contains "
-                    "NAME instead of each ProfilerStep#N (\"\": the whole trace)", metavar="NAME"),),
+                    "NAME instead of each ProfilerStep#N (\"\": the whole trace)", metavar="NAME"),
+             Option("critical_path_hta", "--critical-path: HTA's graph alone (no forward-to-backward or "
+                    "thread hand-off edges), as critical-path --hta", default=False, flag=True)),
     patches_args=True, launch_apis=None, stack_marks=lambda options: _every_name,
     figures=(Figure("critical_path_ms", "critical path ms"),),
     table=_table,

@@ -22,9 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "critical-path", help="the critical path of each step: what bounds it (CPU, launch, GPU, sync, idle)",
         description="Build the dependency graph of each instance of an annotation (default each ProfilerStep#N: "
         "CPU operator nesting and order, kernel launches, stream order, CUDA synchronisations from Kineto's "
-        "cuda_sync events) and find its longest path, as HTA's critical_path_analysis does. The breakdown "
-        "tiles each step's span; length is the path's weight (HTA's number). Many traces: one per rank, the "
-        "straggler (longest total span) first.",
+        "cuda_sync events, and the trace's forward-to-backward fwdbwd flows; --hta: HTA's graph alone) and find "
+        "its longest path, as HTA's critical_path_analysis does. The breakdown tiles each step's span; length "
+        "is the path's weight (its work: ops of one stream that overlap count once); idle: nothing ran; wait: "
+        "the path waits (0 weight) while work ran elsewhere. Many traces: one per rank, the straggler (longest "
+        "total span) first.",
     )
     p.add_argument("input", nargs="+", help="trace files (.json, .json.gz, .json.zst) or directories, one per rank")
     p.add_argument("--step", type=int, metavar="N", help="only ProfilerStep#N (or instance N of --annotation)")
@@ -32,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPU ranges whose name contains NAME instead of ProfilerStep#N (\"\": the whole trace)")
     p.add_argument("--table", action="append", choices=TABLES,
                    help="the tables to print (default summary); --format csv needs exactly one")
+    p.add_argument("--hta", action="store_true",
+                   help="HTA's choices: HTA 0.5's graph alone, without the trace's forward-to-backward links "
+                   "(fwdbwd flows), so the length compares with HTA's critical_path_analysis")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="text (default), csv (one --table, ns), json (ns)")
     add_filter_arguments(p)
@@ -42,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or ["summary"]
     check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
-    job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()))
+    job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()), args.hta)
     summaries, segments = [], []
     for _, _, (summary, segment) in ranked(args.input, job, **ranks.fan_out_of(args, args.input)):
         summaries.append(summary)
@@ -59,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rank_path(annotation: str | None, step: int | None, where: Filters | None, segments: bool, path: str,
-               rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _rank_path(annotation: str | None, step: int | None, where: Filters | None, segments: bool, hta: bool,
+               path: str, rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One trace's critical path's summary and segments, each with a ``rank`` column (a
     ``ranked`` job: runs where the trace is read)."""
-    found = critical_path(path, annotation=annotation, step=step, where=where, segments=segments)
+    found = critical_path(path, annotation=annotation, step=step, where=where, segments=segments, hta=hta)
     start = found.trace_start_ns or 0  # times from the trace start, as Perfetto shows them
     return (found.summary.assign(rank=rank),
             found.segments.assign(rank=rank, start_rel_ns=lambda d: d["start"] - start,
@@ -80,6 +85,8 @@ def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[s
         shown = summary.assign(**{c: 100 * shares[c] for c in CATEGORY_COLUMNS})
         cols += [Col(c[:-3] + " %", c, pct) for c in CATEGORY_COLUMNS]
         lines += ["critical path by instance (straggler rank first; shares of the span)", *render(shown, cols)]
+        lines += [line for r in summary.itertuples(index=False) if r.note
+                  for line in wrap(f"rank {r.rank} {r.label}: {r.note}")]
     if "segments" in wanted:
         cols = [Col("rank", "rank", repeat=True), Col("inst", "instance", repeat=True),
                 Col("at us", "start_rel_ns", us, repeat=True), Col("end us", "end_rel_ns", us),
