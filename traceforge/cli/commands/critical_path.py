@@ -11,7 +11,7 @@ from ...api.fan_out import ranked
 from ...api.files import critical_path
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of
 from ..output import Col, check_one_csv_table, emit, ms, pct, render, short, us, wrap
 
 TABLES = ("summary", "segments")
@@ -34,9 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPU ranges whose name contains NAME instead of ProfilerStep#N (\"\": the whole trace)")
     p.add_argument("--table", action="append", choices=TABLES,
                    help="the tables to print (default summary); --format csv needs exactly one")
-    p.add_argument("--hta", action="store_true",
-                   help="HTA's choices: HTA 0.5's graph alone, without the trace's forward-to-backward links "
-                   "(fwdbwd flows), so the length compares with HTA's critical_path_analysis")
+    add_hta_argument(p)  # here: HTA 0.5's graph alone, without the fwdbwd links
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="text (default), csv (one --table, ns), json (ns)")
     add_filter_arguments(p)
@@ -47,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or ["summary"]
     check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
-    job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()), args.hta)
+    job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()),
+                  args.hta is not None)
     summaries, segments = [], []
     for _, _, (summary, segment) in ranked(args.input, job, **ranks.fan_out_of(args, args.input)):
         summaries.append(summary)
