@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypeVar
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.filters import Filters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
@@ -53,8 +52,7 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     ``HTA_LAUNCH_STATS_APIS``). An empty table says why in ``df.attrs["message"]``."""
     from ..analyses.launch_delay import launch_table_consuming
 
-    apis = apis or STREAM_LAUNCH_APIS
-    return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
+    return launch_table_consuming(reads.launch_columns(path, apis or None, where), apis=apis or None,
                                   launched_before_ns=launched_before_ns)
 
 

@@ -7,10 +7,11 @@ columns of what these filters keep (``analyses.filters``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
+from ..analyses.launches import calls_of
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
@@ -63,9 +64,12 @@ def export_columns(path: str, where: Filters | None = None) -> TraceColumns:
     return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True)
 
 
-def launch_columns(path: str, keep_launch: Callable[[str], bool], where: Filters | None = None) -> TraceColumns:
-    """What ``launch_table`` reads: the launch calls ``keep_launch`` picks and their stacks."""
-    return stack_columns(path, keep_launch=keep_launch, where=where)
+def launch_columns(path: str, apis: frozenset[str] | None = None, where: Filters | None = None) -> TraceColumns:
+    """What ``launch_table`` reads: the launch calls (those a GPU op joins, whatever their name; or
+    the calls of ``apis``, HTA's sets) and their stacks."""
+    if apis is not None:
+        return stack_columns(path, keep_launch=calls_of(apis), where=where)
+    return stack_columns(path, joined_launches=True, where=where)
 
 
 def gpu_only_columns(path: str, where: Filters | None = None) -> TraceColumns:

@@ -130,6 +130,6 @@ ANALYSIS = Analysis(
     launch_delay_marks, order=30,
     options=(Option("delay_cutoff", "--launch-delay draws an arrow for delays above this (e.g. 100us, 1.5ms; "
                     "default 100us)", default=DEFAULT_DELAY_CUTOFF_NS, parse=duration_arg, metavar="DURATION"),),
-    patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True,
+    patches_args=True, launch_apis=STREAM_LAUNCH_APIS, joined_launches=True, arrows_from_launches=True,
     args_without_cpu_ops=lambda cols, options: True,
 )

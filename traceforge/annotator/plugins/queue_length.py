@@ -28,5 +28,6 @@ def _table(cols: TraceColumns, options: Mapping[str, Any]):
 ANALYSIS = Analysis(
     "queue_length", "CUDA stream queue length: one counter track per (GPU, stream)",
     counter_tracks_build("queue length", queue_length_tracks), order=10, launch_apis=STREAM_LAUNCH_APIS,
+    joined_launches=True,
     table=_table,
 )

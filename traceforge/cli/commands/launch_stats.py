@@ -15,7 +15,6 @@ from ...analyses.launch_delay import (
     launch_table_consuming,
     outliers,
 )
-from ...analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ...api.reads import launch_columns
 from ...errors import UsageError
 from ...util.durations import duration_arg
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
-    cols = launch_columns(args.input, calls_of(STREAM_LAUNCH_APIS), filters_of(args))
+    cols = launch_columns(args.input, where=filters_of(args))
     figures = gpu_figures(cols)
     start = cols.trace_start_ns or 0
     table = launch_table_consuming(cols)
