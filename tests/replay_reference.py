@@ -142,6 +142,7 @@ class _Replay:
         self.stacks: dict[int, list[list]] = {}  # track -> [[start, end or None, row], ...]
         self.started = _FlowIds(0)  # flow ids Perfetto holds a source slice for
         self.pending: dict[int, list[tuple[int, int]]] = {}  # track -> [(flow id, row)] of f without bp
+        self.last_spill: dict[int, tuple[int, int, int]] = {}  # track -> (start, end, row) spilled since a push
 
     def run(self) -> None:
         cols = self.cols
@@ -162,7 +163,7 @@ class _Replay:
                 elif k == END:
                     self.end(track, t, r)
                 else:
-                    self.flow_v1(k, track, fid, r)
+                    self.flow_v1(k, track, fid, r, t)
                     continue
                 if r in v2:
                     self.flow_v2(track, *v2[r], r)
@@ -178,11 +179,14 @@ class _Replay:
             over = self.close_stack(stack, ts, dur, row)
             if over is not None:
                 self.spill(row, over)
+                if dur is not None:
+                    self.last_spill[track] = (ts, ts + dur, row)
                 return
         if len(stack) >= MAX_DEPTH:
             self.report("slice_max_depth_exceeded", row, f"inside {self.describe(stack[-1][2])}")
             return
         stack.append([ts, None if dur is None else ts + dur, row])
+        self.last_spill.pop(track, None)
         if track in self.pending:
             self.bind_pending(track)
 
@@ -247,13 +251,14 @@ class _Replay:
 
     # -- flows --------------------------------------------------------------------------
 
-    def flow_v1(self, kind: int, track: int, fid: int, row: int) -> None:
+    def flow_v1(self, kind: int, track: int, fid: int, row: int, ts: int) -> None:
         if kind == FLOW_END_NEXT:
             self.pending.setdefault(track, []).append((fid, row))
         elif kind == FLOW_START:
-            self.flow_begin(track, fid, row)
+            self.flow_begin(track, fid, row, ts)
         else:
-            self.flow_end(track, fid, row, "flow_step_without_start" if kind == FLOW_STEP else "flow_end_without_start")
+            self.flow_end(track, fid, row, "flow_step_without_start" if kind == FLOW_STEP else "flow_end_without_start",
+                          ts)
 
     def flow_v2(self, track: int, fid: int, mode: int, row: int) -> None:
         if mode == V2_BEGIN:
@@ -261,19 +266,30 @@ class _Replay:
         else:
             self.flow_end(track, fid, row, "flow_step_without_start" if mode == V2_STEP else "flow_end_without_start")
 
-    def flow_begin(self, track: int, fid: int, row: int) -> None:
+    def flow_begin(self, track: int, fid: int, row: int, ts: int | None = None) -> None:
         if not self.stacks.get(track):
             self.report("flow_no_enclosing_slice", row, self.cols.flow_text(row))
         elif fid in self.started:
             self.report("flow_duplicate_id", row, self.cols.flow_text(row))
         else:
             self.started.add(fid)
+            self.bound(track, row, ts)
 
-    def flow_end(self, track: int, fid: int, row: int, unstarted: str) -> None:
+    def flow_end(self, track: int, fid: int, row: int, unstarted: str, ts: int | None = None) -> None:
         if not self.stacks.get(track):
             self.report("flow_no_enclosing_slice", row, self.cols.flow_text(row))
         elif fid not in self.started:
             self.report(unstarted, row, self.cols.flow_text(row))
+        else:
+            self.bound(track, row, ts)
+
+    def bound(self, track: int, row: int, ts: int | None) -> None:
+        """A v1 flow event (``ts``; None: a v2 one) bound to the top of its stack: inside a slice
+        that spilled since that top was pushed, it is drawn to the slice under that one."""
+        spill = self.last_spill.get(track)
+        if ts is not None and spill is not None and spill[0] <= ts < spill[1]:
+            self.report("flow_bound_to_other_slice", row, f"inside {self.describe(spill[2])}, which Perfetto "
+                        "moves to an overflow track: the arrow is drawn to the slice under it")
 
     def bind_pending(self, track: int) -> None:
         """A slice began: ``f`` events without bp bind to it (an unstarted one: from slice 0)."""

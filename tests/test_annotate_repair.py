@@ -98,7 +98,8 @@ def test_arrows_move_with_their_kernels_and_leave_their_negative_thread(broken, 
     fixed = result.repaired
     assert fixed.moved_slices == alone.moved_slices
     assert fixed.dropped_flow_ends == alone.dropped_flow_ends >= 1
-    assert fixed.moved_flow_ends > alone.moved_flow_ends  # the arrows' ends on the moved kernels
+    # no arrow ends on a kernel Perfetto would spill (annotate draws none there: test_flow_binding.py)
+    assert fixed.moved_flow_ends == alone.moved_flow_ends
     assert fixed.remapped_events > alone.remapped_events  # the arrows' starts on the launching thread
     events = orjson.loads(raw_json(one))["traceEvents"]
     assert not [e for e in events if isinstance(e.get("tid"), int) and e["tid"] < 0]

@@ -205,7 +205,8 @@ class PerfettoFlowBinder:
 
 @pytest.mark.parametrize("name, cutoff, most_unplaced", [
     ("negative_queue", None, 5),  # 5 cudaMemsetAsync share their start with a 0-µs cudaPeekAtLastError
-    ("ns_resolution", "0us", 0),  # fractional epoch-µs ts: every positive delay gets an arrow
+    ("ns_resolution", "0us", 11),  # fractional epoch-µs ts: every positive delay gets an arrow but where
+    # Perfetto spills the op or its launch (their ends would bind to the slice under it: test_flow_binding.py)
     ("nccl", "0us", 0),  # gpu_user_annotation slices enclose kernels on the GPU threads
     (SAMPLE, "0us", 5),  # two GPUs, a graph launch, the driver API; 5 zero-duration memsets have no inside
 ])
@@ -270,9 +271,13 @@ def test_annotate_launch_delay(columns, tmp_path, name, cutoff, most_unplaced, t
     assert all(e["ph"] in ("s", "f", "C") for e in new)
 
     # Perfetto's importer loses nothing of ours: the only flow loss left is Kineto's own
-    # dangling ac2g ends (an f whose s is nowhere in the trace).
+    # dangling ac2g ends (an f whose s is nowhere in the trace), and the only arrows bound
+    # under a spilled slice are Kineto's own (as many as in the input).
     report = check_trace(str(out))
-    assert set(report.stats) <= {"flow_end_without_start", "slice_spill_overlapping_complete_event"}, report.stats
+    assert set(report.stats) <= {"flow_end_without_start", "slice_spill_overlapping_complete_event",
+                                 "flow_bound_to_other_slice"}, report.stats
+    misbound = "flow_bound_to_other_slice"
+    assert report.stats.get(misbound, 0) == check_trace(str(trace_path(name))).stats.get(misbound, 0)
     assert report.stats.get("flow_end_without_start", 0) == report.warnings.get("dangling_flow_end", 0)
 
 

@@ -24,7 +24,7 @@
 enum { SLICE, BEGIN, END, FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT };  /* row kinds */
 enum { V2_BEGIN, V2_STEP, V2_END };                                          /* v2 flow modes */
 enum { SPILL, MAX_DEPTH_EXCEEDED, MISPLACED_END, NO_ENCLOSING_SLICE, DUPLICATE_ID,
-       END_WITHOUT_START, STEP_WITHOUT_START, END_FROM_SLICE_0 };           /* what is found */
+       END_WITHOUT_START, STEP_WITHOUT_START, END_FROM_SLICE_0, BOUND_UNDER_SPILL };  /* what is found */
 #define MAX_DEPTH 512
 #define RECORD 5  /* int64s per finding */
 
@@ -51,6 +51,8 @@ typedef struct {
     int slices_only;
     Stack *stacks;
     Ints *pending;       /* per track: (flow id, ordinal) of f events without bp, waiting for a slice */
+    Entry *spilled;      /* per track: the last slice that spilled since a slice was pushed there */
+    uint8_t *has_spilled;
     int32_t *dense_of;   /* per v1 flow key: Perfetto's flow id for it, -1 until first met */
     uint64_t n_dense, next_dense;
     uint8_t *dense;      /* flow ids 0 .. n_dense - 1 that have a source slice */
@@ -171,7 +173,19 @@ static void start_slice(Walker *r, int64_t track, int has_dur, int64_t row) {
     int64_t ts = get(r, TS, row), dur = has_dur ? get(r, DUR, row) : 0;
     if (st->len) {
         const Entry *over = close_stack(r, st, ts, has_dur, dur, row);
-        if (over) { found(r, SPILL, row, over); return; }
+        if (over) {
+            found(r, SPILL, row, over);
+            Entry *s = &r->spilled[track];  /* a flow inside it binds to the slice under it */
+            s->start = ts;
+            s->end = tf_wide_sum(ts, dur);
+            s->open = 0;
+            s->ordinal = get(r, ORDINAL, row);
+            s->name = get(r, NAME, row);
+            s->cat = get(r, CAT, row);
+            s->flags = get(r, FLAGS, row);
+            r->has_spilled[track] = 1;
+            return;
+        }
     }
     if (st->len >= MAX_DEPTH) { found(r, MAX_DEPTH_EXCEEDED, row, &st->items[st->len - 1]); return; }
     if (st->len == st->cap) {
@@ -189,6 +203,7 @@ static void start_slice(Walker *r, int64_t track, int has_dur, int64_t row) {
     e->name = get(r, NAME, row);
     e->cat = get(r, CAT, row);
     e->flags = get(r, FLAGS, row);
+    r->has_spilled[track] = 0;
     if (r->pending[track].len) bind_pending(r, track);
 }
 
@@ -213,15 +228,28 @@ static void end_slice(Walker *r, int64_t track, int64_t row) {
 
 /* -- flows ------------------------------------------------------------------------------ */
 
-static void flow_begin(Walker *r, int64_t track, uint64_t fid, int64_t row) {
-    if (!r->stacks[track].len) found(r, NO_ENCLOSING_SLICE, row, NULL);
-    else if (started(r, fid)) found(r, DUPLICATE_ID, row, NULL);
-    else start_flow(r, fid);
+/* A v1 flow event that binds to the top of its thread's stack although its ts lies inside a
+ * slice that spilled after that top was pushed: the arrow is drawn to the slice under it. */
+static void bound(Walker *r, int64_t track, int64_t row) {
+    if (!r->has_spilled[track]) return;
+    const Entry *s = &r->spilled[track];
+    int64_t ts = get(r, TS, row);
+    if (s->start <= ts && tf_wide_lt(tf_wide_of(ts), s->end)) found(r, BOUND_UNDER_SPILL, row, s);
 }
 
-static void flow_end(Walker *r, int64_t track, uint64_t fid, int64_t row, int unstarted) {
+static void flow_begin(Walker *r, int64_t track, uint64_t fid, int64_t row, int v1) {
+    if (!r->stacks[track].len) found(r, NO_ENCLOSING_SLICE, row, NULL);
+    else if (started(r, fid)) found(r, DUPLICATE_ID, row, NULL);
+    else {
+        start_flow(r, fid);
+        if (v1) bound(r, track, row);
+    }
+}
+
+static void flow_end(Walker *r, int64_t track, uint64_t fid, int64_t row, int unstarted, int v1) {
     if (!r->stacks[track].len) found(r, NO_ENCLOSING_SLICE, row, NULL);
     else if (!started(r, fid)) found(r, unstarted, row, NULL);
+    else if (v1) bound(r, track, row);
 }
 
 static void flow_v1(Walker *r, int kind, int64_t track, int64_t row) {
@@ -230,9 +258,9 @@ static void flow_v1(Walker *r, int kind, int64_t track, int64_t row) {
         Ints *p = &r->pending[track];
         if (push_int(p, (int64_t)fid) < 0 || push_int(p, get(r, ORDINAL, row)) < 0) r->failed = 1;
     } else if (kind == FLOW_START) {
-        flow_begin(r, track, fid, row);
+        flow_begin(r, track, fid, row, 1);
     } else {
-        flow_end(r, track, fid, row, kind == FLOW_STEP ? STEP_WITHOUT_START : END_WITHOUT_START);
+        flow_end(r, track, fid, row, kind == FLOW_STEP ? STEP_WITHOUT_START : END_WITHOUT_START, 1);
     }
 }
 
@@ -250,8 +278,8 @@ static void walk(Walker *r, const int64_t *order, Py_ssize_t n) {
         int64_t mode = get(r, V2_MODE, row);
         if (r->slices_only || mode < 0) continue;
         uint64_t fid = (uint64_t)get(r, FID, row);
-        if (mode == V2_BEGIN) flow_begin(r, track, fid, row);
-        else flow_end(r, track, fid, row, mode == V2_STEP ? STEP_WITHOUT_START : END_WITHOUT_START);
+        if (mode == V2_BEGIN) flow_begin(r, track, fid, row, 0);
+        else flow_end(r, track, fid, row, mode == V2_STEP ? STEP_WITHOUT_START : END_WITHOUT_START, 0);
     }
 }
 
@@ -264,6 +292,8 @@ static void release(Walker *r) {
     for (Py_ssize_t t = 0; r->pending && t < r->n_tracks; t++) PyMem_RawFree(r->pending[t].items);
     PyMem_RawFree(r->stacks);
     PyMem_RawFree(r->pending);
+    PyMem_RawFree(r->spilled);
+    PyMem_RawFree(r->has_spilled);
     PyMem_RawFree(r->dense_of);
     PyMem_RawFree(r->dense);
     PyMem_RawFree(r->sparse);
@@ -292,9 +322,11 @@ static PyObject *walker(PyObject *self, PyObject *args) {
     r->n_dense = (uint64_t)n_keys;
     r->stacks = PyMem_RawCalloc(n_tracks ? n_tracks : 1, sizeof(Stack));
     r->pending = PyMem_RawCalloc(n_tracks ? n_tracks : 1, sizeof(Ints));
+    r->spilled = PyMem_RawCalloc(n_tracks ? n_tracks : 1, sizeof(Entry));
+    r->has_spilled = PyMem_RawCalloc(n_tracks ? n_tracks : 1, 1);
     r->dense = PyMem_RawCalloc(n_keys ? n_keys : 1, 1);
     r->dense_of = PyMem_RawMalloc((n_keys ? n_keys : 1) * sizeof(int32_t));
-    if (!r->stacks || !r->pending || !r->dense || !r->dense_of) { release(r); return PyErr_NoMemory(); }
+    if (!r->stacks || !r->pending || !r->spilled || !r->has_spilled || !r->dense || !r->dense_of) { release(r); return PyErr_NoMemory(); }
     memset(r->dense_of, 0xff, (n_keys ? n_keys : 1) * sizeof(int32_t));  /* -1: not met yet */
     PyObject *capsule = PyCapsule_New(r, CAPSULE, walker_free);
     if (!capsule) release(r);
@@ -376,7 +408,8 @@ PyMODINIT_FUNC PyInit__replay(void) {
         {"MISPLACED_END", MISPLACED_END},
         {"NO_ENCLOSING_SLICE", NO_ENCLOSING_SLICE}, {"DUPLICATE_ID", DUPLICATE_ID},
         {"END_WITHOUT_START", END_WITHOUT_START}, {"STEP_WITHOUT_START", STEP_WITHOUT_START},
-        {"END_FROM_SLICE_0", END_FROM_SLICE_0}, {"MAX_DEPTH", MAX_DEPTH}, {"RECORD", RECORD},
+        {"END_FROM_SLICE_0", END_FROM_SLICE_0}, {"BOUND_UNDER_SPILL", BOUND_UNDER_SPILL},
+        {"MAX_DEPTH", MAX_DEPTH}, {"RECORD", RECORD},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return NULL;

@@ -26,8 +26,19 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from .critical_graph import (_OPERATOR_CATS, CALL, CATEGORIES, GPU, IDLE, OP, WAIT, Graph, Instances, build_graph,
-                             instances)
+from .critical_graph import (
+    _OPERATOR_CATS,
+    CALL,
+    CATEGORIES,
+    GPU,
+    IDLE,
+    OP,
+    WAIT,
+    Graph,
+    Instances,
+    build_graph,
+    instances,
+)
 from .filters import trace_start
 
 # The summary's time columns: each category's ns on the path (they sum to span_ns).

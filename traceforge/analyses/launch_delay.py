@@ -14,7 +14,7 @@ import numpy as np
 from ..columns.scan import GPU_KIND_NAMES, TraceColumns
 from ..columns.table import Table
 from ..util.lazy_pandas import pd, python_strings
-from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch, stream_launch_rows
+from .launches import join_gpu_to_launch, joinable_rows, stream_launch_rows
 from .stacks import nest_calls
 
 # HTA's get_cuda_kernel_launch_stats set, 0.5.0 and 0.6.1 alike: these names exactly (no driver
@@ -31,14 +31,15 @@ TABLE_COLUMNS = (
 
 
 def launch_pairs(
-    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None
+    cols: TraceColumns, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(gpu rows, launch rows, launch delay ns) of every GPU op launched by one of ``apis``.
+    """(gpu rows, launch rows, launch delay ns) of every GPU op joined to a launch call (of ``apis``, HTA's sets,
+    if given: see ``launches.stream_launch_mask``).
 
     ``launched_before_ns`` keeps launches that start before it (HTA drops the last
     profiler step this way; see ``launches.last_step_start``).
     """
-    rows = stream_launch_rows(cols, apis)
+    rows = joinable_rows(cols, apis)
     if launched_before_ns is not None:
         rows = rows[cols.launches.ts[rows] < launched_before_ns]
     gpu_rows, launch_rows = join_gpu_to_launch(cols, rows)
@@ -58,7 +59,7 @@ def launch_ops(cols: TraceColumns) -> np.ndarray:
 
 
 def launch_table(
-    cols: TraceColumns, *, apis: frozenset[str] = STREAM_LAUNCH_APIS, launched_before_ns: int | None = None,
+    cols: TraceColumns, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
     op_names: np.ndarray | None = None, consume: bool = False,
 ) -> pd.DataFrame:
     """One row per launched GPU op, in trace order (times in ns; see ``TABLE_COLUMNS``).

@@ -1,4 +1,11 @@
-"""Which runtime calls put work on a stream, and the join of GPU ops to their launch."""
+"""Which runtime calls put work on a stream, and the join of GPU ops to their launch.
+
+A launch call is the runtime or driver event whose correlation id a GPU op has, whatever it is
+called (``stream_launch_mask``): new API versions, suffixes and HIP or driver variants count as
+soon as a GPU op joins them. ``STREAM_LAUNCH_APIS`` is what a scan keeps in memory while it reads
+(the others wait on disk, and those a GPU op joins come back); the HTA sets below, given as
+``apis``, are HTA's choices by name, for comparisons with HTA.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..columns.scan import STEP_PREFIX, TraceColumns
+from ..columns.table import Table
 from ..util.distinct import unique
-from ..util.search import searchsorted
+from ..util.search import in_sorted, searchsorted
 
 # Calls that enqueue GPU work on a stream (CUDA, driver API and HIP spellings).
 STREAM_LAUNCH_APIS = frozenset({
@@ -51,18 +59,43 @@ def is_call_of(names: list[str], apis: frozenset[str]) -> np.ndarray:
     return np.array([api_name(name) in apis for name in names] or [False], dtype=bool)
 
 
-def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
-    """Rows of ``cols.launches`` whose API (one of ``apis``) puts work on a stream."""
+def stream_launch_rows(cols: TraceColumns, apis: frozenset[str] | None = None) -> np.ndarray:
+    """Rows of ``cols.launches`` that put work on a stream: see ``stream_launch_mask``."""
     if not len(cols.launches):
         return np.zeros(0, np.int64)
     return np.flatnonzero(stream_launch_mask(cols, apis))
 
 
-def stream_launch_mask(cols: TraceColumns, apis: frozenset[str] = STREAM_LAUNCH_APIS) -> np.ndarray:
-    """``stream_launch_rows`` as a mask of ``cols.launches`` (a byte a call, not 8)."""
+def stream_launch_mask(cols: TraceColumns, apis: frozenset[str] | None = None) -> np.ndarray:
+    """Per row of ``cols.launches`` (a byte a call): does it put work on a stream? By default a
+    call does when a GPU op has its correlation id, whatever the call's name; with ``apis`` (HTA's
+    sets), when it is a call of one of those APIs with a correlation id."""
+    if apis is None:
+        return gpu_joins(cols)(cols.launches)
     mask = is_call_of(cols.names, apis)[cols.launches.name]
     mask &= cols.launches.correlation >= 0
     return mask
+
+
+def joinable_rows(cols: TraceColumns, apis: frozenset[str] | None = None) -> np.ndarray:
+    """Rows of ``cols.launches`` a GPU op may join: every call with a correlation id (the join
+    pairs only those a GPU op has), or the stream launch calls of ``apis``. Cheaper than
+    ``stream_launch_rows`` where only the join is wanted (no sort of the GPU ops)."""
+    if apis is not None:
+        return stream_launch_rows(cols, apis)
+    return np.flatnonzero(cols.launches.correlation >= 0)
+
+
+def gpu_joins(cols: TraceColumns) -> Callable[[Table], np.ndarray]:
+    """Per launch call of a table of the trace's (a chunk's rows): does a GPU op of ``cols`` have its
+    correlation id?"""
+    launched = np.sort(cols.gpu.correlation)  # in_sorted needs no dedup (numpy 2.4's unique hashes: slower)
+
+    def joined(calls: Table) -> np.ndarray:
+        hit = in_sorted(launched, calls.correlation)
+        hit &= calls.correlation >= 0
+        return hit
+    return joined
 
 
 def last_step_start(cols: TraceColumns) -> int | None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
-from .launches import STREAM_LAUNCH_APIS, launch_of_gpu, stream_launch_rows
+from .launches import joinable_rows, launch_of_gpu
 from .series import running_count, stream_groups
 
 
@@ -22,7 +22,7 @@ def queue_length(
     cols: TraceColumns,
     *,
     launched_before_ns: int | None = None,
-    apis: frozenset[str] = STREAM_LAUNCH_APIS,
+    apis: frozenset[str] | None = None,
 ) -> pd.DataFrame:
     """One row per change point: device, stream, ts (ns), queue_length.
 
@@ -42,14 +42,14 @@ def queue_length(
 
 
 def queue_steps(
-    cols: TraceColumns, launched_before_ns: int | None = None, apis: frozenset[str] = STREAM_LAUNCH_APIS,
+    cols: TraceColumns, launched_before_ns: int | None = None, apis: frozenset[str] | None = None,
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """(device, stream, ts, queue length) per stream, sorted by device then stream.
 
     One stream at a time, its launch and GPU op starts in one sort buffer: the working
     set is that stream's, not every launch's.
     """
-    rows = stream_launch_rows(cols, apis)
+    rows = joinable_rows(cols, apis)
     if launched_before_ns is not None:
         rows = rows[cols.launches.ts[rows] < launched_before_ns]
     launch_of = launch_of_gpu(cols, rows)

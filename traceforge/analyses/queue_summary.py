@@ -26,7 +26,6 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
 from ..util.percentiles import nearest_rank
-from .launches import STREAM_LAUNCH_APIS
 from .queue_length import queue_steps
 
 CUDA_LAUNCH_QUEUE_LIMIT = 1024
@@ -36,7 +35,7 @@ COLUMNS = ["device", "stream", "points", "mean", "p50", "p95", "max", "span_ns",
 
 
 def queue_summary(cols: TraceColumns, *, launched_before_ns: int | None = None,
-                  apis: frozenset[str] = STREAM_LAUNCH_APIS, limit: int = CUDA_LAUNCH_QUEUE_LIMIT) -> pd.DataFrame:
+                  apis: frozenset[str] | None = None, limit: int = CUDA_LAUNCH_QUEUE_LIMIT) -> pd.DataFrame:
     """One row per (device, stream) with launches, sorted: see the module docstring.
     ``launched_before_ns`` and ``apis`` as in ``queue_length`` (HTA's choices:
     ``launches.last_step_start(cols)`` and ``launches.HTA_QUEUE_APIS``)."""

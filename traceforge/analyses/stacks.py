@@ -18,8 +18,7 @@ from .. import _native
 from ..columns.scan import TraceColumns
 from ..columns.table import Table
 from ..util.distinct import unique
-from ..util.search import in_sorted
-from .launches import launch_of_gpu
+from .launches import gpu_joins, launch_of_gpu
 
 
 @dataclass
@@ -114,11 +113,12 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
 
 def joined_calls(cols: TraceColumns, also: np.ndarray | None = None) -> Callable[[Table], np.ndarray]:
     """Per launch call (a table's rows): does a GPU op join it on correlation (or ``also`` mark its name)?"""
-    launched = np.sort(cols.gpu.correlation)  # in_sorted needs no dedup (numpy 2.4's unique hashes: slower)
+    joins = gpu_joins(cols)
+    if also is None:
+        return joins
 
     def joined(calls: Table) -> np.ndarray:
-        hit = in_sorted(launched, calls.correlation) & (calls.correlation >= 0)
-        return hit if also is None else hit | also[calls.name]
+        return joins(calls) | also[calls.name]
     return joined
 
 

@@ -55,10 +55,10 @@ from .activity import CUPTI_KINDS, GPU_ACTIVITY, cat_kinds, durations_by_kind
 from .filters import trace_start
 from .gpu_annotations import gpu_annotation_times
 from .gpu_busy import KERNEL_WAIT_NS, busy_idle
+from .hta_choices import HTA_DURATION_RATIO, hta_version, hta_view, queue_apis
 from .idle_intervals import idle_intervals
 from .kernel_breakdown import kernel_breakdown, kernel_types
 from .launch_overlap import launch_overlaps
-from .hta_choices import HTA_DURATION_RATIO, hta_version, hta_view, queue_apis
 from .launches import STREAM_LAUNCH_APIS, join_gpu_to_launch
 from .memcpy_summary import memcpy_summary
 from .memory_timeline import memory_peaks, memory_step_peaks

@@ -10,12 +10,20 @@ from typing import Any
 import numpy as np
 
 from ..analyses.filters import Filters
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of, is_call_of, stream_launch_mask
+from ..analyses.launches import (
+    STREAM_LAUNCH_APIS,
+    calls_of,
+    is_call_of,
+    joinable_rows,
+    launch_of_gpu,
+    stream_launch_mask,
+)
 from ..analyses.stacks import NameMask, joined_calls, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
 from ..emit.flow_anchors import LaunchWindows
 from ..io.reader import TraceReader
+from ..util.search import in_sorted
 from .plugin import Analysis
 
 
@@ -82,16 +90,17 @@ class ScanPlan:
         or analyses read. Consumes ``cols``."""
         keeps: list[Callable[[Table], np.ndarray]] = []
         back: list[Callable[[Table], np.ndarray]] = []  # which launch calls on disk come back
-        launches = np.zeros(len(cols.launches), bool)
+        joined = None
+        if self.joined_launches and cols.spilled_launches is not None:
+            cols = self.joined_back(cols)  # first: arrows start at them, so their windows count
+            joined = joined_calls(cols)
+        launches = np.zeros(len(cols.launches), bool) if joined is None else joined(cols.launches)
         if self.near_launches:
             windows = LaunchWindows(cols, stream_launch_mask(cols))
             keeps.append(windows.near)
-            back.append(windows.near)
-            launches |= windows.near(cols.launches)
-        if self.joined_launches and cols.spilled_launches is not None:
-            # Those on disk that a GPU op joins come back. Those in memory are kept already: calls of the
-            # APIs read, and stream launches, each inside its own window (a joined call has a correlation).
-            back.append(joined_calls(cols))
+            launches |= windows.near(cols.launches)  # each stream launch inside its own window
+            # a joined call is in memory now, the others near a window come back
+            back.append(windows.near if joined is None else lambda chunk: windows.near(chunk) & ~joined(chunk))
         if self.stack_marks:
             keeps.append(stack_keeper(cols, self._marked(cols.names)))
             launches[:] = True  # every call can pop an op off a stack
@@ -104,10 +113,30 @@ class ScanPlan:
             cols = cols.with_cpu_ops(lambda chunk: np.logical_or.reduce([keep(chunk) for keep in keeps]))
         if cols.spilled_launches is None:
             return cols
-        # Calls of other APIs (waiting on disk): those near a stream launch, or that a GPU op joins, come back.
-        called = cols.spilled_launches.select(lambda chunk: np.logical_or.reduce([b(chunk) for b in back]
-                                                                              or [np.zeros(len(chunk), bool)]))
+        if not back:
+            return replace(cols, spilled_launches=None)
+        # Calls of other APIs (waiting on disk) near a stream launch come back.
+        called = cols.spilled_launches.select(lambda chunk: np.logical_or.reduce([b(chunk) for b in back]))
         return replace(cols, launches=merged_by_ordinal(cols.launches, called), spilled_launches=None)
+
+    def joined_back(self, cols: TraceColumns) -> TraceColumns:
+        """``cols`` with the launch calls waiting on disk that a GPU op joins in memory too (launches
+        of APIs by other names: a launch is the call a GPU op joins), where the analyses read
+        them; the calls on disk stay there for ``some_ops_only``. Only GPU ops that join no call
+        in memory are looked for, so a trace whose launches all have known names costs one join."""
+        spilled = cols.spilled_launches
+        if not self.joined_launches or spilled is None or not len(spilled):
+            return cols
+        unjoined = launch_of_gpu(cols, joinable_rows(cols)) < 0
+        wanted = np.sort(cols.gpu.correlation[unjoined])
+        wanted = wanted[wanted >= 0]
+        if not len(wanted):
+            return cols
+        have = cols.launches.ordinal  # in file order
+        spilled.keep_open()  # read again by ``some_ops_only``
+        back = spilled.select(lambda chunk: in_sorted(wanted, chunk.correlation) & (chunk.correlation >= 0)
+                              & ~in_sorted(have, chunk.ordinal))
+        return replace(cols, launches=merged_by_ordinal(cols.launches, back)) if len(back) else cols
 
 
 def filtered_scan(path: str, where: Filters | None, **scan_options: Any) -> TraceColumns:

@@ -133,6 +133,8 @@ class BesideCopy:
         early = not all(a.args_without_cpu_ops(cols, options) for a in patching)
         if early:
             cols = picked(cols, reads, options)
+        else:  # the args of GPU ops launched by calls of other names: those calls come back now
+            cols = reads.joined_back(cols)
         self._chosen, self._built = chosen, Built()
         rests: list[tuple[str, Callable[[TraceColumns], Injections]]] = []
         for analysis in chosen:

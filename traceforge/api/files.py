@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypeVar
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.filters import Filters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
@@ -59,9 +58,8 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     if hta:
         if apis is not None or launched_before_ns is not None:
             raise UsageError("launch_stats: hta=True makes HTA's choices of apis and launched_before_ns")
-        return hta_launch_table(reads.launch_columns(path, keeps_hta_launch, where))
-    apis = apis or STREAM_LAUNCH_APIS
-    return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
+        return hta_launch_table(reads.launch_columns(path, where=where, keep_launch=keeps_hta_launch))
+    return launch_table_consuming(reads.launch_columns(path, apis or None, where), apis=apis or None,
                                   launched_before_ns=launched_before_ns)
 
 

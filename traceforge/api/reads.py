@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
 from ..analyses.hta_choices import hta_view
+from ..analyses.launches import calls_of
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
@@ -73,9 +74,15 @@ def export_columns(path: str, where: Filters | None = None) -> TraceColumns:
     return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True)
 
 
-def launch_columns(path: str, keep_launch: Callable[[str], bool], where: Filters | None = None) -> TraceColumns:
-    """What ``launch_table`` reads: the launch calls ``keep_launch`` picks and their stacks."""
-    return stack_columns(path, keep_launch=keep_launch, where=where)
+def launch_columns(path: str, apis: frozenset[str] | None = None, where: Filters | None = None, *,
+                   keep_launch: Callable[[str], bool] | None = None) -> TraceColumns:
+    """What ``launch_table`` reads: the launch calls (those a GPU op joins, whatever their name; the
+    calls of ``apis``, HTA's sets; or those whose name ``keep_launch`` keeps) and their stacks."""
+    if keep_launch is not None:
+        return stack_columns(path, keep_launch=keep_launch, where=where)
+    if apis is not None:
+        return stack_columns(path, keep_launch=calls_of(apis), where=where)
+    return stack_columns(path, joined_launches=True, where=where)
 
 
 def gpu_only_columns(path: str, where: Filters | None = None) -> TraceColumns:

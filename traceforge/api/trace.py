@@ -22,7 +22,7 @@ from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
 from ..analyses.gpu_busy import KERNEL_WAIT_NS
 from ..analyses.launch_delay import launch_ops, launch_table
-from ..analyses.launches import STREAM_LAUNCH_APIS, is_call_of
+from ..analyses.launches import is_call_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.stacks import stack_ops
@@ -106,7 +106,7 @@ class Trace:
     def launch_stats(self, *, apis: frozenset[str] | None = None, launched_before_ns: int | None = None,
                      where: Filters | None = None) -> pd.DataFrame:
         """One row per GPU op with its launch call (see ``traceforge.launch_stats``)."""
-        apis = apis or STREAM_LAUNCH_APIS
+        apis = apis or None  # by correlation, whatever the calls are named
         cols = self._stacks(launch_apis=apis, where=where)
         return launch_table(cols, apis=apis, launched_before_ns=launched_before_ns, op_names=launch_ops(cols))
 

@@ -5,6 +5,9 @@ thread's stack at the flow's ts, and pops that stack only when a new slice begin
 the end of an arrow must lie strictly inside its slice *as Perfetto reads the times*
 (``perfetto_ns``; a slice ends at ``perfetto(ts) + perfetto(dur)``) and before the next
 slice on that thread begins (a child, or a zero-duration op, would take the binding).
+A slice Perfetto spills to an overflow track is never on the thread's stack: an end
+there would bind to the slice under it (``check``: ``flow_bound_to_other_slice``), so
+such a slice gets no arrow.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..columns.table import Table
+from ..perfetto.overlaps import spilled_on_thread
 from ..perfetto.timestamps import perfetto_ns
 from ..util.distinct import unique
 from ..util.exacttime import NS_PER_US
@@ -45,8 +49,9 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]],
     ns as Perfetto reads it that the ts must come after (an arrow's end after its start).
 
     Perfetto orders a thread's slices by start, longer first, then file order, so a slice's
-    binding window ends at its end or where the next slice on its thread starts. Only the
-    threads of the queried slices are visited, one at a time, holding their slices' starts.
+    binding window ends at its end or where the next slice on its thread starts; a slice it
+    spills has none. Only the threads of the queried slices are visited, one at a time, holding
+    their slices' starts, ends and ordinals.
     """
     thread_of_track = _thread_of_track(cols)
     start = _gathered(queries, "ts", np.int64, perfetto_ns)
@@ -56,7 +61,10 @@ def flow_anchors(cols: TraceColumns, queries: list[tuple[Table, np.ndarray]],
     thread = _gathered(queries, "track", np.int32, lambda track: thread_of_track[track])
     for t in unique(thread[drawn]).tolist():
         mine = np.flatnonzero(drawn & (thread == t))
-        _clip_to_next(cols, thread_of_track == t, start, limit, mine, queries)
+        slices = _ThreadSlices.of(cols, thread_of_track == t)
+        _clip_to_next(slices, start, limit, mine, queries)
+        drawn[mine[np.isin(_ordinals(queries, mine), slices.spilled())]] = False
+        del slices
     del thread
     if after is not None:  # the binding window starts later; where the slice's next one starts stays
         np.maximum(start, after, out=start)
@@ -91,16 +99,40 @@ def _thread_of_track(cols: TraceColumns) -> np.ndarray:
                     dtype=np.int32)
 
 
-def _clip_to_next(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, limit: np.ndarray,
-                  mine: np.ndarray, queries: list[tuple[Table, np.ndarray]]) -> None:
+@dataclass
+class _ThreadSlices:
+    """The slices Perfetto draws on one thread (those of the columns): starts, ends (Perfetto's
+    ns) and ordinals, in table order."""
+
+    start: np.ndarray
+    end: np.ndarray
+    ordinal: np.ndarray
+
+    @classmethod
+    def of(cls, cols: TraceColumns, on_thread: np.ndarray) -> _ThreadSlices:
+        parts = []
+        for table, rows, mask in _slices_on(cols, on_thread):
+            at = perfetto_ns(table.ts[rows][mask])
+            parts.append((at, at + perfetto_ns(table.dur[rows][mask]), table.ordinal[rows][mask]))
+        if not parts:
+            return cls(*(np.zeros(0, np.int64) for _ in range(3)))
+        return cls(*(np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts)))
+
+    def spilled(self) -> np.ndarray:
+        """Ordinals of the slices Perfetto spills off the thread."""
+        return self.ordinal[spilled_on_thread(self.start, self.end, self.ordinal)]
+
+
+def _clip_to_next(slices: _ThreadSlices, start: np.ndarray, limit: np.ndarray, mine: np.ndarray,
+                  queries: list[tuple[Table, np.ndarray]]) -> None:
     """Lower ``limit[mine]`` (slices of one thread) to the start of the slice that follows each."""
-    starts = _starts_within(cols, on_thread, start, limit, mine)
+    starts = _starts_within(slices, start, limit, mine)
     after = searchsorted(starts, start[mine], side="right")
     later = after < len(starts)
     limit[mine[later]] = np.minimum(limit[mine[later]], starts[after[later]])
     shared = mine[after - searchsorted(starts, start[mine], side="left") > 1]
     if len(shared):  # another slice starts with it: it comes next unless this one is the last of them
-        shared = shared[_followed_at_start(cols, on_thread, start[shared], _ordinals(queries, shared))]
+        shared = shared[_followed_at_start(slices, start[shared], _ordinals(queries, shared))]
         limit[shared] = start[shared]
 
 
@@ -117,7 +149,7 @@ def _ordinals(queries: list[tuple[Table, np.ndarray]], index: np.ndarray) -> np.
 
 def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Table, slice, np.ndarray]]:
     """(table, rows, mask) by chunks: the slices Perfetto draws on one thread."""
-    for table in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges):
+    for table in (cols.cpu_ops, cols.launches, cols.gpu, cols.ranges, cols.gpu_annotations):
         for lo in range(0, len(table), _CHUNK):
             rows = slice(lo, lo + _CHUNK)
             mask = on_thread[table.track[rows]]
@@ -125,29 +157,20 @@ def _slices_on(cols: TraceColumns, on_thread: np.ndarray) -> Iterator[tuple[Tabl
             yield table, rows, mask
 
 
-def _starts_within(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, end: np.ndarray,
-                   mine: np.ndarray) -> np.ndarray:
+def _starts_within(slices: _ThreadSlices, start: np.ndarray, end: np.ndarray, mine: np.ndarray) -> np.ndarray:
     """Perfetto's starts, sorted, of the thread's slices that start inside one of the windows
     ``[start, end)`` at ``mine``: only those can end a window early, and there are few of them."""
     windows = _Windows.of(start[mine], end[mine])
-    kept = []
-    for table, rows, mask in _slices_on(cols, on_thread):
-        at = perfetto_ns(table.ts[rows][mask])
-        kept.append(at[windows.inside(at)])
-    starts = np.concatenate(kept or [np.zeros(0, np.int64)])
+    starts = slices.start[windows.inside(slices.start)]
     starts.sort()
     return starts
 
 
-def _followed_at_start(cols: TraceColumns, on_thread: np.ndarray, start: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+def _followed_at_start(slices: _ThreadSlices, start: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
     """For slices sharing their start with another: is one of those after it in Perfetto's order?"""
-    keys = unique(start)
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for table, rows, mask in _slices_on(cols, on_thread):
-        at = perfetto_ns(table.ts[rows][mask])
-        tied = np.isin(at, keys)
-        found.append((at[tied], perfetto_ns(table.dur[rows][mask][tied]), table.ordinal[rows][mask][tied]))
-    tie_start, tie_length, tie_ordinal = (np.concatenate(c) for c in zip(*found))
+    tied = np.isin(slices.start, unique(start))
+    tie_start, tie_ordinal = slices.start[tied], slices.ordinal[tied]
+    tie_length = slices.end[tied] - tie_start
     order = np.lexsort((tie_ordinal, -tie_length, tie_start))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
@@ -216,10 +239,12 @@ class _Windows:
 class LaunchWindows:
     """Launch calls as time windows per Perfetto thread, widened by a µs either side.
 
-    ``flow_anchors`` for arrows from these calls meets no CPU-side slice that does not start
-    ``near`` one of them: a caller that draws only such arrows can drop the rest of the CPU
-    ops (most of a big trace's columns). Exact ns with a µs of slack contain Perfetto's
-    reading of every start.
+    ``flow_anchors`` for arrows from these calls meets no CPU-side slice that neither starts
+    nor ends ``near`` one of them: a caller that draws only such arrows can drop the rest of
+    the CPU ops (most of a big trace's columns). One that starts near can end a call's binding
+    window early; one that ends near can make Perfetto spill the call (it starts inside that
+    slice and ends after it); one that holds the whole window does neither. Exact ns with a µs
+    of slack contain Perfetto's reading of every start and end.
     """
 
     def __init__(self, cols: TraceColumns, launch_rows: np.ndarray):
@@ -241,12 +266,16 @@ class LaunchWindows:
             del ts, ends
 
     def near(self, table: Table) -> np.ndarray:
-        """Mask of the rows of ``table`` (a slice table of the same trace) that start near a window."""
+        """Mask of the rows of ``table`` (a slice table of the same trace) that start or end near a window."""
         out = np.zeros(len(table), bool)
         for lo in range(0, len(table), _CHUNK):
             at = table.ts[lo:lo + _CHUNK]
             thread = self._thread_of_track[table.track[lo:lo + _CHUNK]]
             for t, windows in self._windows.items():
                 mine = np.flatnonzero(thread == t)  # each row is looked up on its own thread only
-                out[lo + mine] = windows.inside(at[mine])
+                start = at[mine].astype(np.int64, copy=False)
+                near = windows.inside(start)
+                start += np.maximum(table.dur[lo:lo + _CHUNK][mine], 0)
+                near |= windows.inside(start)
+                out[lo + mine] = near
         return out

@@ -1,5 +1,6 @@
 """Which complete slices Perfetto would spill off their thread: ``check``'s walk of Perfetto's
-slice stacks (``_replay``, rules in ``check.replay``) over X slices only, for ``repair``."""
+slice stacks (``_replay``, rules in ``check.replay``) over X slices only, for ``repair``, and
+for the slices flow arrows are placed on (``spilled_on_thread``)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,32 @@ class SpillWalk:
         out = np.zeros(n, bool)
         out[records[records[:, 0] == self._replay.SPILL, 1]] = True
         return out
+
+
+def spilled_on_thread(start: np.ndarray, end: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+    """The mask of one thread's X slices (Perfetto's ns, [start, end); ``ordinal``: file order)
+    that Perfetto spills. Only runs of slices that overlap are walked: a slice that starts at or
+    after the end of every slice before it finds its stack empty (all popped), so it is pushed,
+    and what came before it cannot make a later one spill. On a GPU stream that is most slices."""
+    n = len(start)
+    out = np.zeros(n, bool)
+    if n < 2:
+        return out
+    order = None if bool(np.all(start[1:] >= start[:-1])) else np.argsort(start, kind="stable")
+    s = start if order is None else start[order]
+    reach = end if order is None else end[order]
+    reach = np.maximum.accumulate(reach)
+    alone = np.ones(n + 1, bool)  # alone[i]: sorted slice i starts a run (nothing open); alone[n]: the end
+    np.greater_equal(s[1:], reach[:-1], out=alone[1:n])
+    del s, reach
+    first = np.flatnonzero(alone)
+    runs = np.diff(first)
+    walked = np.repeat(runs > 1, runs)  # per sorted slice: in a run of two or more
+    if not walked.any():
+        return out
+    rows = np.flatnonzero(walked)
+    if order is not None:
+        rows = order[rows]
+    rows.sort()  # file order among equal starts and lengths, as the walk breaks ties by ``ordinal``
+    out[rows] = SpillWalk(1)(np.zeros(len(rows), np.int64), start[rows], end[rows], ordinal[rows])
+    return out

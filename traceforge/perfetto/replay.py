@@ -44,6 +44,7 @@ _RULES = {
     _native.replay.END_WITHOUT_START: "flow_end_without_start",
     _native.replay.STEP_WITHOUT_START: "flow_step_without_start",
     _native.replay.END_FROM_SLICE_0: "flow_end_from_slice_0",
+    _native.replay.BOUND_UNDER_SPILL: "flow_bound_to_other_slice",
 }
 _SPILL = _RULES[_native.replay.SPILL]
 DANGLING = "dangling_flow_end"
@@ -204,6 +205,8 @@ def _note(rows: _Rows, rule: str, ordinal: int, other: str, cause: str | None) -
         return f"inside {other}"
     if rule == "misplaced_end_event":
         return f"B slice(s) still open inside {other}, which ended before"
+    if rule == "flow_bound_to_other_slice":
+        return f"inside {other}, which Perfetto moves to an overflow track: the arrow is drawn to the slice under it"
     return rows.flow_text(ordinal)
 
 

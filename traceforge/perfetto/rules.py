@@ -49,6 +49,9 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "merge into one track (use a string id or distinct names)"),
     Rule("flow_end_from_slice_0", MISRENDER,
          "f without bp:\"e\" whose s is missing: Perfetto draws a bogus arrow from the trace's first slice"),
+    Rule("flow_bound_to_other_slice", MISRENDER,
+         "flow event inside a slice Perfetto moved to an overflow track (a spill): the arrow binds to "
+         "the slice under it on the thread, the wrong one"),
     Rule("dangling_flow_end", WARNING, "Kineto quirk: flow end (f) whose start (s) is nowhere in the trace"),
     Rule("gpu_zero_or_negative_duration", WARNING, "Kineto quirk: GPU event with dur <= 0"),
     Rule("missing_name", WARNING, "Kineto quirk: '__missing__' in the event name (CUPTI gave none)"),

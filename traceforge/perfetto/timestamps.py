@@ -67,8 +67,13 @@ def _perfetto_ns(text: str) -> int | None:
 
 
 def _round_half_away(x: float) -> int:
-    """llround: to the nearest integer, halves away from zero."""
-    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+    """llround: to the nearest integer, halves away from zero. Not ``floor(x + 0.5)``: where
+    doubles are 1 apart (2^52 to 2^53, ns of times near 5e12 µs) an integral x plus 0.5 is a
+    tie that rounds to even, one above x."""
+    a = abs(x)
+    whole = math.floor(a)
+    n = int(whole) + (a - whole >= 0.5)  # a - whole is exact
+    return n if x >= 0 else -n
 
 
 def perfetto_ns(exact: np.ndarray, fractional: np.ndarray | None = None) -> np.ndarray:
@@ -107,7 +112,8 @@ def _perfetto_chunk(exact: np.ndarray, fractional: np.ndarray | None) -> np.ndar
     scaled = d * 1000.0
     whole_d = np.floor(d)
     integral = (d == whole_d) & (np.abs(whole_d) < 2**63 // 1000)
-    rounded = np.floor(scaled + 0.5)
+    rounded = np.floor(scaled)  # llround as ``_round_half_away`` does it (no ``+ 0.5`` before the floor)
+    rounded += (scaled - rounded) >= 0.5
     with np.errstate(invalid="ignore"):  # beyond int64 ns (whole >= 2^53): worked out one at a time below
         ns = np.where(integral, whole_d.astype(np.int64) * 1000, rounded.astype(np.int64))
     ns = np.where(fractional, ns, np.abs(exact))

@@ -20,7 +20,7 @@ SLICE, _BEGIN, _END, _FLOW_START, _FLOW_STEP, _FLOW_END, _FLOW_END_NEXT = range(
 _V2_BEGIN, _V2_STEP = 0, 1  # v2 flow modes (2: an end)
 # what is found
 (SPILL, MAX_DEPTH_EXCEEDED, MISPLACED_END, NO_ENCLOSING_SLICE, DUPLICATE_ID, END_WITHOUT_START,
- STEP_WITHOUT_START, END_FROM_SLICE_0) = range(8)
+ STEP_WITHOUT_START, END_FROM_SLICE_0, BOUND_UNDER_SPILL) = range(9)
 MAX_DEPTH = 512
 RECORD = 5  # int64s per finding: rule, ordinal, other ordinal, other's name, flags
 
@@ -45,6 +45,8 @@ class Walker:
         # per track: whether its stack holds X slices only (no B since it was last empty)
         self.x_only: list[bool] = [True] * n_tracks
         self.pending: list[list[tuple[int, int]]] = [[] for _ in range(n_tracks)]  # (flow id, ordinal)
+        # per track: the last slice that spilled since a slice was pushed there (an entry), or None
+        self.spilled: list[Entry | None] = [None] * n_tracks
         self.flow_of_key: dict[int, int] = {}  # v1 key -> Perfetto's flow id
         self.started: set[int] = set()  # flow ids (uint64) that have a source slice
         self.out: list[int] = []
@@ -101,6 +103,7 @@ class Walker:
                 over = self.close_stack(stack, ts, has_dur, dur, ordinal, flags, x_only)
                 if over is not None:
                     self.record(SPILL, ordinal, flags, over)
+                    self.spilled[track] = [ts, ts + dur, False, ordinal, name, cat, flags]
                     return
         if not stack:
             self.x_only[track] = True
@@ -110,6 +113,7 @@ class Walker:
         if not has_dur:
             self.x_only[track] = False
         stack.append([ts, ts + dur if has_dur else 0, not has_dur, ordinal, name, cat, flags])
+        self.spilled[track] = None
         if self.pending[track]:
             self.bind_pending(track)
 
@@ -140,29 +144,42 @@ class Walker:
 
     # -- flows
 
-    def flow_begin(self, track: int, fid: int, ordinal: int, flags: int) -> None:
+    def bound(self, track: int, ts: int, ordinal: int, flags: int) -> None:
+        """A v1 flow event bound to the top of its stack: inside a slice that spilled after that
+        top was pushed, the arrow is drawn to the slice under it."""
+        spilled = self.spilled[track]
+        if spilled is not None and spilled[_E_START] <= ts < spilled[_E_END]:
+            self.record(BOUND_UNDER_SPILL, ordinal, flags, spilled)
+
+    def flow_begin(self, track: int, fid: int, ordinal: int, flags: int, ts: int | None = None) -> None:
+        """``ts``: a v1 flow event's (a v2 flow binds to its own slice)."""
         if not self.stacks[track]:
             self.record(NO_ENCLOSING_SLICE, ordinal, flags, None)
         elif fid in self.started:
             self.record(DUPLICATE_ID, ordinal, flags, None)
         else:
             self.started.add(fid)
+            if ts is not None:
+                self.bound(track, ts, ordinal, flags)
 
-    def flow_end(self, track: int, fid: int, ordinal: int, flags: int, unstarted: int) -> None:
+    def flow_end(self, track: int, fid: int, ordinal: int, flags: int, unstarted: int, ts: int | None = None) -> None:
         if not self.stacks[track]:
             self.record(NO_ENCLOSING_SLICE, ordinal, flags, None)
         elif fid not in self.started:
             self.record(unstarted, ordinal, flags, None)
+        elif ts is not None:
+            self.bound(track, ts, ordinal, flags)
 
-    def flow_v1(self, kind: int, track: int, key: int, ordinal: int, flags: int) -> None:
-        """A v1 flow event (s, t, f; f with bp=e waits for the track's next slice)."""
+    def flow_v1(self, kind: int, track: int, key: int, ts: int, ordinal: int, flags: int) -> None:
+        """A v1 flow event (s, t, f; f without bp=e waits for the track's next slice)."""
         fid = self.flow_of_key.setdefault(key, len(self.flow_of_key))
         if kind == _FLOW_END_NEXT:
             self.pending[track].append((fid, ordinal))
         elif kind == _FLOW_START:
-            self.flow_begin(track, fid, ordinal, flags)
+            self.flow_begin(track, fid, ordinal, flags, ts)
         else:
-            self.flow_end(track, fid, ordinal, flags, STEP_WITHOUT_START if kind == _FLOW_STEP else END_WITHOUT_START)
+            self.flow_end(track, fid, ordinal, flags, STEP_WITHOUT_START if kind == _FLOW_STEP else END_WITHOUT_START,
+                          ts)
 
     def walk(self, rows: dict[str, list[int]]) -> None:
         """The events ``rows`` (columns in Perfetto's order), one step each."""
@@ -170,7 +187,7 @@ class Walker:
         for kind, ts, dur, track, key, fid, mode, name, cat, flags, ordinal in zip(*(rows[c] for c in _COLUMNS)):
             if kind >= _FLOW_START:
                 if not slices_only:
-                    self.flow_v1(kind, track, key, ordinal, flags)
+                    self.flow_v1(kind, track, key, ts, ordinal, flags)
                 continue
             if kind == _END:
                 self.end_slice(track, ts, ordinal, name, cat, flags)

@@ -66,7 +66,8 @@ def launch_delay_marks(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         summary = (f"launch delay: args on {args_on:,} GPU ops, {done - unplaced:,} arrows for delays "
                    f"> {ns_to_us_text(cutoff)} us")
         if unplaced:
-            summary += f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them)"
+            summary += (f" ({unplaced:,} outliers without one: no ts inside both slices as Perfetto reads them, "
+                        "or Perfetto moves one to an overflow track)")
         summary += f", {counts[0]} counter tracks ({counts[1]:,} points)"
         return Injections([flows], [summary])
 
@@ -89,7 +90,8 @@ ARROW_CHUNK = 1 << 19  # outliers whose arrows are made at a time (``flow_anchor
 def outlier_flows(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray, delay: np.ndarray,
                   first_id: int) -> FlowArrows:
     """An arrow from each launch call to its GPU op, ids from ``first_id`` up, for the outliers
-    whose ends can be placed (a ts binds to both slices; not, e.g., for a zero-duration op)."""
+    whose ends can be placed (a ts binds to both slices; not, e.g., for a zero-duration op, or
+    one Perfetto spills: see ``flow_anchors``)."""
     start_ts, end_ts = flow_anchors(cols, [(cols.launches, launch_rows), (cols.gpu, gpu_rows)])
     ok = np.flatnonzero((start_ts >= 0) & (end_ts >= 0))
     return FlowArrows(
@@ -128,6 +130,6 @@ ANALYSIS = Analysis(
     launch_delay_marks, order=30,
     options=(Option("delay_cutoff", "--launch-delay draws an arrow for delays above this (e.g. 100us, 1.5ms; "
                     "default 100us)", default=DEFAULT_DELAY_CUTOFF_NS, parse=duration_arg, metavar="DURATION"),),
-    patches_args=True, launch_apis=STREAM_LAUNCH_APIS, arrows_from_launches=True,
+    patches_args=True, launch_apis=STREAM_LAUNCH_APIS, joined_launches=True, arrows_from_launches=True,
     args_without_cpu_ops=lambda cols, options: True,
 )

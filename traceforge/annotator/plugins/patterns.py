@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ...analyses.pattern_table import ARROW, Patterns
 from ...analyses.launches import last_step_start
+from ...analyses.pattern_table import ARROW, Patterns
 from ...analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack, TidAllocator

@@ -17,10 +17,11 @@ from ..plugin import Analysis, AnnotateContext, counter_tracks_build
 
 
 def choices(cols: TraceColumns, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``queue_steps``' launch cut and APIs: HTA's with the ``hta`` option (a version), else none and every API."""
+    """``queue_steps``' launch cut and APIs: HTA's with the ``hta`` option (a version), else none and
+    every launch call a GPU op joins."""
     version = hta_version(options.get("hta"))
     if version is None:
-        return {"launched_before_ns": None, "apis": STREAM_LAUNCH_APIS}
+        return {"launched_before_ns": None, "apis": None}
     return {"launched_before_ns": last_step_start(cols), "apis": queue_apis(version)}
 
 
@@ -42,6 +43,6 @@ def _table(cols: TraceColumns, options: Mapping[str, Any]):
 
 ANALYSIS = Analysis(
     "queue_length", "CUDA stream queue length: one counter track per (GPU, stream)",
-    build, order=10, launch_apis=STREAM_LAUNCH_APIS,
+    build, order=10, launch_apis=STREAM_LAUNCH_APIS, joined_launches=True,
     table=_table,
 )

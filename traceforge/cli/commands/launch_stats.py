@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from ...analyses.hta_choices import hta_launch_table, keeps_hta_launch
 from ...analyses.launch_delay import (
     DEFAULT_DELAY_CUTOFF_NS,
     DEFAULT_RUNTIME_CUTOFF_NS,
@@ -15,8 +16,6 @@ from ...analyses.launch_delay import (
     launch_table_consuming,
     outliers,
 )
-from ...analyses.hta_choices import hta_launch_table, keeps_hta_launch
-from ...analyses.launches import STREAM_LAUNCH_APIS, calls_of
 from ...api.reads import launch_columns
 from ...errors import UsageError
 from ...util.durations import duration_arg
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_stats_one(args: argparse.Namespace) -> Figures:
     # The table's launches only, and only the CPU ops that can enclose one.
-    cols = launch_columns(args.input, keeps_hta_launch if args.hta else calls_of(STREAM_LAUNCH_APIS), filters_of(args))
+    cols = launch_columns(args.input, where=filters_of(args), keep_launch=keeps_hta_launch if args.hta else None)
     figures = gpu_figures(cols)
     start = cols.trace_start_ns or 0
     table = hta_launch_table(cols) if args.hta else launch_table_consuming(cols)
