@@ -94,6 +94,9 @@ class Analysis:
     # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
     # calls it reads and of the ops this function of the names marks (None: reads no stack).
     stack_marks: NameMask | None | Setting = None
+    # Reads the shapes (``columns.scan.SHAPE_ARGS``: Input Dims, Input type, Concrete Inputs) of the CPU ops
+    # whose names this picks, as ``cpu_ops.shape``: the scan parses those events (None: reads no shape).
+    op_shapes: Callable[[str], bool] | None = None
     # Makes its args (if any) from GPU ops and the launch calls of its APIs alone, for these
     # columns and options: then the CPU ops it may read later are picked while the trace is copied.
     args_without_cpu_ops: Callable[[TraceColumns, Mapping[str, Any]], bool] = lambda cols, options: False

@@ -42,6 +42,7 @@ STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step w
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # a user annotation's range on a GPU stream (ph X)
 MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True), kept by scan(memory=True)
 MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved")
+SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")  # a CPU op's shapes (record_shapes=True)
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
 RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
@@ -127,6 +128,8 @@ class TraceColumns:
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
+    # With scan(op_shapes=...): cpu_ops.shape id -> the op's SHAPE_ARGS values (None where absent).
+    op_shapes: list[tuple] = field(default_factory=list)
     places: SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
     spilled_cpu_ops: SpilledColumns | None = None
@@ -214,6 +217,7 @@ def scan(
     op_args: bool = False,
     memory: bool = False,
     spill_memory: bool = False,
+    op_shapes: Callable[[str], bool] | None = None,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -230,10 +234,12 @@ def scan(
     an int), for export. ``memory``: also keep Kineto's ``[memory]`` instants (``TraceColumns.memory``;
     each is parsed, and traces taken with ``profile_memory=True`` have millions); with ``spill_memory``
     they wait on disk (``spilled_memory``), for a caller that reads them a device at a time.
+    ``op_shapes(name)``: the CPU ops whose shapes (``SHAPE_ARGS``) are kept, as column ``shape``
+    of ``cpu_ops`` (an id into ``TraceColumns.op_shapes``, -1 for none); those events are parsed.
     """
     reader = reader or TraceReader(path, display_name=display_name)
     builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args,
-                             memory, spill_memory)
+                             memory, spill_memory, op_shapes)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -272,8 +278,11 @@ class _ColumnBuilder:
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
                  spill_launch: Callable[[str], bool] | None = None, op_args: bool = False, memory: bool = False,
-                 spill_memory: bool = False):
+                 spill_memory: bool = False, op_shapes: Callable[[str], bool] | None = None):
         self.scanner = scanner
+        self.op_shapes = op_shapes
+        self._shape_name = _ByString(bool, False)
+        self.shapes = _Interner()
         self.op_args = op_args
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
@@ -299,7 +308,7 @@ class _ColumnBuilder:
         launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4" + ext
         self.launch = GrowingColumns(launch_fields)
         self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
-        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext
+        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext + (" shape:i4" if op_shapes else "")
         self.cpu = GrowingColumns(cpu_fields)
         self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = GrowingColumns(_SLICE_FIELDS)
@@ -460,12 +469,40 @@ class _ColumnBuilder:
                     self.spilled_launch.extend(*(v[spilled] for v in values))
         elif code == _KIND_CODES[_CPU]:
             cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
-            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID),
+                       *([self._shape_ids(batch, at, r[R.NAME])] if self.op_shapes is not None else []))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():
                 args = batch.event(i).get("args")
                 self.range_args.append(args if type(args) is dict else {})
+
+    def _shape_ids(self, batch: EventBatch, at: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Per CPU op ``at``: the id of its shapes (``SHAPE_ARGS``), for those ``op_shapes`` picks by
+        name; -1 for the others and for ops without any of those args. Each distinct shape is kept once."""
+        out = np.full(len(at), -1, np.int32)
+        picked = np.flatnonzero(self._shape_name[names])
+        if not len(picked):
+            return out
+        ids = []
+        for e in _events_at(batch, at[picked]):
+            args = _args_of(e)
+            values = tuple(args.get(k) for k in SHAPE_ARGS)
+            if values == (None, None, None):
+                ids.append(-1)
+                continue
+            try:
+                key = orjson.dumps(values)
+            except TypeError:  # a string that was not UTF-8: no shapes read from it
+                ids.append(-1)
+                continue
+            i = self.shapes.ids.get(key)
+            if i is None:
+                i = self.shapes.ids[key] = len(self.shapes.values)
+                self.shapes.values.append(values)
+            ids.append(i)
+        out[picked] = ids
+        return out
 
     def _op_args(self, r: dict[int, np.ndarray], *fields: int) -> list[np.ndarray]:
         """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
@@ -501,6 +538,8 @@ class _ColumnBuilder:
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
                 self._kept_launch.extend([self.keep_launch(t) for t in texts])
+            if self.op_shapes is not None:
+                self._shape_name.extend([self.op_shapes(t) for t in texts])
             if self.spill_launch is not None:
                 self._spilled_launch.extend([self.spill_launch(t) for t in texts])
         new = self.scanner.tracks[len(self._track_id):]
@@ -566,6 +605,7 @@ class _ColumnBuilder:
             event_count=reader.event_count,
             skipped=self.skipped,
             kernel_dims=self.dims.values,
+            op_shapes=self.shapes.values,
             spilled_cpu_ops=self.spilled_cpu,
             spilled_launches=self.spilled_launch,
             trace_start_ns=self.trace_start_ns,
