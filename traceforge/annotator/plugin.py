@@ -102,6 +102,8 @@ class Analysis:
     args_without_cpu_ops: Callable[[TraceColumns, Mapping[str, Any]], bool] = lambda cols, options: False
     # Its result as a table, for ``Trace.table(name)`` (None: it has no table of its own).
     table: Callable[[TraceColumns, Mapping[str, Any]], pd.DataFrame] | None = None
+    # Its full result (an object of several tables), for ``Trace.table_result(name)`` and its command.
+    result: Callable[[TraceColumns, Mapping[str, Any]], Any] | None = None
     # The figures it reports in ``Injections.figures``: columns of the per-rank summary.
     figures: tuple[Figure, ...] = ()
 

@@ -26,6 +26,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
+    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.critical_path import CriticalPath
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
@@ -56,6 +57,15 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     apis = apis or STREAM_LAUNCH_APIS
     return launch_table_consuming(reads.launch_columns(path, calls_of(apis), where), apis=apis,
                                   launched_before_ns=launched_before_ns)
+
+
+def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None = None) -> RooflineTables:
+    """What each GPU kernel achieves against its GPU's limits (docs/roofline.md): the ops, families,
+    steps and unmodelled tables, coverage and notes. ``gpu_limits``: a JSON file of GPU limits."""
+    from ..annotator.plugins.roofline import tables
+
+    options = {"gpu_limits": gpu_limits}
+    return tables(reads.declared_columns(path, "roofline", options, where), options)
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,

@@ -39,6 +39,7 @@ from .fan_out import ranked
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
+    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
 
@@ -54,7 +55,7 @@ class Trace:
     def read(cls, path: str | os.PathLike) -> Trace:
         """Scan ``path`` once (``-``: standard input, which is then read in full)."""
         path = os.fspath(path)
-        cols = scan(path, cpu_ops=True, spill_cpu_ops=True, memory=True)
+        cols = scan(path, cpu_ops=True, spill_cpu_ops=True, memory=True, op_shapes=_shapes_read())
         if cols.spilled_cpu_ops is not None:
             cols.spilled_cpu_ops.keep_open()  # every stack analysis reads it again
         return cls(path, cols)
@@ -169,6 +170,18 @@ class Trace:
 
         return compare(self._view(where), other._view(where), rules, tables=tables, per_step=per_step)
 
+    def roofline(self, *, gpu_limits: str | None = None, where: Filters | None = None) -> RooflineTables:
+        """What each GPU kernel achieves against its GPU's limits (see ``traceforge.roofline``)."""
+        return self.table_result("roofline", where=where, gpu_limits=gpu_limits)
+
+    def table_result(self, analysis: str, *, where: Filters | None = None, **options: Any) -> Any:
+        """The full result of an annotate analysis that declares one (``Analysis.result``)."""
+        declared = ANALYSES.get(analysis)
+        if declared is None or declared.result is None:
+            having = [name for name, a in ANALYSES.items() if a.result is not None]
+            raise UsageError(f"no analysis named {analysis!r} has a result (these do: {', '.join(having)})")
+        return declared.result(self._view(where), with_defaults([declared], options))
+
     def table(self, analysis: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
         """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),
         with its options (those not given take their declared defaults)."""
@@ -183,6 +196,12 @@ class Trace:
         """Write the trace with the chosen analyses' tracks to ``out`` (see ``traceforge.annotate``).
         The copy needs the trace's bytes, so the file is read again."""
         return annotate(self.path, out, analyses=tuple(analyses), options=options, where=where, **flags)
+
+
+def _shapes_read():
+    """The CPU ops whose shapes some analysis reads (their declarations' ``op_shapes``), or None."""
+    picks = [a.op_shapes for a in ANALYSES.values() if a.op_shapes is not None]
+    return (lambda name: any(p(name) for p in picks)) if picks else None
 
 
 def _read(path: str, rank: int) -> Trace:

@@ -61,7 +61,7 @@ class Roofline:
     bound: np.ndarray
     unmodelled_rows: np.ndarray
     unmodelled_reason: np.ndarray  # per unmodelled row: index into reasons
-    reasons: list[str]  # "op: why" (or "kernel name: why")
+    reasons: list[tuple[str, str]]  # (op or kernel name, why)
     kernel_ns: int
     modelled_ns: int
     notes: list[str] = field(default_factory=list)
@@ -233,9 +233,9 @@ def _roofs(cols: TraceColumns, device: np.ndarray, units: np.ndarray, flops: np.
 
 
 def _reasons(cols: TraceColumns, kernels: np.ndarray, stacks: Stacks, owner: np.ndarray, work_of: np.ndarray,
-             works: list, ok: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Per kernel not modelled, an index into the reasons: ``op: why`` (the op whose work is missing,
-    the innermost launching op without a model, or the kernel with no launching op)."""
+             works: list, ok: np.ndarray) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Per kernel not modelled, an index into the reasons: (name, why) of the op whose work is missing,
+    the innermost launching op without a model, or the kernel with no launching op."""
     rows = np.flatnonzero(~ok)
     inner = stacks.gpu_op()[kernels[rows]]
     own = owner[rows]
@@ -249,9 +249,9 @@ def _reasons(cols: TraceColumns, kernels: np.ndarray, stacks: Stacks, owner: np.
         k, w = code >> 32, code & 0xFFFFFFFF
         if k == 0:
             first = np.flatnonzero(work_of == w)[0]
-            texts.append(f"{cols.names[cols.cpu_ops.name[owner[first]]]}: {works[w]}")
+            texts.append((cols.names[cols.cpu_ops.name[owner[first]]], works[w]))
         elif k == 1:
-            texts.append(f"{cols.names[w]}: no work model for this op")
+            texts.append((cols.names[w], "no work model for this op"))
         else:
-            texts.append(f"kernel {cols.names[w]}: {NO_CPU_OP}")
+            texts.append((cols.names[w], NO_CPU_OP))
     return reason.astype(np.int32), texts

@@ -66,7 +66,9 @@ def _roof_sums(group: np.ndarray, n: int, roof: np.ndarray) -> pd.array:
     np.add.at(total, group, np.maximum(roof, 0))
     unknown = np.zeros(n, bool)
     unknown[group[roof < 0]] = True
-    return pd.array(np.where(unknown, 0, total), dtype="Int64").where(~unknown, pd.NA)
+    out = pd.array(total, dtype="Int64")
+    out[unknown] = pd.NA
+    return out
 
 
 def _rates(frame: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +120,8 @@ def _families(r: Roofline, dur: np.ndarray) -> pd.DataFrame:
     frame = frame.sort_values("time_ns", ascending=False, kind="stable")
     rest = pd.DataFrame({"family": [NOT_MODELLED], "kernels": [len(r.unmodelled_rows)],
                          "time_ns": [r.kernel_ns - r.modelled_ns]})
-    return pd.concat([frame, rest], ignore_index=True)[["family", *_TOTAL_COLUMNS]]
+    out = pd.concat([frame, rest], ignore_index=True)[["family", *_TOTAL_COLUMNS]]
+    return out.astype({c: "Int64" for c in ("kernels", "time_ns", "flops", "bytes", "roofline_ns", "lost_ns")})
 
 
 def _steps(cols: TraceColumns, r: Roofline, dur: np.ndarray) -> pd.DataFrame:
@@ -157,6 +160,7 @@ def _unmodelled(cols: TraceColumns, r: Roofline) -> pd.DataFrame:
     dur = np.maximum(cols.gpu.dur[r.unmodelled_rows], 0).astype(np.int64)
     n = len(r.reasons)
     sums = _sums(r.unmodelled_reason, n, kernels=np.ones(len(dur), np.int64), time_ns=dur)
-    frame = pd.DataFrame({"what": r.reasons, **sums})
+    frame = pd.DataFrame({"name": [n for n, _ in r.reasons], "why": [w for _, w in r.reasons], **sums})
+    frame = frame.groupby(["name", "why"], sort=False, as_index=False)[["kernels", "time_ns"]].sum()
     frame["share_pct"] = 100 * frame["time_ns"] / r.kernel_ns if r.kernel_ns else 0.0
     return frame.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -615,6 +615,22 @@ def _foreach(a: _Args, base: str, kernels: Sequence[str]) -> Work:
     return Work(OPTIMIZER, elems[0], (sum(elems) + elems[0]) * size, f"{size}-byte elements", FP32)
 
 
+def _nll_loss(a: _Args, base: str, kernels: Sequence[str]) -> Work:
+    """nll_loss(2d)_forward(self, target, weight, reduction, ignore_index): reads the target and the
+    one value per row it picks (and the weight), writes the loss and total weight."""
+    target = a.shape(1)
+    size = DTYPE_BYTES[a.dtype(0)]
+    weight = a.nbytes(2) if a.is_tensor(2) else 0
+    return Work(LOSS, numel(target), a.nbytes(1) + numel(target) * size + weight + 2 * size, a.dtype(0), FP32)
+
+
+def _nll_loss_backward(a: _Args, base: str, kernels: Sequence[str]) -> Work:
+    """nll_loss(2d)_backward(grad_output, self, target, ...): reads the target, writes one value of
+    grad_input per row (the zeros around them are a fill of their own, modelled as that op)."""
+    target = a.shape(2)
+    return Work(LOSS, numel(target), a.nbytes(2) + numel(target) * DTYPE_BYTES[a.dtype(1)], a.dtype(1), FP32)
+
+
 def _loss(a: _Args, base: str, kernels: Sequence[str]) -> Work:
     return _all_tensors(LOSS, 1, None)(a, base, kernels)
 
@@ -645,6 +661,7 @@ _RULES: dict[str, Callable[[_Args, str, Sequence[str]], Work]] = {
     **dict.fromkeys(("avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward"),
                     _avg_pool),
     **dict.fromkeys(("_fused_adam_", "_fused_adamw_", "_fused_adam", "_fused_adamw"), _fused_adam),
-    **dict.fromkeys(("nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",
-                     "binary_cross_entropy", "binary_cross_entropy_with_logits"), _loss),
+    **dict.fromkeys(("nll_loss_forward", "nll_loss2d_forward"), _nll_loss),
+    **dict.fromkeys(("nll_loss_backward", "nll_loss2d_backward"), _nll_loss_backward),
+    **dict.fromkeys(("binary_cross_entropy", "binary_cross_entropy_with_logits"), _loss),
 }

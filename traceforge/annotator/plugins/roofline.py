@@ -130,5 +130,5 @@ ANALYSIS = Analysis(
                     "(docs/roofline.md)", metavar="FILE"),),
     patches_args=True, launch_apis=frozenset(), stack_marks=lambda options: launch_stacks_only,
     op_shapes=is_modelled, figures=(Figure("roofline_coverage", "roofline coverage %"),),
-    table=lambda cols, options: tables(cols, options).ops,
+    table=lambda cols, options: tables(cols, options).ops, result=tables,
 )
