@@ -42,7 +42,9 @@ STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step w
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # a user annotation's range on a GPU stream (ph X)
 MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True), kept by scan(memory=True)
 MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved")
-SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")  # a CPU op's shapes (record_shapes=True)
+# A CPU op's shapes (record_shapes=True), and a collective's size (record_param_comms).
+SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "dtype", "Collective name")
+_NO_SHAPES = (None,) * len(SHAPE_ARGS)
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
 RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
@@ -488,7 +490,7 @@ class _ColumnBuilder:
         for e in _events_at(batch, at[picked]):
             args = _args_of(e)
             values = tuple(args.get(k) for k in SHAPE_ARGS)
-            if values == (None, None, None):
+            if values == _NO_SHAPES:
                 ids.append(-1)
                 continue
             try:

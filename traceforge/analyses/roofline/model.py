@@ -29,7 +29,8 @@ from ...columns.scan import KERNEL, TraceColumns
 from ..stacks import Stacks, build_stacks
 from .dtypes import TF32_CHOICE, float32_unit
 from .limits import GpuLimits, limits_for
-from .work import Work, is_modelled, op_work
+from .work import (COLLECTIVE, FUSED_OPTIMIZERS, Work, allreduce_elements, fused_adam_of_elements, is_allreduce,
+                   is_modelled, op_work)
 
 MEMORY, COMPUTE, NO_BOUND = 0, 1, -1
 BOUNDS = ("memory", "compute")
@@ -108,6 +109,7 @@ def roofline(cols: TraceColumns, extra_limits: Mapping[str, GpuLimits] | None = 
 
     work_of = np.full(len(kernels), -1, np.int64)  # index into works
     work_of[has] = pair_of
+    _optimizer_steps(cols, owner, work_of, works, labels)
     ok = np.array([isinstance(w, Work) for w in works] + [False])[work_of]
     reason, reasons = _reasons(cols, kernels, stacks, owner, work_of, works, ok)
     rows, own, widx, kdur = kernels[ok], owner[ok], work_of[ok], dur[ok]
@@ -117,13 +119,55 @@ def roofline(cols: TraceColumns, extra_limits: Mapping[str, GpuLimits] | None = 
 
     keys, key = _keys(works, labels, widx)
     units = _units(cols, works, widx, gpu.name[rows])
-    roof_ns, bound, gpus, notes = _roofs(cols, gpu.device[rows], units, flops, nbytes, extra_limits)
+    roof_ns, bound, gpus, notes = _roofs(cols, gpu.device[kernels], ok, units, flops, nbytes, extra_limits)
     shapes_seen = "shape" in cpu.cols and bool(cols.op_shapes)
     if not shapes_seen and len(kernels):
-        notes.insert(0, f"{cols.path}: no CPU op carries shapes (Input Dims): nothing is modelled; profile with "
-                     "torch.profiler.profile(record_shapes=True)")
+        notes.insert(0, "no CPU op carries shapes (Input Dims): nothing modelled; profile with record_shapes=True")
     return Roofline(rows, own, key, keys, flops, nbytes, roof_ns, bound, kernels[~ok], reason, reasons,
                     int(dur.sum()), int(kdur.sum()), notes, gpus)
+
+
+def _optimizer_steps(cols: TraceColumns, owner: np.ndarray, work_of: np.ndarray, works: list,
+                     labels: list[tuple[str, tuple | None]]) -> None:
+    """Fused Adam(W) steps whose TensorLists' shapes are not recorded: where DDP all-reduced the
+    gradients since the previous step (``record_param_comms`` all-reduces that start after the
+    previous fused step ends and before this one starts), the parameters are those elements, of
+    the all-reduce's element size. Each such step gets a work of its own (``works``, ``labels`` and
+    ``work_of`` are extended in place)."""
+    missing = [j for j, (name, _) in enumerate(labels) if name in FUSED_OPTIMIZERS and isinstance(works[j], str)]
+    if not missing:
+        return
+    cpu = cols.cpu_ops
+    shape = cpu.shape if "shape" in cpu.cols else np.full(len(cpu), -1, np.int32)
+    names = np.array([n == COLLECTIVE for n in cols.names] or [False])
+    comms = [(int(cpu.ts[i]), *allreduce_elements(cols.op_shapes[shape[i]])) for i in
+             np.flatnonzero(names[cpu.name] & (shape >= 0)).tolist() if is_allreduce(cols.op_shapes[shape[i]])]
+    if not comms:
+        return
+    comm_ts = np.array([c[0] for c in comms], np.int64)
+    order = np.argsort(comm_ts, kind="stable")
+    comm_ts = comm_ts[order]
+    elems = np.concatenate([[0], np.cumsum(np.array([c[1] for c in comms], np.int64)[order])])
+    size = next((c[2] for c in comms if c[2] is not None), None)
+    if size is None:
+        return
+    steps = np.array([n in FUSED_OPTIMIZERS for n in cols.names] or [False])[cpu.name]
+    step_rows = np.flatnonzero(steps)
+    step_rows = step_rows[np.argsort(cpu.ts[step_rows], kind="stable")]
+    prev_end = np.r_[np.iinfo(np.int64).min, (cpu.ts[step_rows] + np.maximum(cpu.dur[step_rows], 0))[:-1]]
+    window = {int(r): (int(p), int(cpu.ts[r])) for r, p in zip(step_rows.tolist(), prev_end.tolist())}
+    made: dict[tuple[int, int], int] = {}
+    for k in np.flatnonzero(np.isin(work_of, missing)).tolist():
+        lo, hi = window[int(owner[k])]
+        count = int(elems[np.searchsorted(comm_ts, hi, "left")] - elems[np.searchsorted(comm_ts, lo, "right")])
+        if count <= 0:
+            continue
+        key = (int(work_of[k]), count)
+        if key not in made:
+            made[key] = len(works)
+            works.append(fused_adam_of_elements(count, size))
+            labels.append(labels[key[0]])
+        work_of[k] = made[key]
 
 
 def _modelled_owner(inner: np.ndarray, names: np.ndarray, parent: np.ndarray, modelled: np.ndarray) -> np.ndarray:
@@ -196,24 +240,26 @@ def _units(cols: TraceColumns, works: list, widx: np.ndarray, kernel_name: np.nd
     return unit
 
 
-def _roofs(cols: TraceColumns, device: np.ndarray, units: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
-           extra: Mapping[str, GpuLimits] | None) -> tuple[np.ndarray, np.ndarray, dict[int, str], list[str]]:
-    """Roofline time (ns, rounded up; -1 unknown) and bound per modelled kernel; the GPUs; notes."""
+def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, units: np.ndarray, flops: np.ndarray,
+           nbytes: np.ndarray, extra: Mapping[str, GpuLimits] | None
+           ) -> tuple[np.ndarray, np.ndarray, dict[int, str], list[str]]:
+    """Roofline time (ns, rounded up; -1 unknown) and bound per modelled kernel (``modelled``: a mask
+    of the kernels, whose devices are ``kernel_device``); every kernel's GPU by device; notes."""
     roof = np.full(len(units), -1, np.int64)
     bound = np.full(len(units), NO_BOUND, np.int8)
+    device = kernel_device[modelled]
     names = device_names(cols)
     gpus: dict[int, str] = {}
     notes: list[str] = []
-    for d in np.unique(device).tolist():
+    for d in np.unique(kernel_device).tolist():
         on = device == d
         name = names.get(d)
         limits = limits_for(name, extra) if name is not None else None
         gpus[d] = limits.name if limits else ""
         if limits is None:
-            what = f"GPU {d} is {name!r}, which the GPU limits table does not know" if name else \
-                f"the trace does not name GPU {d} (no deviceProperties)"
-            notes.append(f"{cols.path}: {what}: FLOPs and bytes only, no roofline; give its peaks with "
-                         "--gpu-limits FILE (docs/roofline.md)")
+            what = f"GPU {d} ({name}): not in the GPU limits table" if name else \
+                f"GPU {d}: not named (no deviceProperties)"
+            notes.append(f"{what}, so no roofline (add it: --gpu-limits)")
             continue
         missing = set()
         for unit in np.unique(units[on]).tolist():
@@ -227,8 +273,7 @@ def _roofs(cols: TraceColumns, device: np.ndarray, units: np.ndarray, flops: np.
             roof[mine] = np.ceil(np.maximum(compute, memory)).astype(np.int64)
             bound[mine] = np.where(compute >= memory, COMPUTE, MEMORY)
         if missing:
-            notes.append(f"{cols.path}: {limits.name} has no peak for {', '.join(sorted(missing))} in the table: "
-                         "those kernels get no roofline")
+            notes.append(f"{limits.name} has no peak for {', '.join(sorted(missing))}: those kernels get no roofline")
     return roof, bound, gpus, notes
 
 

@@ -48,7 +48,7 @@ class _Args:
     """One op's ``Input Dims``, ``Input type`` and ``Concrete Inputs``, read defensively."""
 
     def __init__(self, shapes: tuple):
-        dims, types, concrete = shapes
+        dims, types, concrete = shapes[:3]
         self.dims = dims if type(dims) is list else []
         self.types = types if type(types) is list else []
         self.concrete = concrete if type(concrete) is list else []
@@ -166,6 +166,11 @@ def rule_of(name: str) -> Callable | None:
 
 def is_modelled(name: str) -> bool:
     return rule_of(name) is not None
+
+
+def reads_shapes(name: str) -> bool:
+    """The CPU ops whose shapes the roofline reads: those it models, and DDP's collectives."""
+    return name == COLLECTIVE or is_modelled(name)
 
 
 # --- matrix multiply -------------------------------------------------------------------------------
@@ -599,8 +604,27 @@ def _fused_adam(a: _Args, base: str, kernels: Sequence[str]) -> Work:
     lists = [a.tensor_list(i) for i in range(4)]
     if any(s is None for s in lists):
         raise _Missing("the TensorLists' shapes are not recorded (PyTorch records them from 2.6 on)")
-    size = _list_element_size(kernels)
-    elems = sum(numel(s) for s in lists[0])
+    return fused_adam_of_elements(sum(numel(s) for s in lists[0]), _list_element_size(kernels))
+
+
+FUSED_OPTIMIZERS = frozenset(("aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_adam", "aten::_fused_adamw"))
+COLLECTIVE = "record_param_comms"  # DDP's gradient all-reduces carry their element count
+_COMM_DTYPES = {"Float": "float", "BFloat16": "c10::BFloat16", "Half": "c10::Half", "Double": "double"}
+
+
+def is_allreduce(shapes: tuple | None) -> bool:
+    return bool(shapes) and len(shapes) > 5 and shapes[5] == "allreduce" and type(shapes[3]) is int
+
+
+def allreduce_elements(shapes: tuple) -> tuple[int, int | None]:
+    """A ``record_param_comms`` all-reduce's (elements, element size or None)."""
+    dtype = _COMM_DTYPES.get(shapes[4]) if type(shapes[4]) is str else None
+    return shapes[3], DTYPE_BYTES[dtype] if dtype else None
+
+
+def fused_adam_of_elements(elems: int, size: int) -> Work:
+    """A fused Adam(W) step over ``elems`` parameters of ``size`` bytes, when the TensorLists' shapes
+    are not recorded but the step's gradient all-reduces give the count (see ``model``)."""
     return Work(OPTIMIZER, 12 * elems, 7 * elems * size, f"{size}-byte elements", FP32)
 
 

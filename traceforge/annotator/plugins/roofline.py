@@ -16,7 +16,7 @@ import numpy as np
 from ...analyses.roofline.limits import GpuLimits, parse_limits
 from ...analyses.roofline.model import BOUNDS, Roofline, roofline
 from ...analyses.roofline.tables import RooflineTables, roofline_tables
-from ...analyses.roofline.work import is_modelled
+from ...analyses.roofline.work import COLLECTIVE, reads_shapes
 from ...analyses.series import net_steps
 from ...analyses.stacks import stack_ops
 from ...columns.scan import TraceColumns
@@ -25,7 +25,8 @@ from ...io.gpu_limits import read_gpu_limits_file
 from ...io.jsontext import ArgColumns, FixedPoint
 from ..plugin import Analysis, AnnotateContext, Figure, Option
 
-COUNTERS = (("Roofline TFLOP/s", "tflops", 3), ("Roofline GB/s", "gbps", 3), ("Roofline %", "roofline_pct", 1))
+COUNTER = "Roofline"  # the tracks: "Roofline TFLOP/s", "Roofline GB/s", "Roofline %" in each GPU's process
+COUNTERS = (("TFLOP/s", "tflops", 3), ("GB/s", "gbps", 3), ("%", "roofline_pct", 1))
 
 
 def user_limits(value: str | Mapping[str, GpuLimits] | None) -> Mapping[str, GpuLimits] | None:
@@ -103,21 +104,22 @@ def counter_tracks(cols: TraceColumns, rates: dict[str, np.ndarray]) -> list[Cou
                                     np.concatenate([v, -v]))
         for d in np.unique(keys[0]).tolist():
             on = keys[0] == d
-            out.append(CounterTrack(pid=cols.gpu_pid(d), name=title, key=key, ts=ts[on], values=total[on],
+            out.append(CounterTrack(pid=cols.gpu_pid(d), name=COUNTER, key=title, ts=ts[on], values=total[on],
                                     decimals=decimals))
     return out
 
 
-def launch_stacks_only(names: list[str]) -> np.ndarray:
-    """``stack_marks``: no CPU op beyond those on the launch calls' stacks."""
-    return np.zeros(len(names), bool)
+def collectives(names: list[str]) -> np.ndarray:
+    """``stack_marks``: beyond the launch calls' stacks, DDP's collectives (their sizes give a fused
+    optimizer step's parameters where its shapes are missing: ``model``)."""
+    return np.array([n == COLLECTIVE for n in names], bool)
 
 
 def tables(cols: TraceColumns, options: Mapping[str, Any]) -> RooflineTables:
     """The roofline tables (``analyses.roofline.tables``) of columns with shapes; CPU ops on disk
     (a loaded ``Trace``'s) are read back first."""
     if cols.spilled_cpu_ops is not None:
-        cols = stack_ops(cols)
+        cols = stack_ops(cols, collectives(cols.names))
     return roofline_tables(cols, roofline(cols, user_limits(options.get("gpu_limits"))))
 
 
@@ -128,7 +130,7 @@ ANALYSIS = Analysis(
     build, order=55,
     options=(Option("gpu_limits", "a JSON file of GPU limits that overrides or adds to the built-in table "
                     "(docs/roofline.md)", metavar="FILE"),),
-    patches_args=True, launch_apis=frozenset(), stack_marks=lambda options: launch_stacks_only,
-    op_shapes=is_modelled, figures=(Figure("roofline_coverage", "roofline coverage %"),),
+    patches_args=True, launch_apis=frozenset(), stack_marks=lambda options: collectives,
+    op_shapes=reads_shapes, figures=(Figure("roofline_coverage", "roofline coverage %"),),
     table=lambda cols, options: tables(cols, options).ops, result=tables,
 )
