@@ -323,3 +323,17 @@ def test_annotated_trace_imports_in_trace_processor_with_args(tmp_path):
     for key in ("flops", "bytes", "intensity", "tflops", "gbps", "bound", "roofline_pct"):
         assert got.get(f"args.{key}", 0) >= kernels * 0.99, key
     assert {k for k in got if k.startswith("counter:")} >= {"counter:Roofline TFLOP/s", "counter:Roofline %"}
+
+
+def test_report_has_a_roofline_chart_and_the_ops_that_lost_most(tmp_path):
+    pytest.importorskip("bokeh")
+    import traceforge
+    from traceforge.report import rank_report, render
+
+    path = _trace(tmp_path)
+    report = rank_report(0, str(path), traceforge.load(path))
+    assert report.roofline is not None and report.roofline.ops["op"].tolist()[0] in ("aten::mm", "aten::add_")
+    page = render([report])
+    assert "Roofline on H100 SXM" in page and "Top ops by time lost to the roofline" in page
+    unknown = rank_report(0, str(path), traceforge.load(_trace(tmp_path / "..", gpu="NVIDIA A100-PG509-200")))
+    assert "limits are unknown (--gpu-limits)" in render([unknown])

@@ -67,6 +67,7 @@ class Roofline:
     modelled_ns: int
     notes: list[str] = field(default_factory=list)
     gpus: dict[int, str] = field(default_factory=dict)  # device -> the GPU's limits name ("" unknown)
+    limits: dict[int, GpuLimits] = field(default_factory=dict)  # device -> its limits, where known
 
     @property
     def coverage(self) -> float:
@@ -119,12 +120,13 @@ def roofline(cols: TraceColumns, extra_limits: Mapping[str, GpuLimits] | None = 
 
     keys, key = _keys(works, labels, widx)
     units = _units(cols, works, widx, gpu.name[rows])
-    roof_ns, bound, gpus, notes = _roofs(cols, gpu.device[kernels], ok, units, flops, nbytes, extra_limits)
+    roof_ns, bound, limits, notes = _roofs(cols, gpu.device[kernels], ok, units, flops, nbytes, extra_limits)
     shapes_seen = "shape" in cpu.cols and bool(cols.op_shapes)
     if not shapes_seen and len(kernels):
         notes.insert(0, "no CPU op carries shapes (Input Dims): nothing modelled; profile with record_shapes=True")
     return Roofline(rows, own, key, keys, flops, nbytes, roof_ns, bound, kernels[~ok], reason, reasons,
-                    int(dur.sum()), int(kdur.sum()), notes, gpus)
+                    int(dur.sum()), int(kdur.sum()), notes,
+                    {d: (lim.name if lim else "") for d, lim in limits.items()}, {d: l for d, l in limits.items() if l})
 
 
 def _optimizer_steps(cols: TraceColumns, owner: np.ndarray, work_of: np.ndarray, works: list,
@@ -242,20 +244,20 @@ def _units(cols: TraceColumns, works: list, widx: np.ndarray, kernel_name: np.nd
 
 def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, units: np.ndarray, flops: np.ndarray,
            nbytes: np.ndarray, extra: Mapping[str, GpuLimits] | None
-           ) -> tuple[np.ndarray, np.ndarray, dict[int, str], list[str]]:
+           ) -> tuple[np.ndarray, np.ndarray, dict[int, GpuLimits | None], list[str]]:
     """Roofline time (ns, rounded up; -1 unknown) and bound per modelled kernel (``modelled``: a mask
     of the kernels, whose devices are ``kernel_device``); every kernel's GPU by device; notes."""
     roof = np.full(len(units), -1, np.int64)
     bound = np.full(len(units), NO_BOUND, np.int8)
     device = kernel_device[modelled]
     names = device_names(cols)
-    gpus: dict[int, str] = {}
+    gpus: dict[int, GpuLimits | None] = {}
     notes: list[str] = []
     for d in np.unique(kernel_device).tolist():
         on = device == d
         name = names.get(d)
         limits = limits_for(name, extra) if name is not None else None
-        gpus[d] = limits.name if limits else ""
+        gpus[d] = limits
         if limits is None:
             what = f"GPU {d} ({name}): not in the GPU limits table" if name else \
                 f"GPU {d}: not named (no deviceProperties)"

@@ -16,6 +16,7 @@ import numpy as np
 from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
 from ..steps import gpu_steps, profiler_steps
+from .limits import GpuLimits
 from .model import BOUNDS, NO_BOUND, Roofline
 
 TABLES = ("ops", "families", "steps", "unmodelled")
@@ -35,6 +36,7 @@ class RooflineTables:
     modelled_ns: int
     notes: list[str] = field(default_factory=list)
     gpus: dict[int, str] = field(default_factory=dict)
+    limits: dict[int, GpuLimits] = field(default_factory=dict)  # by device, where known
 
     @property
     def coverage_pct(self) -> float:
@@ -48,7 +50,7 @@ def roofline_tables(cols: TraceColumns, r: Roofline) -> RooflineTables:
     """The tables of ``r`` (made from ``cols``)."""
     dur = np.maximum(cols.gpu.dur[r.rows], 0).astype(np.int64)
     return RooflineTables(_ops(r, dur), _families(r, dur), _steps(cols, r, dur), _unmodelled(cols, r),
-                          r.kernel_ns, r.modelled_ns, list(r.notes), dict(r.gpus))
+                          r.kernel_ns, r.modelled_ns, list(r.notes), dict(r.gpus), dict(r.limits))
 
 
 def _sums(group: np.ndarray, n: int, **columns: np.ndarray) -> dict[str, np.ndarray]:
