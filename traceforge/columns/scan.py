@@ -13,6 +13,7 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,11 @@ MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Re
 # A CPU op's shapes (record_shapes=True), and a collective's size (record_param_comms).
 SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "dtype", "Collective name")
 _NO_SHAPES = (None,) * len(SHAPE_ARGS)
+# The members of a CPU op that differ between repeats of one op with the same shapes (an object's keys
+# only: in JSON a key alone is followed by a colon, so no string inside a list of shapes matches).
+_PER_EVENT = re.compile(rb'"(?:t(?:s|id)|dur|pid|E(?:xternal id|v Idx)|Record function id|Sequence number|Fwd thread id|'
+                        rb'Python (?:id|parent id))"\s*:\s*(?:-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")')
+_SEEN_SHAPES_MAX = 1 << 16
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
 RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
@@ -285,6 +291,7 @@ class _ColumnBuilder:
         self.op_shapes = op_shapes
         self._shape_name = _ByString(bool, False)
         self.shapes = _Interner()
+        self._seen_shapes: dict[bytes, int] = {}  # an op's text less its per-event fields -> its shapes' id
         self.op_args = op_args
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
@@ -481,30 +488,44 @@ class _ColumnBuilder:
 
     def _shape_ids(self, batch: EventBatch, at: np.ndarray, names: np.ndarray) -> np.ndarray:
         """Per CPU op ``at``: the id of its shapes (``SHAPE_ARGS``), for those ``op_shapes`` picks by
-        name; -1 for the others and for ops without any of those args. Each distinct shape is kept once."""
+        name; -1 for the others and for ops without any of those args. Each distinct shape is kept once.
+
+        Most ops repeat an earlier one but for their times and ids: an event's text less those fields
+        (``_PER_EVENT``) is looked up first, and only the events whose text is new are parsed."""
         out = np.full(len(at), -1, np.int32)
         picked = np.flatnonzero(self._shape_name[names])
         if not len(picked):
             return out
-        ids = []
-        for e in _events_at(batch, at[picked]):
-            args = _args_of(e)
-            values = tuple(args.get(k) for k in SHAPE_ARGS)
-            if values == _NO_SHAPES:
-                ids.append(-1)
-                continue
-            try:
-                key = orjson.dumps(values)
-            except TypeError:  # a string that was not UTF-8: no shapes read from it
-                ids.append(-1)
-                continue
-            i = self.shapes.ids.get(key)
-            if i is None:
-                i = self.shapes.ids[key] = len(self.shapes.values)
-                self.shapes.values.append(values)
-            ids.append(i)
+        blobs = _event_bytes(batch, at[picked])
+        if blobs is None:
+            out[picked] = [self._shape_id(e) for e in _events_at(batch, at[picked])]
+            return out
+        seen = self._seen_shapes
+        if len(seen) > _SEEN_SHAPES_MAX:  # texts that never repeat (fields _PER_EVENT does not know): start again
+            seen.clear()
+        keys = _PER_EVENT.sub(b"", b"\x00".join(blobs)).split(b"\x00")  # JSON text holds no raw NUL
+        ids = [seen.get(k, -2) for k in keys]
+        new = [i for i, v in enumerate(ids) if v == -2]
+        if new:
+            for i, e in zip(new, _events_at(batch, at[picked][new])):
+                ids[i] = seen[keys[i]] = self._shape_id(e)
         out[picked] = ids
         return out
+
+    def _shape_id(self, e: dict) -> int:
+        """The id of event ``e``'s shapes (-1 for none)."""
+        values = tuple(_args_of(e).get(k) for k in SHAPE_ARGS)
+        if values == _NO_SHAPES:
+            return -1
+        try:
+            key = orjson.dumps(values)
+        except TypeError:  # a string that was not UTF-8: no shapes read from it
+            return -1
+        i = self.shapes.ids.get(key)
+        if i is None:
+            i = self.shapes.ids[key] = len(self.shapes.values)
+            self.shapes.values.append(values)
+        return i
 
     def _op_args(self, r: dict[int, np.ndarray], *fields: int) -> list[np.ndarray]:
         """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
