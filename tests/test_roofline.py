@@ -301,8 +301,9 @@ def test_trace_without_shapes_one_line_exit_0():
 
 @pytest.mark.integration
 def test_annotated_trace_imports_in_trace_processor_with_args(tmp_path):
-    from .test_trace_processor import BINARY
     from traceforge.perfetto import trace_processor as tp
+
+    from .test_trace_processor import BINARY
 
     src = TRACES["h100_ddp"]
     out = tmp_path / "roof.json.gz"

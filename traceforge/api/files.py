@@ -26,8 +26,8 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
-    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.critical_path import CriticalPath
+    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses.roofline.tables import RooflineTables
 from ..analyses.stragglers import MIN_RANKS_FOR_STRAGGLERS, STRAGGLER_FIGURES, STRAGGLER_SHARE, stragglers
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from ..analyses.roofline.tables import RooflineTables
 from .collect import RankReport, Series
 
 EXTRA = "report"

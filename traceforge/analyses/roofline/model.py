@@ -29,8 +29,16 @@ from ...columns.scan import KERNEL, TraceColumns
 from ..stacks import Stacks, build_stacks
 from .dtypes import TF32_CHOICE, float32_unit
 from .limits import GpuLimits, limits_for
-from .work import (COLLECTIVE, FUSED_OPTIMIZERS, Work, allreduce_elements, fused_adam_of_elements, is_allreduce,
-                   is_modelled, op_work)
+from .work import (
+    COLLECTIVE,
+    FUSED_OPTIMIZERS,
+    Work,
+    allreduce_elements,
+    fused_adam_of_elements,
+    is_allreduce,
+    is_modelled,
+    op_work,
+)
 
 MEMORY, COMPUTE, NO_BOUND = 0, 1, -1
 BOUNDS = ("memory", "compute")
