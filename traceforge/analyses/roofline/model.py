@@ -37,6 +37,7 @@ from .work import (
     fused_adam_of_elements,
     is_allreduce,
     is_modelled,
+    no_model_reason,
     op_work,
 )
 
@@ -129,8 +130,7 @@ def roofline(cols: TraceColumns, extra_limits: Mapping[str, GpuLimits] | None = 
     keys, key = _keys(works, labels, widx)
     units = _units(cols, works, widx, gpu.name[rows])
     roof_ns, bound, limits, notes = _roofs(cols, gpu.device[kernels], ok, units, flops, nbytes, extra_limits)
-    shapes_seen = "shape" in cpu.cols and bool(cols.op_shapes)
-    if not shapes_seen and len(kernels):
+    if has.any() and not (shape[owner[has]] >= 0).any():  # no op that owns a kernel has shapes
         notes.insert(0, "no CPU op carries shapes (Input Dims): nothing modelled; profile with record_shapes=True")
     return Roofline(rows, own, key, keys, flops, nbytes, roof_ns, bound, kernels[~ok], reason, reasons,
                     int(dur.sum()), int(kdur.sum()), notes,
@@ -306,7 +306,7 @@ def _reasons(cols: TraceColumns, kernels: np.ndarray, stacks: Stacks, owner: np.
             first = np.flatnonzero(work_of == w)[0]
             texts.append((cols.names[cols.cpu_ops.name[owner[first]]], works[w]))
         elif k == 1:
-            texts.append((cols.names[w], "no work model for this op"))
+            texts.append((cols.names[w], no_model_reason(cols.names[w])))
         else:
             texts.append((cols.names[w], NO_CPU_OP))
     return reason.astype(np.int32), texts

@@ -136,13 +136,23 @@ def op_work(name: str, shapes: tuple | None, kernel_names: Sequence[str] = ()) -
     profiler does not type, are read from them)."""
     rule = rule_of(name)
     if rule is None:
-        return "no work model for this op"
+        return no_model_reason(name)
     if shapes is None or shapes[0] is None:
         return "no shapes recorded (profile with record_shapes=True)"
     try:
         return rule(_Args(shapes), _base(name), kernel_names)
     except _Missing as e:
         return f"shapes incomplete: {e}"
+
+
+COMMUNICATION = "communication: outside the roofline model (bound by the network, not the GPU)"
+_COMMUNICATION_PREFIXES = ("nccl:", "c10d::", "rccl:", "gloo:")
+
+
+def no_model_reason(name: str) -> str:
+    """Why an op the model has no rule for is not modelled."""
+    communication = name.startswith(_COMMUNICATION_PREFIXES) or name == COLLECTIVE
+    return COMMUNICATION if communication else "no work model for this op"
 
 
 def _base(name: str) -> str:
