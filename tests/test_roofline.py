@@ -104,6 +104,17 @@ def test_not_modelled_says_why():
     assert not W.is_modelled("ProfilerStep#3") and W.is_modelled("aten::gelu_backward") and W.is_modelled("aten::exp_")
 
 
+def test_shapes_no_real_op_has_are_not_modelled_and_say_so():
+    conv = ["", "", "[0, 0]", "[0, 0]", "[1, 1]", "1", "True", "False", "True"]  # stride 0
+    w = work("aten::cudnn_convolution", [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7, [F32, F32] + ["ScalarList"] * 3
+             + ["Scalar"] * 4, conv)
+    assert w.startswith("shapes not understood (ZeroDivisionError")
+    assert work("aten::mm", [[2**40, 2**40], [2**40, 2**40]], [F32, F32]) == "shapes not understood (work beyond 2^62)"
+    assert work("aten::mm", [[2, "x"], [2, 3]], [F32, F32]).startswith("shapes incomplete")
+    assert work("aten::mm", "garbage", {"a": 1}).startswith("shapes incomplete")
+    assert work("aten::add", [[-1, 2], [2]], [F32, F32]).startswith("shapes incomplete")
+
+
 def test_split_by_duration_adds_up_and_follows_durations():
     owner = np.array([7, 7, 7, 3, 3, 9])
     dur = np.array([1, 2, 1, 0, 0, 5], np.int64)

@@ -72,9 +72,15 @@ class _Args:
         return numel(self.shape(i)) * DTYPE_BYTES[self.types[i]]
 
     def tensors(self, upto: int | None = None) -> list[int]:
-        """The argument positions (below ``upto``) that hold a tensor."""
-        return [i for i in range(min(len(self.types), upto if upto is not None else len(self.types)))
-                if self.is_tensor(i)]
+        """The argument positions (below ``upto``) that hold a tensor; one typed as a tensor whose dims
+        are not a shape is an error (its work cannot be known)."""
+        out = []
+        for i in range(min(len(self.types), upto if upto is not None else len(self.types))):
+            if self.is_tensor(i):
+                out.append(i)
+            elif is_dtype(self.types[i]) and i < len(self.dims):
+                raise _Missing(f"argument {i}'s dims {self.dims[i]!r} are not a shape")
+        return out
 
     def text(self, i: int) -> str:
         return self.concrete[i] if i < len(self.concrete) and type(self.concrete[i]) is str else ""
@@ -140,11 +146,17 @@ def op_work(name: str, shapes: tuple | None, kernel_names: Sequence[str] = ()) -
     if shapes is None or shapes[0] is None:
         return "no shapes recorded (profile with record_shapes=True)"
     try:
-        return rule(_Args(shapes), _base(name), kernel_names)
+        work = rule(_Args(shapes), _base(name), kernel_names)
     except _Missing as e:
         return f"shapes incomplete: {e}"
+    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as e:  # shapes no real op has
+        return f"shapes not understood ({type(e).__name__}: {e})"
+    if not (0 <= work.flops < WORK_LIMIT and 0 <= work.bytes < WORK_LIMIT):
+        return "shapes not understood (work beyond 2^62)"
+    return work
 
 
+WORK_LIMIT = 1 << 62  # FLOPs and bytes of one op are int64 columns: more is no real op
 COMMUNICATION = "communication: outside the roofline model (bound by the network, not the GPU)"
 _COMMUNICATION_PREFIXES = ("nccl:", "c10d::", "rccl:", "gloo:")
 
