@@ -46,9 +46,9 @@ MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Re
 # A CPU op's shapes (record_shapes=True), and a collective's size (record_param_comms).
 SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "dtype", "Collective name")
 _NO_SHAPES = (None,) * len(SHAPE_ARGS)
-# The members of a CPU op that differ between repeats of one op with the same shapes (an object's keys
+# The args of a CPU op that differ between repeats of one op with the same shapes (an object's keys
 # only: in JSON a key alone is followed by a colon, so no string inside a list of shapes matches).
-_PER_EVENT = re.compile(rb'"(?:t(?:s|id)|dur|pid|E(?:xternal id|v Idx)|Record function id|Sequence number|Fwd thread id|'
+_PER_EVENT = re.compile(rb'"(?:E(?:xternal id|v Idx)|Record function id|Sequence number|Fwd thread id|'
                         rb'Python (?:id|parent id))"\s*:\s*(?:-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")')
 _SEEN_SHAPES_MAX = 1 << 16
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
@@ -490,8 +490,9 @@ class _ColumnBuilder:
         """Per CPU op ``at``: the id of its shapes (``SHAPE_ARGS``), for those ``op_shapes`` picks by
         name; -1 for the others and for ops without any of those args. Each distinct shape is kept once.
 
-        Most ops repeat an earlier one but for their times and ids: an event's text less those fields
-        (``_PER_EVENT``) is looked up first, and only the events whose text is new are parsed."""
+        Most ops repeat an earlier one but for their times and ids: an event's args text less its
+        per-event members (``_PER_EVENT``) is looked up first, and only the events whose text is new
+        are parsed."""
         out = np.full(len(at), -1, np.int32)
         picked = np.flatnonzero(self._shape_name[names])
         if not len(picked):
@@ -503,7 +504,10 @@ class _ColumnBuilder:
         seen = self._seen_shapes
         if len(seen) > _SEEN_SHAPES_MAX:  # texts that never repeat (fields _PER_EVENT does not know): start again
             seen.clear()
-        keys = _PER_EVENT.sub(b"", b"\x00".join(blobs)).split(b"\x00")  # JSON text holds no raw NUL
+        # From "args" on (the shapes are there), less the per-event members; JSON text holds no raw NUL.
+        texts = b"\x00".join(blobs).split(b"\x00")
+        args = [t[i:] if (i := t.find(b'"args"')) >= 0 else t for t in texts]
+        keys = _PER_EVENT.sub(b"", b"\x00".join(args)).split(b"\x00")
         ids = [seen.get(k, -2) for k in keys]
         new = [i for i, v in enumerate(ids) if v == -2]
         if new:
