@@ -349,3 +349,23 @@ def test_report_has_a_roofline_chart_and_the_ops_that_lost_most(tmp_path):
     assert "Roofline on H100 SXM" in page and "Top ops by time lost to the roofline" in page
     unknown = rank_report(0, str(path), traceforge.load(_trace(tmp_path / "..", gpu="NVIDIA A100-PG509-200")))
     assert "limits are unknown (--gpu-limits)" in render([unknown])
+
+
+def test_scan_keeps_each_distinct_shape_once(tmp_path):
+    from traceforge.columns.scan import scan
+
+    def op(ts, ext, dims, concrete):
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": 1,
+                "args": {"External id": ext, "Ev Idx": ext, "Concrete Inputs": concrete, "Input type": [F32, F32],
+                         "Input Dims": dims}}
+    events = [op(1, 7, [[2, 3], [3, 4]], ["", ""]), op(5, 8, [[2, 3], [3, 4]], ["", ""]),
+              op(9, 9, [[2, 3], [3, 5]], ["", ""]), op(13, 10, [[2, 3], [3, 4]], ['"ts": 1', ""]),
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 17, "dur": 1}]
+    path = tmp_path / "s.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    cols = scan(str(path), op_shapes=W.reads_shapes)
+    ids = cols.cpu_ops.shape.tolist()
+    assert ids[0] == ids[1] and len({ids[0], ids[2], ids[3]}) == 3 and ids[4] == -1
+    assert [cols.op_shapes[i][0] for i in ids[:4]] == [[[2, 3], [3, 4]]] * 2 + [[[2, 3], [3, 5]], [[2, 3], [3, 4]]]
+    assert cols.op_shapes[ids[3]][2] == ['"ts": 1', ""]
+    assert "shape" not in scan(str(path)).cpu_ops.cols  # only when asked for
