@@ -53,11 +53,11 @@ def kernel_rates(cols: TraceColumns, r: Roofline) -> dict[str, np.ndarray]:
 
 def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     r = roofline(cols, user_limits(ctx.options["gpu_limits"]))
-    summary = list(r.notes) + [f"roofline: {len(r.rows):,} kernels modelled, {100 * r.coverage:.1f}% of kernel "
-                               f"time ({len(r.unmodelled_rows):,} kernels not)"]
+    covered = f"{100 * r.coverage:.1f}% of kernel time modelled ({len(r.unmodelled_rows):,} kernels not)"
+    notes = "".join(f"; {note}" for note in r.notes)
     figures = {"roofline_coverage": round(100 * r.coverage, 1)}
     if not len(r.rows):
-        return Injections(summary=summary, figures=figures)
+        return Injections(summary=[f"roofline: nothing added, {covered}{notes}"], figures=figures)
     rates = kernel_rates(cols, r)
     has_bytes = r.bytes > 0
     ordinal = cols.gpu.ordinal
@@ -80,8 +80,8 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     def tracks(cols: TraceColumns) -> Injections:
         made = counter_tracks(cols, rates)
         points = sum(len(t.ts) for t in made)
-        return Injections(list(made), summary + [f"roofline: args on {len(columns[0]):,} kernels, {len(made)} "
-                                                 f"counter tracks, {points:,} points"], figures=figures)
+        return Injections(list(made), [f"roofline: args on {len(columns[0]):,} kernels, {covered}, {len(made)} "
+                                        f"counter tracks, {points:,} points{notes}"], figures=figures)
 
     return Injections(arg_columns=columns, later=tracks)
 
