@@ -25,6 +25,7 @@ from ...io.gpu_limits import read_gpu_limits_file
 from ...io.jsontext import ArgColumns, FixedPoint
 from ..plugin import Analysis, AnnotateContext, Figure, Option
 
+KERNEL_ARGS = ("flops", "bytes", "intensity", "tflops", "gbps", "bound", "roofline_ns", "roofline_pct")  # on kernels
 COUNTER = "Roofline"  # the tracks: "Roofline TFLOP/s", "Roofline GB/s", "Roofline %" in each GPU's process
 COUNTERS = (("TFLOP/s", "tflops", 3), ("GB/s", "gbps", 3), ("%", "roofline_pct", 1))
 
