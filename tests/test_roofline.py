@@ -369,3 +369,14 @@ def test_scan_keeps_each_distinct_shape_once(tmp_path):
     assert [cols.op_shapes[i][0] for i in ids[:4]] == [[[2, 3], [3, 4]]] * 2 + [[[2, 3], [3, 5]], [[2, 3], [3, 4]]]
     assert cols.op_shapes[ids[3]][2] == ['"ts": 1', ""]
     assert "shape" not in scan(str(path)).cpu_ops.cols  # only when asked for
+
+
+def test_kernels_without_any_cpu_op(tmp_path):
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}}
+    path = tmp_path / "k.json"
+    path.write_bytes(orjson.dumps({"traceEvents": [kernel, {**kernel, "ts": 20}]}))
+    done = run_cli("roofline", str(path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["coverage_pct"] == 0 and doc["unmodelled"][0]["why"] == "no launching CPU op in the trace"
+    assert run_cli("annotate", str(path), "--roofline", "-o", str(tmp_path / "o.json")).returncode == 0

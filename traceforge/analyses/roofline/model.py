@@ -296,8 +296,9 @@ def _reasons(cols: TraceColumns, kernels: np.ndarray, stacks: Stacks, owner: np.
     own = owner[rows]
     # a code per cause: the work's index, else the innermost op's name, else the kernel's name
     kind = np.where(own >= 0, 0, np.where(inner >= 0, 1, 2))
-    what = np.where(kind == 0, work_of[rows], np.where(kind == 1, cols.cpu_ops.name[np.maximum(inner, 0)],
-                                                       cols.gpu.name[kernels[rows]]))
+    what = cols.gpu.name[kernels[rows]].astype(np.int64)
+    what[kind == 0] = work_of[rows][kind == 0]
+    what[kind == 1] = cols.cpu_ops.name[inner[kind == 1]]
     codes, reason = np.unique(kind.astype(np.int64) << 32 | what.astype(np.int64), return_inverse=True)
     texts = []
     for code in codes.tolist():
