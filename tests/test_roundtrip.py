@@ -9,6 +9,7 @@ import orjson
 import pytest
 import zstandard
 
+from traceforge.annotator.plugins.roofline import KERNEL_ARGS as ROOFLINE_ARGS
 from traceforge.io.reader import TraceReader
 
 from .conftest import SAMPLE, TRACES, raw_json, run_cli
@@ -31,8 +32,8 @@ def test_no_flags_is_byte_identical(name, tmp_path, trace_path):
     assert out.read_bytes() == raw_json(trace_path(name))
 
 
-# Args that annotate --all adds to the trace's own events (launch delay, classify, counters).
-ADDED_ARGS = {"launch_delay_us", "launch_cpu_us", "category", "stage", "counters", "pattern"}
+# Args that annotate --all adds to the trace's own events (launch delay, classify, counters, roofline).
+ADDED_ARGS = {"launch_delay_us", "launch_cpu_us", "category", "stage", "counters", "pattern", *ROOFLINE_ARGS}
 
 
 def _assert_same_events_modulo_added_args(events_in: list, events_out: list) -> int:

@@ -42,6 +42,7 @@ from .api.files import (
     memcpy_bandwidth,
     patterns,
     queue_length,
+    roofline,
     stats,
 )
 from .api.merge import MergeResult, merge
@@ -58,6 +59,6 @@ __all__ = [
     "ANALYSES", "AnnotateResult", "Filters", "ReadLimits", "RepairResult", "Trace", "TraceColumns", "TraceFormatError", "TraceNotFoundError",
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
     "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
-    "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "scan", "stats", "trace_info", "trim",
+    "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "roofline", "scan", "stats", "trace_info", "trim",
     "Collectives", "MergeResult", "collectives", "merge",
 ]

@@ -36,6 +36,7 @@ class ScanPlan:
     stack_marks: tuple[NameMask, ...]  # the CPU ops call stacks pass through
     memory_events: bool = False  # Kineto's [memory] instants (parsed one by one: only when read)
     joined_launches: bool = False  # the launch calls GPU ops join, whatever their API
+    op_shapes: tuple[Callable[[str], bool], ...] = ()  # the CPU ops whose shapes are kept, by name
 
     @property
     def cpu_side(self) -> bool:
@@ -54,11 +55,14 @@ class ScanPlan:
         return cls(None if None in apis else frozenset().union(*apis),
                    any(a.arrows_from_launches for a in chosen), tuple(m for m in marks if m is not None),
                    any(a.setting("memory_events", options) for a in chosen),
-                   any(a.setting("joined_launches", options) for a in chosen))
+                   any(a.setting("joined_launches", options) for a in chosen),
+                   tuple(a.op_shapes for a in chosen if a.op_shapes is not None))
 
     def scan(self, path: str, reader: TraceReader, where: Filters | None = None, **kwargs: Any) -> TraceColumns:
         """The columns the analyses read, of what ``where`` keeps."""
         kwargs["memory"] = kwargs["spill_memory"] = self.memory_events  # read a device at a time, by the last analysis
+        if self.op_shapes:
+            kwargs["op_shapes"] = self.shapes_of
         if self.stack_marks and not self.near_launches and self.launch_apis is not None:
             # Call stacks alone: the launch calls GPU ops join, and those of the APIs analyses read.
             cols = filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, spill_launch=lambda name: True,
@@ -76,6 +80,10 @@ class ScanPlan:
             keep, spill = calls_of(self.launch_apis), None
         return filtered_scan(path, where, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
                              spill_launch=spill, **kwargs)
+
+    def shapes_of(self, name: str) -> bool:
+        """Does an analysis read the shapes of the CPU ops named ``name``?"""
+        return any(picks(name) for picks in self.op_shapes)
 
     def _marked(self, names: list[str]) -> np.ndarray:
         return np.logical_or.reduce([m(names) for m in self.stack_marks])

@@ -94,11 +94,16 @@ class Analysis:
     # Reads call stacks (``stacks.build_stacks``): of the CPU ops, those on the stacks of the launch
     # calls it reads and of the ops this function of the names marks (None: reads no stack).
     stack_marks: NameMask | None | Setting = None
+    # Reads the shapes (``columns.scan.SHAPE_ARGS``: Input Dims, Input type, Concrete Inputs) of the CPU ops
+    # whose names this picks, as ``cpu_ops.shape``: the scan parses those events (None: reads no shape).
+    op_shapes: Callable[[str], bool] | None = None
     # Makes its args (if any) from GPU ops and the launch calls of its APIs alone, for these
     # columns and options: then the CPU ops it may read later are picked while the trace is copied.
     args_without_cpu_ops: Callable[[TraceColumns, Mapping[str, Any]], bool] = lambda cols, options: False
     # Its result as a table, for ``Trace.table(name)`` (None: it has no table of its own).
     table: Callable[[TraceColumns, Mapping[str, Any]], pd.DataFrame] | None = None
+    # Its full result (an object of several tables), for ``Trace.table_result(name)`` and its command.
+    result: Callable[[TraceColumns, Mapping[str, Any]], Any] | None = None
     # The figures it reports in ``Injections.figures``: columns of the per-rank summary.
     figures: tuple[Figure, ...] = ()
 

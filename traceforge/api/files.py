@@ -26,6 +26,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
     from ..analyses.critical_path import CriticalPath
+    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
 
@@ -61,6 +62,15 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
         return hta_launch_table(reads.launch_columns(path, where=where, keep_launch=keeps_hta_launch))
     return launch_table_consuming(reads.launch_columns(path, apis or None, where), apis=apis or None,
                                   launched_before_ns=launched_before_ns)
+
+
+def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None = None) -> RooflineTables:
+    """What each GPU kernel achieves against its GPU's limits (docs/roofline.md): the ops, families,
+    steps and unmodelled tables, coverage and notes. ``gpu_limits``: a JSON file of GPU limits."""
+    from ..annotator.plugins.roofline import tables
+
+    options = {"gpu_limits": gpu_limits}
+    return tables(reads.declared_columns(path, "roofline", options, where), options)
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,

@@ -7,7 +7,8 @@ columns of what these filters keep (``analyses.filters``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
@@ -16,10 +17,20 @@ from ..analyses.launches import calls_of
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
-from ..annotator.plan import filtered_scan
+from ..annotator.plan import ScanPlan, filtered_scan
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
+from ..io.reader import TraceReader
+
+
+def declared_columns(path: str, analysis: str, options: Mapping[str, Any] | None = None,
+                     where: Filters | None = None) -> TraceColumns:
+    """What the annotate analysis ``analysis`` reads, by its own declaration (``ScanPlan``)."""
+    from ..annotator.registry import ANALYSES, with_defaults
+
+    declared = [ANALYSES[analysis]]
+    return ScanPlan.of(declared, with_defaults(declared, options)).scan(path, TraceReader(path), where)
 
 
 def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:

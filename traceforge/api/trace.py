@@ -27,6 +27,7 @@ from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, o
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.stacks import stack_ops
 from ..analyses.stats import rank_of, trace_stats
+from ..annotator.plugin import Analysis
 from ..annotator.registry import ANALYSES, with_defaults
 from ..annotator.run import AnnotateResult, annotate
 from ..columns.info import summarize
@@ -36,9 +37,11 @@ from ..io.codec import input_codec
 from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
+from .reads import declared_columns
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
+    from ..analyses.roofline.tables import RooflineTables
     from ..analyses.stats import TraceStats
     from ..analyses.trace_diff import TraceDiff
 
@@ -170,6 +173,29 @@ class Trace:
 
         return compare(self._view(where), other._view(where), rules, tables=tables, per_step=per_step)
 
+    def roofline(self, *, gpu_limits: str | None = None, where: Filters | None = None) -> RooflineTables:
+        """What each GPU kernel achieves against its GPU's limits (see ``traceforge.roofline``); reads
+        the file again for the CPU ops' shapes, which ``load`` does not parse."""
+        return self.table_result("roofline", where=where, gpu_limits=gpu_limits)
+
+    def table_result(self, analysis: str, *, where: Filters | None = None, **options: Any) -> Any:
+        """The full result of an annotate analysis that declares one (``Analysis.result``)."""
+        declared = ANALYSES.get(analysis)
+        if declared is None or declared.result is None:
+            having = [name for name, a in ANALYSES.items() if a.result is not None]
+            raise UsageError(f"no analysis named {analysis!r} has a result (these do: {', '.join(having)})")
+        return declared.result(self._columns_of(declared, options, where), with_defaults([declared], options))
+
+    def _columns_of(self, declared: Analysis, options: dict[str, Any], where: Filters | None) -> TraceColumns:
+        """The columns ``declared`` reads: the loaded ones, or, for an analysis that reads CPU op shapes
+        (which ``load`` leaves out: parsing them costs as much as the rest of the scan), the file read
+        again by the analysis's own scan plan."""
+        if declared.op_shapes is None:
+            return self._view(where)
+        if self.path == "-":
+            raise UsageError(f"{declared.name} reads the trace again for the CPU ops' shapes: give a file, not stdin")
+        return declared_columns(self.path, declared.name, options, where)
+
     def table(self, analysis: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
         """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),
         with its options (those not given take their declared defaults)."""
@@ -177,7 +203,7 @@ class Trace:
         if declared is None or declared.table is None:
             having = [name for name, a in ANALYSES.items() if a.table is not None]
             raise UsageError(f"no analysis named {analysis!r} has a table (these do: {', '.join(having)})")
-        return declared.table(self._view(where), with_defaults([declared], options))
+        return declared.table(self._columns_of(declared, options, where), with_defaults([declared], options))
 
     def annotate(self, out: str | None = None, *, analyses: Iterable[str] = (), options: dict[str, Any] | None = None,
                  where: Filters | None = None, **flags: bool) -> AnnotateResult:

@@ -33,6 +33,7 @@ from .commands import open as open_cmd
 from .commands import patterns as patterns_cmd
 from .commands import repair as repair_cmd
 from .commands import report as report_cmd
+from .commands import roofline as roofline_cmd
 from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
 from .options import add_limit_arguments, limits_of
@@ -44,7 +45,7 @@ REPORT_TO = "the traceforge issue tracker"
 
 # In --help order: writing tracks, Perfetto fidelity, then the tables.
 COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats, patterns_cmd, classify, counters,
-            stats_cmd, export_cmd, diff_cmd, critical_path_cmd, report_cmd, collectives_cmd, merge_cmd)
+            stats_cmd, export_cmd, diff_cmd, critical_path_cmd, roofline_cmd, report_cmd, collectives_cmd, merge_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,14 @@ STEP_PREFIX = "ProfilerStep#"  # the CPU ranges torch.profiler marks each step w
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # a user annotation's range on a GPU stream (ph X)
 MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True), kept by scan(memory=True)
 MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved")
+# A CPU op's shapes (record_shapes=True), and a collective's size (record_param_comms).
+SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "dtype", "Collective name")
+_NO_SHAPES = (None,) * len(SHAPE_ARGS)
+# The args of a CPU op that differ between repeats of one op with the same shapes (an object's keys
+# only: in JSON a key alone is followed by a colon, so no string inside a list of shapes matches).
+_PER_EVENT = re.compile(rb'"(?:E(?:xternal id|v Idx)|Record function id|Sequence number|Fwd thread id|'
+                        rb'Python (?:id|parent id))"\s*:\s*(?:-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")')
+_SEEN_SHAPES_MAX = 1 << 16
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
 RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
 _SLICE_FIELDS = "ordinal:n4 ts dur:n4 track:i4 name:i4"
@@ -130,6 +139,8 @@ class TraceColumns:
     event_count: int = 0
     skipped: Counter = field(default_factory=Counter)  # events of known kinds we could not use
     kernel_dims: list[tuple] = field(default_factory=list)  # gpu.dims id -> ((grid xyz), (block xyz))
+    # With scan(op_shapes=...): cpu_ops.shape id -> the op's SHAPE_ARGS values (None where absent).
+    op_shapes: list[tuple] = field(default_factory=list)
     places: SpilledColumns | None = None  # per GPU op (if asked for): offset length args_at args_empty
     # With scan(spill_cpu_ops=True): the CPU ops, on disk until a caller selects some into cpu_ops.
     spilled_cpu_ops: SpilledColumns | None = None
@@ -219,6 +230,7 @@ def scan(
     op_args: bool = False,
     memory: bool = False,
     spill_memory: bool = False,
+    op_shapes: Callable[[str], bool] | None = None,
 ) -> TraceColumns:
     """Read ``path`` once and return its columns. ``cpu_ops=False`` skips CPU ops (memory).
 
@@ -235,10 +247,12 @@ def scan(
     an int), for export. ``memory``: also keep Kineto's ``[memory]`` instants (``TraceColumns.memory``;
     each is parsed, and traces taken with ``profile_memory=True`` have millions); with ``spill_memory``
     they wait on disk (``spilled_memory``), for a caller that reads them a device at a time.
+    ``op_shapes(name)``: the CPU ops whose shapes (``SHAPE_ARGS``) are kept, as column ``shape``
+    of ``cpu_ops`` (an id into ``TraceColumns.op_shapes``, -1 for none); those events are parsed.
     """
     reader = reader or TraceReader(path, display_name=display_name)
     builder = _ColumnBuilder(reader.scanner, cpu_ops, places, keep_launch, spill_cpu_ops, spill_launch, op_args,
-                             memory, spill_memory)
+                             memory, spill_memory, op_shapes)
     # The reader (decompressed data in, C scan) runs a batch or two ahead in its own thread.
     for batch in prefetched(reader.batches(), depth=2):
         if on_batch is not None:
@@ -277,8 +291,12 @@ class _ColumnBuilder:
     def __init__(self, scanner: R.RowScanner, cpu_ops: bool, places: bool,
                  keep_launch: Callable[[str], bool] | None = None, spill_cpu_ops: bool = False,
                  spill_launch: Callable[[str], bool] | None = None, op_args: bool = False, memory: bool = False,
-                 spill_memory: bool = False):
+                 spill_memory: bool = False, op_shapes: Callable[[str], bool] | None = None):
         self.scanner = scanner
+        self.op_shapes = op_shapes
+        self._shape_name = _ByString(bool, False)
+        self.shapes = _Interner()
+        self._seen_shapes: dict[bytes, int] = {}  # an op's text less its per-event fields -> its shapes' id
         self.op_args = op_args
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
@@ -304,7 +322,7 @@ class _ColumnBuilder:
         launch_fields = "ordinal:n4 ts dur:n4 track:i4 correlation:n4 name:i4 cat:i4 kernel:i4" + ext
         self.launch = GrowingColumns(launch_fields)
         self.spilled_launch = SpilledColumns(launch_fields) if spill_launch is not None else None
-        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext
+        cpu_fields = "ordinal:n4 ts dur:n4 track:i4 name:i4 cat:i4" + ext + (" shape:i4" if op_shapes else "")
         self.cpu = GrowingColumns(cpu_fields)
         self.spilled_cpu = SpilledColumns(cpu_fields) if spill_cpu_ops else None
         self.ranges = GrowingColumns(_SLICE_FIELDS)
@@ -473,12 +491,58 @@ class _ColumnBuilder:
                     self.spilled_launch.extend(*(v[spilled] for v in values))
         elif code == _KIND_CODES[_CPU]:
             cpu = self.cpu if self.spilled_cpu is None else self.spilled_cpu
-            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID))
+            cpu.extend(ordinal, ts, dur, track, name, self._cat_ids(r[R.CAT]), *self._op_args(r, R.EXTERNAL_ID),
+                       *([self._shape_ids(batch, at, r[R.NAME])] if self.op_shapes is not None else []))
         else:
             self.ranges.extend(ordinal, ts, dur, track, name)
             for i in at.tolist():
                 args = batch.event(i).get("args")
                 self.range_args.append(args if type(args) is dict else {})
+
+    def _shape_ids(self, batch: EventBatch, at: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Per CPU op ``at``: the id of its shapes (``SHAPE_ARGS``), for those ``op_shapes`` picks by
+        name; -1 for the others and for ops without any of those args. Each distinct shape is kept once.
+
+        Most ops repeat an earlier one but for their times and ids: an event's args text less its
+        per-event members (``_PER_EVENT``) is looked up first, and only the events whose text is new
+        are parsed."""
+        out = np.full(len(at), -1, np.int32)
+        picked = np.flatnonzero(self._shape_name[names])
+        if not len(picked):
+            return out
+        blobs = _event_bytes(batch, at[picked])
+        if blobs is None:
+            out[picked] = [self._shape_id(e) for e in _events_at(batch, at[picked])]
+            return out
+        seen = self._seen_shapes
+        if len(seen) > _SEEN_SHAPES_MAX:  # texts that never repeat (fields _PER_EVENT does not know): start again
+            seen.clear()
+        # From "args" on (the shapes are there), less the per-event members; JSON text holds no raw NUL.
+        texts = b"\x00".join(blobs).split(b"\x00")
+        args = [t[i:] if (i := t.find(b'"args"')) >= 0 else t for t in texts]
+        keys = _PER_EVENT.sub(b"", b"\x00".join(args)).split(b"\x00")
+        ids = [seen.get(k, -2) for k in keys]
+        new = [i for i, v in enumerate(ids) if v == -2]
+        if new:
+            for i, e in zip(new, _events_at(batch, at[picked][new])):
+                ids[i] = seen[keys[i]] = self._shape_id(e)
+        out[picked] = ids
+        return out
+
+    def _shape_id(self, e: dict) -> int:
+        """The id of event ``e``'s shapes (-1 for none)."""
+        values = tuple(_args_of(e).get(k) for k in SHAPE_ARGS)
+        if values == _NO_SHAPES:
+            return -1
+        try:
+            key = orjson.dumps(values)
+        except TypeError:  # a string that was not UTF-8: no shapes read from it
+            return -1
+        i = self.shapes.ids.get(key)
+        if i is None:
+            i = self.shapes.ids[key] = len(self.shapes.values)
+            self.shapes.values.append(values)
+        return i
 
     def _op_args(self, r: dict[int, np.ndarray], *fields: int) -> list[np.ndarray]:
         """With ``op_args``, these args columns of rows ``r`` (-1 where absent); else none."""
@@ -516,6 +580,8 @@ class _ColumnBuilder:
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
                 self._kept_launch.extend([self.keep_launch(t) for t in texts])
+            if self.op_shapes is not None:
+                self._shape_name.extend([self.op_shapes(t) for t in texts])
             if self.spill_launch is not None:
                 self._spilled_launch.extend([self.spill_launch(t) for t in texts])
         new = self.scanner.tracks[len(self._track_id):]
@@ -582,6 +648,7 @@ class _ColumnBuilder:
             event_count=reader.event_count,
             skipped=self.skipped,
             kernel_dims=self.dims.values,
+            op_shapes=self.shapes.values,
             spilled_cpu_ops=self.spilled_cpu,
             spilled_launches=self.spilled_launch,
             trace_start_ns=self.trace_start_ns,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses.launch_delay import launch_pairs
+from ..analyses.roofline.tables import RooflineTables
 from ..analyses.stats import top_kernels
 from ..analyses.stragglers import Figures, gpu_figures
 from ..api.trace import Trace
@@ -52,6 +53,7 @@ class RankReport:
     queue: list[Series] = field(default_factory=list)
     memcpy: list[Series] = field(default_factory=list)
     memory: list[Series] = field(default_factory=list)
+    roofline: RooflineTables | None = None
 
 
 def rank_report(rank: int, path: str, trace: Trace, *, buckets: int = DEFAULT_BUCKETS) -> RankReport:
@@ -74,6 +76,7 @@ def rank_report(rank: int, path: str, trace: Trace, *, buckets: int = DEFAULT_BU
         queue=_series(trace.queue_length(), ["device", "stream"], "queue_length", "GPU {} stream {}", lo, hi, buckets),
         memcpy=_series(trace.memcpy_bandwidth(), ["device", "kind"], "gbps", "GPU {} {}", lo, hi, buckets),
         memory=_memory_series(trace.table("memory"), lo, hi, buckets),
+        roofline=trace.roofline(),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses.roofline.tables import RooflineTables
 from ..analyses.stragglers import MIN_RANKS_FOR_STRAGGLERS, STRAGGLER_FIGURES, STRAGGLER_SHARE, stragglers
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
@@ -140,6 +141,8 @@ def _rank_section(r: RankReport) -> list[Any]:
     if len(r.overlap) and int(r.overlap["comm_ns"].sum()):
         blocks += _plot_block("Communication overlap per step (ms)", "<code>annotate --exposed-comm</code>: slices on "
                               "<i>Exposed communication</i> in the GPU process", _overlap(r), "")
+    if r.roofline is not None:
+        blocks += _roofline_blocks(r.roofline)
     if r.memory:
         blocks += _plot_block("Memory over time (MB)", "<code>annotate --memory</code>: counter tracks "
                               "<i>Memory allocated MB</i> and <i>Memory reserved MB</i> in the GPU (or host) process",
@@ -234,4 +237,56 @@ def _overlap(r: RankReport) -> Any | None:
     fig = _figure(x_range=data["step"], tooltips=[("step", "@step"), ("ms", "@$name")])
     fig.vbar_stack(["overlapped_ns", "exposed_ns"], x="step", width=0.8, color=[PALETTE[2], PALETTE[3]],
                    source=data, legend_label=["overlapped with compute", "exposed"])
+    return fig
+
+
+ROOFLINE_TOP = 15  # op groups in the time-lost plot
+INTENSITY_RANGE = (1e-3, 1e4)  # FLOP/byte: the roofs are drawn across it
+
+
+def _roofline_blocks(t: RooflineTables) -> list[Any]:
+    """One roofline chart per GPU model the rank ran on, and the ops that lost the most time."""
+    hint = ("<code>annotate --roofline</code>: args flops, bytes, tflops, gbps, intensity, bound and roofline_pct "
+            "on each modelled kernel, and counter tracks <i>Roofline TFLOP/s</i>, <i>Roofline GB/s</i>, "
+            "<i>Roofline %</i> in the GPU process")
+    note = f"coverage {t.coverage_pct:.1f}% of kernel time" + "".join(f"; {n}" for n in t.notes)
+    blocks = []
+    models = {lim.name: lim for lim in t.limits.values()}
+    for name, limits in sorted(models.items()) or [("", None)]:
+        title = f"Roofline on {name} (log-log; {note})" if name else f"Roofline ({note})"
+        blocks += _plot_block(title, hint, _roofline_chart(t, limits), "no op with both FLOPs and bytes, or the "
+                              "GPU's limits are unknown (--gpu-limits)")
+    lost = t.ops[t.ops["lost_ns"].notna()].head(ROOFLINE_TOP)
+    fig = None
+    if len(lost):
+        names = [f"{op} {shapes}" for op, shapes in zip(lost["op"], lost["shapes"])]
+        fig = _hbar(names, lost["lost_ns"].astype("int64"), {"pct_of_roofline": lost["roofline_pct"].round(1).tolist(),
+                                                             "bound": lost["bound"].tolist()})
+    blocks += _plot_block("Top ops by time lost to the roofline (ms)", hint, fig, "no roofline (no shapes or an "
+                          "unknown GPU)")
+    return blocks
+
+
+def _roofline_chart(t: RooflineTables, limits: Any) -> Any | None:
+    """Achieved TFLOP/s against intensity per op group (name + shapes + dtype; circle area by its
+    time), with the memory roof and each compute roof the ops run against."""
+    from bokeh.models import ColumnDataSource
+
+    ops = t.ops[(t.ops["intensity"] > 0) & (t.ops["tflops"] > 0)]
+    if limits is None or not len(ops):
+        return None
+    fig = _figure(x_axis_type="log", y_axis_type="log", height=420, x_axis_label="FLOP / byte",
+                  y_axis_label="TFLOP/s", tooltips=[("op", "@op"), ("shapes", "@shapes"), ("dtype", "@dtype"),
+                                                    ("ms", "@ms"), ("% of roofline", "@pct")])
+    bw = float(limits.memory_gbps) / 1e3  # TB/s: TFLOP/s at 1 FLOP/byte
+    x = np.geomspace(*INTENSITY_RANGE, 200)
+    for i, (unit, peak) in enumerate(sorted(limits.peaks.items(), key=lambda kv: -kv[1])):
+        fig.line(x, np.minimum(float(peak), bw * x), color=PALETTE[i % len(PALETTE)], legend_label=unit, line_width=2)
+    size = 6 + 30 * np.sqrt(ops["time_ns"].to_numpy(np.float64) / max(float(ops["time_ns"].max()), 1.0))
+    source = ColumnDataSource({"intensity": ops["intensity"].tolist(), "tflops": ops["tflops"].tolist(),
+                               "size": size.tolist(), "op": ops["op"].tolist(), "shapes": ops["shapes"].tolist(),
+                               "dtype": ops["dtype"].tolist(), "ms": _ms(ops["time_ns"]).tolist(),
+                               "pct": ops["roofline_pct"].round(1).fillna(-1).tolist()})
+    fig.scatter("intensity", "tflops", size="size", source=source, alpha=0.5, color=PALETTE[3])
+    fig.legend.location = "bottom_right"
     return fig
