@@ -568,7 +568,7 @@ def _embedding(a: _Args, base: str, kernels: Sequence[str]) -> Work:
 def _embedding_backward(a: _Args, base: str, kernels: Sequence[str]) -> Work:
     """embedding_dense_backward(grad_output, indices, num_weights, ...): reads grad and indices,
     writes the num_weights x D gradient."""
-    g, idx = a.shape(0), a.shape(1)
+    g = a.shape(0)
     num_weights = a.ints(2)[0]
     d = g[-1] if g else 0
     size = DTYPE_BYTES[a.dtype(0)]
