@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with the trace's kernel durations, L2 bytes, tensor utilisation, arithmetic intensity, efficiency) "
         "and a per-operator summary. Every mismatch is reported. Given an ncu CSV instead of a trace, the same "
         "per-kernel table from the CSV alone, with ncu's gpu__time_duration.sum as each kernel's duration. Both "
-        "end with llm.c's summary: time, share, count, DRAM GB/s, tensor %% and instructions per kernel kind, and "
-        "a totals row (time, average DRAM GB/s, time-weighted tensor %%, GInst/s, overall efficiency).",
+        "end with llm.c's summary: time, share, count, DRAM GB/s, tensor % and instructions per kernel kind, and "
+        "a totals row (time, average DRAM GB/s, time-weighted tensor %, GInst/s, overall efficiency).",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst), or an ncu --csv --page raw file alone")
     add_options(p, COUNTER_OPTIONS)

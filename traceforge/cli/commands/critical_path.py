@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or ["summary"]
-    check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
+    check_one_csv_table("critical-path", args.format, wanted, TABLES)
     job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()))
     summaries, segments = [], []
     for _, _, (summary, segment) in ranked(args.input, job, **ranks.fan_out_of(args, args.input)):

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "diff",
         help="compare two traces: counts and total time per GPU op name, per category and per CPU operator",
         description="Compare trace A (before) with trace B (after): per GPU op name, per category and per CPU "
-        "operator, counts and total time in each, B - A and the %% change, largest absolute change in time first "
+        "operator, counts and total time in each, B - A and the % change, largest absolute change in time first "
         "(like HTA's trace diff); categories come from the kernel classifier's rules (see classify). Where the "
         "traces have different numbers of profiler steps, values are also given per step, and the order and "
         "changes follow them. Times are exact ns.",

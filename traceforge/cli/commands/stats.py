@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="summary statistics per rank: GPU busy/idle, time per activity kind, tails, top kernels, launch APIs",
         description="Per rank (distributedInfo.rank): wall span; GPU busy and idle time per device and per "
         "stream with HTA's idle breakdown (host wait, kernel wait, other); time share per activity kind; "
-        "tail concentration per kind (top 1/5/10 %% of events); top kernels; launch APIs and the GPU ops "
+        "tail concentration per kind (top 1/5/10 % of events); top kernels; launch APIs and the GPU ops "
         "they launched; launches issued while the previous kernel still ran. Times are exact ns.",
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
