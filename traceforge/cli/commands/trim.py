@@ -25,11 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    ".json for .json)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--window", metavar="START:END",
-                      help="µs as in the trace's ts (or with a unit: 1.5ms); a leading + makes a value relative "
-                      "to the trace start (+100ms:+300ms); an empty side is the trace's start or end")
+                      help="[START, END) from the trace start, as Perfetto shows time and as every command's "
+                      "--window: µs or with a unit (100ms:300ms; a leading + is allowed); an empty side is the "
+                      "trace's start or end. A window with no event in it is an error")
     what.add_argument("--steps", metavar="N[-M]",
-                      help="from the start of ProfilerStep#N to the end of ProfilerStep#M, extended to the end of "
-                      "the GPU work those steps launched")
+                      help="ProfilerStep#N to ProfilerStep#M and exactly the GPU work those steps launched (not "
+                      "the earlier steps' work still running, nor the next step's)")
     add_compression_argument(p)
     p.set_defaults(func=run)
 
