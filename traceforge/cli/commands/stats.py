@@ -21,7 +21,7 @@ from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, filters_of
-from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, us, wrap
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
@@ -275,7 +275,7 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     _section(lines, "Top kernels by total time", t.get("top_kernels"), [
         Col("total ms", "total_ns", ms), Col("share %", "pct", pct), Col("count", "count", count),
         Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
-        Col("std us", "std_ns", us), Col("name", "name", short, left=True),
+        Col("std us", "std_ns", us), Col("name", "name", left=True),
     ])
     _section(lines, "Kernel types (HTA's): busy time per set of types running at once, per device",
              t.get("kernel_types"), [
@@ -287,7 +287,7 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("total ms", "total_ns", ms),
         Col("share %", "share_pct", pct), Col("count", "count", count), Col("mean us", "mean_ns", us),
         Col("min us", "min_ns", us), Col("max us", "max_ns", us), Col("std us", "std_ns", us),
-        Col("names", "names", count), Col("name", "name", short, left=True),
+        Col("names", "names", count), Col("name", "name", left=True),
     ])
     _section(lines, "Launch APIs", t.get("launch_apis"), [
         Col("calls", "calls", count), Col("total ms", "total_ns", ms), Col("max us", "max_ns", us),
@@ -296,11 +296,11 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _section(lines, "GPU ops per launch API", t.get("launch_kernels"), [
         Col("api", "api", left=True), Col("count", "count", count), Col("GPU ms", "total_ns", ms),
-        Col("kind", "kind", left=True), Col("name", "kernel", short, left=True),
+        Col("kind", "kind", left=True), Col("name", "kernel", left=True),
     ])
     _section(lines, "Launches issued while the previous launch's kernels still ran (largest overlaps)", t.get("launch_overlaps"), [
         Col("overlap us", "overlap_ns", us), Col("correlation", "correlation"), Col("next", "next_correlation"),
-        Col("api", "api", left=True), Col("kernel", "kernel", short, left=True),
+        Col("api", "api", left=True), Col("kernel", "kernel", left=True),
     ])
     _section(lines, "Communication/computation overlap (NCCL time under compute kernels; exposed = NCCL time with no "
              "compute kernel on the device; step all = whole trace)", t.get("overlap"), [
@@ -333,10 +333,10 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _section(lines, "GPU user annotations (gpu_user_annotation) per device: share of the device's annotated time "
              "and of its GPU span", t.get("gpu_annotations"), [
-        Col("device", "device"), Col("count", "count", count), Col("total ms", "total_ns", ms),
+        Col("device", "device", repeat=True), Col("name", "name", left=True, repeat=True, width=40),
+        Col("count", "count", count), Col("total ms", "total_ns", ms),
         Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
         Col("annotated %", "pct_of_annotated", pct), Col("span %", "pct_of_span", pct),
-        Col("name", "name", short, left=True),
     ])
     if s is not None and len(s) and not without_gpu:
         r = s.iloc[0]
