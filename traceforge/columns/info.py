@@ -63,8 +63,9 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
     for device, stream in sorted(set(zip(gpu.device.tolist(), gpu.stream.tolist()))):
         rows = (gpu.device == device) & (gpu.stream == stream)
         counts = {GPU_KIND_NAMES[k]: int(np.count_nonzero(rows & (gpu.kind == k))) for k in range(3)}
-        busy = int(gpu.dur[rows].sum())
-        streams.append({"device": device, "stream": stream, **counts, "busy_ms": busy / 1e6})
+        ts, dur = gpu.ts[rows].astype(np.int64), np.maximum(gpu.dur[rows], 0).astype(np.int64)
+        streams.append({"device": device, "stream": stream, **counts, "busy_ms": _union_ns(ts, ts + dur) / 1e6,
+                        "summed_ms": int(dur.sum()) / 1e6})
     by_phase_cat = [
         {"ph": ph, "cat": cat, "events": n}
         for (ph, cat), n in sorted(cols.phase_cat_counts.items(), key=lambda kv: -kv[1])
@@ -86,3 +87,14 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         "by_phase_and_category": by_phase_cat,
         "skipped": dict(cols.skipped),
     }
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """The time covered by the intervals [start, end) (each instant once): ``stats``' busy time."""
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    before = np.r_[s[0], reach[:-1]]
+    return int(np.maximum(reach - np.maximum(s, before), 0).sum())

@@ -8,6 +8,7 @@ import sys
 from ...io.codec import output_compression
 from ...io.output_names import default_output
 from ...rewrite.trim import trim
+from ..output import wrap
 from . import add_compression_argument, note_plain_output
 
 
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
     note_plain_output(args.output)
     with output_compression(args.compression):
         result = trim(args.input, args.output, window=args.window, steps=args.steps)
-    print(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)", file=sys.stderr)
+    print("\n".join(wrap(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)")), file=sys.stderr)
     return 0
