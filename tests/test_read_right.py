@@ -40,3 +40,35 @@ def test_info_and_stats_busy_agree_on_resnet():
     stats = run_cli("stats", str(TRACES["h100_resnet50"])).stdout.decode()
     assert "118.405    119.315" in info  # busy (the union), summed
     assert "118.405" in stats
+
+
+def test_compare_csv_counts_are_integers(sample, make_sample):
+    other = make_sample(steps=3, seed=1)
+    r = run_cli("stats", "--compare", str(sample.path), str(other.path), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.decode().splitlines()
+    names = header.split(",")
+    for row in rows:
+        cells = dict(zip(names, row.split(",")))
+        for key in ("a_count", "b_count", "a_total_ns", "b_total_ns"):
+            assert cells[key] == "" or cells[key].isdigit(), (key, cells[key])
+    r = run_cli("stats", "--compare", str(sample.path), str(other.path), "--format", "json")
+    doc = json.loads(r.stdout)["tail_compare"]
+    assert all(type(row["a_count"]) is int for row in doc)
+
+
+def test_missing_values_alike_in_csv_and_parquet(sample, tmp_path):
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    r = run_cli("export", str(sample.path), "--csv", str(tmp_path / "c"), "--parquet", str(tmp_path / "p"))
+    assert r.returncode == 0, r.stderr
+    missing = 0
+    for f in sorted((tmp_path / "c").glob("*.csv")):
+        csv = pd.read_csv(f)
+        parquet = pd.read_parquet(tmp_path / "p" / f"{f.stem}.parquet")
+        for col in csv.columns:
+            assert (csv[col].isna() == parquet[col].isna()).all(), (f.stem, col)
+            assert not (parquet[col].astype(str) == "").any(), (f.stem, col)
+            missing += int(csv[col].isna().sum())
+    assert missing > 0  # the sample has GPU ops without a launching CPU op
