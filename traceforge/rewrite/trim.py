@@ -232,7 +232,7 @@ def trim(path: str, out: str, *, window: str | None = None, steps: str | None = 
     with readable_twice(path) as source:
         # the steps' cut first: its scan's columns are gone before the events' are collected
         stepped = steps_keep(source, *parse_steps(steps)) if steps is not None else None
-        ev = _collect(TraceReader(source, display_name=path))
+        ev = _collect(TraceReader(source, display_name=path, pass_name="cut" if stepped is not None else None))
         if stepped is not None:
             start_ns, end_ns = stepped.start, stepped.end
             keep, cut = keep_mask(ev, start_ns, stepped.cpu_end, stepped)
