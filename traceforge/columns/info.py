@@ -8,6 +8,7 @@ import numpy as np
 
 from ..io.codec import input_codec
 from ..util.exacttime import ns_to_us_text
+from ..util.union import union_ns
 from .scan import GPU_KIND_NAMES, TraceColumns, scan
 
 # What marks a trace as the PyTorch profiler's (Kineto's): its categories (2021's capitalised
@@ -64,7 +65,7 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         rows = (gpu.device == device) & (gpu.stream == stream)
         counts = {GPU_KIND_NAMES[k]: int(np.count_nonzero(rows & (gpu.kind == k))) for k in range(3)}
         ts, dur = gpu.ts[rows].astype(np.int64), np.maximum(gpu.dur[rows], 0).astype(np.int64)
-        streams.append({"device": device, "stream": stream, **counts, "busy_ms": _union_ns(ts, ts + dur) / 1e6,
+        streams.append({"device": device, "stream": stream, **counts, "busy_ms": union_ns(ts, ts + dur) if len(ts) else 0 / 1e6,
                         "summed_ms": int(dur.sum()) / 1e6})
     by_phase_cat = [
         {"ph": ph, "cat": cat, "events": n}
@@ -88,13 +89,3 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         "skipped": dict(cols.skipped),
     }
 
-
-def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """The time covered by the intervals [start, end) (each instant once): ``stats``' busy time."""
-    if not len(start):
-        return 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    before = np.r_[s[0], reach[:-1]]
-    return int(np.maximum(reach - np.maximum(s, before), 0).sum())
