@@ -65,7 +65,7 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         rows = (gpu.device == device) & (gpu.stream == stream)
         counts = {GPU_KIND_NAMES[k]: int(np.count_nonzero(rows & (gpu.kind == k))) for k in range(3)}
         ts, dur = gpu.ts[rows].astype(np.int64), np.maximum(gpu.dur[rows], 0).astype(np.int64)
-        streams.append({"device": device, "stream": stream, **counts, "busy_ms": union_ns(ts, ts + dur) if len(ts) else 0 / 1e6,
+        streams.append({"device": device, "stream": stream, **counts, "busy_ms": (union_ns(ts, ts + dur) if len(ts) else 0) / 1e6,
                         "summed_ms": int(dur.sum()) / 1e6})
     by_phase_cat = [
         {"ph": ph, "cat": cat, "events": n}
