@@ -20,6 +20,7 @@ from ...errors import UsageError
 from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from .. import ranks
+from ..rank_summary import Figures, summarize
 from ..options import add_filter_arguments, filters_of
 from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, us, wrap
 
@@ -78,13 +79,48 @@ def run(args: argparse.Namespace) -> int:
                  stats_each(args.inputs, partial(_rank_text_of, wanted, top), **options)]
         for text in texts:
             _note_without_gpu(text.notes)
-        emit({}, args.format, lambda: [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        emit({}, args.format, lambda: [line for text in _in_text_order(texts) for line in text.lines])
+        known = sorted((t for t in texts if t.path), key=_by_rank)  # those whose summary table was made
+        if len(known) > 1:
+            ranks.print_summary(summarize([(t.rank, t.path, t.figures) for t in known]), args.format)
         return 0
     result = stats(args.inputs, **options)
-    tables = _limited(result, wanted, top)
+    tables = {name: _in_rank_order(df) for name, df in _limited(result, wanted, top).items()}
     _note_without_gpu(_notes(tables.get("summary")))
     emit(tables, args.format, lambda: _text(tables))
+    figures = _rank_figures(tables)
+    if len(figures) > 1:
+        ranks.print_summary(summarize([(rank, *figures[rank]) for rank in sorted(figures)]), args.format)
     return 0
+
+
+def _by_rank(text: "_RankText") -> int:
+    return text.rank
+
+
+def _in_rank_order(df: pd.DataFrame) -> pd.DataFrame:
+    """A table of several ranks with the ranks in order (each rank's rows as they were)."""
+    if "rank" not in df or df["rank"].is_monotonic_increasing:
+        return df
+    return df.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def _rank_figures(tables: dict[str, pd.DataFrame]) -> dict[int, tuple[str, Figures]]:
+    """Per rank of ``tables``: its trace and the figures of the cross-rank summary that the
+    tables give (GPU ops; GPU busy, the union per device summed, and span, from ``devices``)."""
+    summary = tables.get("summary")
+    if summary is None:
+        return {}
+    out: dict[int, tuple[str, Figures]] = {}
+    devices = tables.get("devices")
+    for r in summary.itertuples(index=False):
+        figures: Figures = {"gpu_ops": int(r.gpu_ops)}
+        mine = devices[devices["rank"] == r.rank] if devices is not None else None
+        if mine is not None and len(mine):
+            figures["gpu_busy_ns"] = int(mine["busy_ns"].sum())
+            figures["gpu_span_ns"] = int((mine["busy_ns"] + mine["idle_ns"]).max())
+        out[int(r.rank)] = (str(r.trace), figures)
+    return out
 
 
 # What stats shows of a rank without GPU ops: the tables that do not need them.
@@ -100,28 +136,23 @@ class _RankText:
     lines: list[str]
     notes: list[str]
     having: frozenset[str]
+    path: str
+    figures: Figures
 
 
 def _rank_text_of(wanted: tuple[str, ...], top: int, result: TraceStats
-                  ) -> tuple[list[str], list[str], frozenset[str]]:
-    """One rank's lines, notes and tables with rows (a ``stats_each`` job's result: small, and
-    made in parallel)."""
+                  ) -> tuple[list[str], list[str], frozenset[str], str, Figures]:
+    """One rank's lines, notes, tables with rows, trace and summary figures (a ``stats_each``
+    job's result: small, and made in parallel)."""
     tables = _limited(result, wanted, top)
-    return _text(tables), _notes(tables.get("summary")), frozenset(name for name, df in tables.items() if len(df))
+    (path, figures), = _rank_figures(tables).values() or [("", {})]
+    return (_text(tables), _notes(tables.get("summary")), frozenset(name for name, df in tables.items() if len(df)),
+            path, figures)
 
 
-def _in_text_order(texts: list[_RankText], wanted: tuple[str, ...], top: int) -> list[_RankText]:
-    """The ranks' texts in the order ``_text`` gives all ranks' tables gathered: ranks as first
-    met in the tables (in ``TraceStats`` order), a table's ranks in the order of the inputs,
-    except where ``_limit`` sorts them by number (``launch_overlaps``, by ``_largest``)."""
-    order: dict[int, _RankText] = {}
-    for name in (n for n in TABLES if n in wanted):
-        having = [t for t in texts if name in t.having]
-        if name == "launch_overlaps" and top > 0:
-            having.sort(key=lambda t: t.rank)
-        for text in having:
-            order.setdefault(text.rank, text)
-    return list(order.values())
+def _in_text_order(texts: list[_RankText]) -> list[_RankText]:
+    """The ranks' texts in rank order (those with a row in some table)."""
+    return sorted((t for t in texts if t.having), key=_by_rank)
 
 
 def _limited(result: TraceStats, wanted: tuple[str, ...], top: int) -> dict[str, pd.DataFrame]:
