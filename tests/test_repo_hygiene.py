@@ -22,3 +22,12 @@ def test_readme_says_test_time_and_fast_tier():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert re.search(r"about\s+\d+\s+minutes\s+on\s+2\s+cores", readme)
     assert 'python3 -m pytest -q -m "not integration"' in readme
+
+
+def test_ci_runs_the_readme_command_and_can_install_chromium():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = "python3 -m pip install -q -e '.[test]' && python3 -m pytest -q"
+    assert command in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == command  # exactly the README's command, last
+    assert any("apt-get install" in line and "chromium" in line for line in ci)

@@ -120,7 +120,7 @@ def _memory_series(df: pd.DataFrame, lo: int, hi: int, buckets: int) -> list[Ser
     """Allocated and reserved bytes per device, each series cut separately."""
     out = []
     for (device_type, device), group in df.groupby(["device_type", "device"], sort=True):
-        where = "CPU" if device_type == 0 or device < 0 else f"GPU {device}"  # Kineto's CPU memory is device -1
+        where = "CPU" if device_type == "cpu" or device < 0 else f"GPU {device}"  # (device_type_name's)
         for column in ("allocated", "reserved"):
             ts, values = min_max_buckets(group["ts"].to_numpy(np.int64), group[column].to_numpy(np.int64),
                                          buckets=buckets, lo=lo, hi=hi)
