@@ -227,7 +227,7 @@ def _table(cols: TraceColumns, options) -> object:
 
 
 ANALYSIS = Analysis(
-    "critical_path", "critical path of each step: a 'Critical path' track per process with a slice per "
+    "critical_path", "critical path of each step: a 'Critical path' track (in the process holding most of it) with a slice per "
     "segment named by what bounds it, arrows along its launch/wait/sync edges, args critical/critical_us "
     "on every event on it (not in --all: it reads every CPU op)",
     build, order=100,
