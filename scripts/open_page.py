@@ -17,7 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
-SYSTEM_CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+SYSTEM_CHROMIUM = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")  # Debian's first (CI)
 
 # Figures, their data sources without rows, and the canvases drawn on (more than one colour;
 # each figure has a few canvas layers, of which the plot's own is drawn on)

@@ -181,8 +181,10 @@ def test_cli_json_and_max_examples(tmp_path):
     (problem,) = [p for p in doc["problems"] if p["name"] == "flow_end_without_start"]
     assert len(problem["examples"]) == 2 and problem["examples"][0]["ordinal"] == 1
     text = run_cli("check", path).stdout.decode()
-    # the header; per problem its count, explanation and 3 examples (one line each); the verdict
-    assert "flow_end_without_start 5:" in text and text.count("\n") == 1 + 2 * (1 + 1 + 3) + 1
+    # the header; the problem's count, explanation, 3 examples (one line each) and (2 lines) that the same
+    # ends are dangling_flow_end, not listed again as a warning; the verdict
+    assert "flow_end_without_start 5:" in text and text.count("\n") == 1 + (1 + 1 + 3 + 2) + 1
+    assert "of these, 5 are dangling_flow_end" in text and "WARNING" not in text
     assert max(map(len, text.replace(path, "PATH").splitlines())) <= 100
 
 

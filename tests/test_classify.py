@@ -382,7 +382,7 @@ def test_cli_formats_and_elapsed(capsys):
     assert rows[NON_GPU]["nonoverlapped_ns"] == 15_500_000_000 - busy
     code, out, err = cli(capsys, "classify", small, "--format", "json", "--elapsed-s", "0.00001")
     assert code == 1 and out == "" and "less than GPU 0's busy time" in err  # tests/test_classify_elapsed.py
-    code, _, err = cli(capsys, "classify", small, small, small, "--elapsed-s", "1", "2")
+    code, _, err = cli(capsys, "classify", small, small, small, "--elapsed-s", "1,2")
     assert code == 1 and "one value or one per input (3), not 2" in err
     _, out, _ = cli(capsys, "classify", small, "--kernels", "--format", "csv")
     assert out.splitlines()[0] == "file,device,name,category,instances,duration_ns,nonoverlapped_ns,share"

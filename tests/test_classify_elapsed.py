@@ -32,7 +32,7 @@ def test_elapsed_below_busy_is_a_one_line_error(sample):
     assert f"elapsed time {below} s is less than GPU {device}'s busy time {Decimal(busy) / 1_000_000_000} s" in err
     with pytest.raises(UsageError, match=f"less than GPU {device}'s busy time"):
         traceforge.classify(path, elapsed_s=below)
-    r = run_cli("classify", path, path, "--elapsed-s", "100", below)  # one of several inputs
+    r = run_cli("classify", path, path, "--elapsed-s", f"100,{below}")  # one of several inputs
     assert r.returncode == 1 and f"less than GPU {device}'s busy time" in r.stderr.decode()
 
 

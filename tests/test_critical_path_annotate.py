@@ -128,7 +128,8 @@ def enclosing(events: list[dict], pid, tid, ts) -> str:
 def test_synthetic_path_drawn(synthetic, tmp_path):
     events = annotate(synthetic, tmp_path)
     tracks = path_tracks(events)
-    assert sorted(pid for pid, _ in tracks) == [0, 1]  # the CPU process and the GPU's
+    assert len(tracks) == 1  # one track per step, in one of the processes it passes (not a copy in each)
+    assert next(iter(tracks))[0] in (0, 1)
     for slices in tracks.values():
         assert [(e["name"], ns(e["ts"]) // 1000, ns(e["ts"] + e["dur"]) // 1000) for e in slices] == [
             ("idle", 0, 1), ("cpu: A", 1, 2), ("launch: cudaLaunchKernel", 2, 6), ("compute: K1", 6, 40),

@@ -14,6 +14,7 @@ import pytest
 
 import traceforge
 from traceforge.cli.commands import stats as stats_command
+from traceforge.cli.rank_summary import summarize
 
 from .conftest import run_cli
 from .test_fan_out import DISTRIBUTED, RANKS
@@ -44,10 +45,16 @@ def ranks(make_sample, tmp_path_factory) -> Path:
 
 def _gathered_text(where: Path, wanted: tuple[str, ...], top: int) -> tuple[str, str]:
     """(stdout, stderr) as the command made them before: every rank's tables gathered (the
-    API's ``stats``), then cut, noted and rendered at once."""
-    tables = stats_command._limited(traceforge.stats(where, tables=wanted), wanted, top)
+    API's ``stats``), then cut, put in rank order, noted and rendered at once, then the summary
+    across ranks."""
+    tables = {name: stats_command._in_rank_order(df)
+              for name, df in stats_command._limited(traceforge.stats(where, tables=wanted), wanted, top).items()}
     notes = "".join(f"{note}\n" for note in stats_command._notes(tables.get("summary")))
-    return "\n".join(stats_command._text(tables)) + "\n", notes
+    text = "\n".join(stats_command._text(tables)) + "\n"
+    figures = stats_command._rank_figures(tables)
+    if len(figures) > 1:
+        text += "\n".join(summarize([(rank, *figures[rank]) for rank in sorted(figures)]).lines()) + "\n"
+    return text, notes
 
 
 CASES = {
@@ -75,18 +82,17 @@ def test_text_made_per_rank_is_the_gathered_tables_text(ranks, case, jobs):
 
 
 def test_the_cases_place_ranks_apart_from_the_input_order(ranks):
-    """The cases above test the order: ranks in input order 7, 2, 1, 0; sorted by number where
-    ``--top`` cuts launch_overlaps; a rank after those with rows in an earlier table."""
+    """The cases above test the order: the files in the order ranks 7, 2, 1, 0, printed in rank
+    order whatever the tables (issue 53 item 7)."""
     def heads(*options: str) -> list[str]:
         out = run_cli("stats", str(ranks), *options, "--jobs", "2").stdout.decode().splitlines()
         return [line.split(":")[0] for line in out if line.startswith("rank ")]
 
-    assert heads() == ["rank 7", "rank 2", "rank 1", "rank 0"]
-    # overlaps first (TraceStats order), by number; then rank 7, which has a temporal row and no overlap
+    assert heads() == ["rank 0", "rank 1", "rank 2", "rank 7"]
     assert heads("--table", "temporal", "--table", "launch_overlaps", "--top", "2") == [
         "rank 0", "rank 1", "rank 2", "rank 7"]
     assert heads("--table", "launch_overlaps", "--table", "temporal", "--top", "0") == [
-        "rank 2", "rank 1", "rank 0", "rank 7"]
+        "rank 0", "rank 1", "rank 2", "rank 7"]
     assert "no GPU events" in run_cli("stats", str(ranks), "--jobs", "2").stderr.decode()
 
 

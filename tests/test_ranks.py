@@ -92,7 +92,7 @@ def test_annotate_directory_equals_single_runs(rank_dir, tmp_path, capsys):
     assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
     busy = [float(r[2].replace(",", "")) for r in rows]
     assert busy[STRAGGLER] == pytest.approx(2 * busy[0], rel=1e-6) and len(set(busy[:3])) == 1
-    assert re.search(rf"stragglers \(.*\): rank {STRAGGLER} GPU busy [\d,.]+ ms \(\+100% vs", out)
+    assert re.search(rf"stragglers \(.*\): rank {STRAGGLER} GPU busy [\d,.]+ ms \(\+100% vs", " ".join(out.split()))
 
 
 def _rank_blocks(text: str) -> dict[int, str]:

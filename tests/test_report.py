@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import TRACES, run_cli
 from traceforge.report import write_report
-from traceforge.report.collect import delay_histogram
+from traceforge.report.collect import delay_histogram, delays_below
 from traceforge.report.downsample import min_max_buckets
 
 pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
@@ -58,8 +58,10 @@ def test_downsampling_keeps_every_bucket_peak():
 def test_delay_histogram_counts_every_delay():
     delays = np.array([-5, 0, 999, 1_000, 5_000, 123_456], np.int64)
     edges, counts = delay_histogram(delays)
-    assert counts.sum() == len(delays) and edges[0] == -5 and edges[-1] > 123_456
-    assert counts[0] >= 3  # under 1 µs: the first bin
+    # the bins start at the positive delays' 1st percentile, not decades below them; those under it
+    # (and those <= 0: the clocks overlap) count in the first bin
+    assert counts.sum() == len(delays) and edges[0] == 999 and edges[-1] > 123_456
+    assert delays_below(delays, edges) == 2 and counts[0] >= 3
 
 
 def _events(path: Path) -> list[dict]:
@@ -87,7 +89,7 @@ def test_report_on_the_sample(sample, tmp_path):
     steps = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]
     assert list(rank.steps["name"]) == [e["name"] for e in steps]
     for title in ("Temporal breakdown", "Kernel categories", "Top kernels", "Queue length over time",
-                  "Memcpy / memset bandwidth", "Launch delay distribution", "Frequent kernel sequences",
+                  "Memcpy bandwidth", "Memset bandwidth", "Launch delay distribution", "Frequent kernel sequences",
                   "Communication overlap", "In Perfetto:"):
         assert title in page, title
 

@@ -243,7 +243,8 @@ def test_launch_stats(sample, truth):
         groups.setdefault(("api", truth.launch_of(op).name), []).append(op)
     assert doc["launches"] == len(truth.gpu) and doc["negative_delays"] == 0
     rows = {(s["by"], s["key"], s["figure"]): s for s in doc["statistics"]}
-    assert len(rows) == 3 * len(groups)
+    assert len(rows) == 5 * len(groups)  # the 3 figures checked here, and queue_wait + launch_overhead
+    assert all(rows[(b, k, "launch_delay")]["count"] == rows[(b, k, "queue_wait")]["count"] for b, k in groups)
     for (by, key), ops in groups.items():
         for figure, value in figures.items():
             values = [value(op) for op in ops]

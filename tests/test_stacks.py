@@ -99,7 +99,8 @@ def _exported_holders(path) -> dict[int, str]:
             assert (np.diff(df["start"].to_numpy()) >= 0).all()  # each table in start order
         holder = df["parent"] if "parent" in df else df.get("cpu_op")
         if holder is not None:
-            out.update(zip(df["ordinal"].tolist(), holder.tolist()))
+            # no holder: a missing value (None, a Parquet null), "" as build_stacks has it
+            out.update(zip(df["ordinal"].tolist(), ["" if v is None or v != v else v for v in holder.tolist()]))
     return out
 
 

@@ -41,17 +41,18 @@ _CALL_FIELDS = "ordinal ts dur track name cat external_id correlation call"
 
 
 class _Strings:
-    """The distinct values that a string column's ids index (id -1: the empty string), each
-    made CSV text once, not once a row."""
+    """The distinct values that a string column's ids index (id -1: none, a missing value: an
+    empty CSV field, which pandas reads as NaN, and a null in Parquet), each made CSV text once,
+    not once a row."""
 
     def __init__(self, values: list[object]):
         self.values = np.empty(len(values) + 1, dtype=object)
-        self.values[:-1], self.values[-1] = [_encodable(v) for v in values], ""
+        self.values[:-1], self.values[-1] = [_encodable(v) for v in values], None
         self._csv: Texts | None = None
 
     def csv(self) -> Texts:
         if self._csv is None:
-            self._csv = Texts.of([_csv_field(v) for v in self.values.tolist()])
+            self._csv = Texts.of([_csv_field(v) for v in self.values[:-1].tolist()] + [b""])
         return self._csv
 
 

@@ -6,17 +6,16 @@ Each filter keeps some rows of the columns' tables (GPU ops, launch calls, CPU o
 ranges, steps), computed from the columns as scanned, so the filters given together keep
 the rows every one of them keeps (their order does not matter):
 
-- ``steps`` ``"N-M"`` (or ``"N"``): the window from the start of ProfilerStep#N to the end of
-  ProfilerStep#M, extended to the end of the GPU work launched during those steps
-  (``steps.steps_window``: the window ``trim --steps`` cuts);
+- ``steps`` ``"N-M"`` (or ``"N"``): ProfilerStep#N .. #M (``steps.steps_cut``, what ``trim
+  --steps`` cuts): the GPU ops of those steps (launched from their CPU ranges), and of the
+  other tables the rows in the window from the start of ProfilerStep#N to the end of #M;
 - ``window`` ``"A:B"``: [A, B) relative to the trace start (its earliest ts >= 0, metadata
   aside: Perfetto's time 0 and ``trim``'s), µs or with a unit (``1.5ms``); an empty side is the
-  trace's start or end. ``trim --window +A:+B`` cuts the same window (``trim`` reads plain
-  values as absolute µs).
+  trace's start or end. ``trim --window A:B`` cuts the same window.
 
-  A window (of either kind) keeps, as ``trim`` does, every slice overlapping [start, end),
-  whole, not clipped (a zero-length one when start <= ts < end), and every row of another
-  table with a ``ts`` and no ``dur`` when start <= ts < end;
+  A window keeps, as ``trim`` does, every slice overlapping [start, end), whole, not clipped
+  (a zero-length one when start <= ts < end), and every row of another table with a ``ts``
+  and no ``dur`` when start <= ts < end;
 - ``kernel`` REGEX: the GPU ops (kernels, copies, sets) whose name matches (``re.search``);
   the launch calls of the GPU ops it drops go with them (a call none of whose GPU ops is
   kept); launch calls that launch nothing, CPU ops and ranges stay;
@@ -45,7 +44,7 @@ from ..util.distinct import unique
 from ..util.exacttime import ns_to_us_text
 from ..util.time_window import parse_steps, parse_window, slice_in_window
 from .launches import STREAM_LAUNCH_APIS, calls_of
-from .steps import steps_window
+from .steps import steps_cut, steps_window
 
 Keep = Callable[[Table], np.ndarray]  # a table's (or a chunk's) rows -> which stay
 _OPTIONS = ("steps", "window", "kernel", "op")
@@ -67,7 +66,7 @@ class Filters:
                 parse_steps(self.steps)
         with _named("window", self.window):
             if self.window is not None:
-                parse_window(self.window, 0, relative=True)
+                parse_window(self.window, 0)
         for option in ("kernel", "op"):
             _regex(option, getattr(self, option))
 
@@ -87,7 +86,7 @@ class Filters:
                 lo, hi = steps_window(cols, *parse_steps(self.steps))
         if self.window is not None:
             with _named("window", self.window):
-                start, end = parse_window(self.window, trace_start(cols), relative=True)
+                start, end = parse_window(self.window, trace_start(cols))
             lo, hi = (start, end) if lo is None else (max(lo, start), min(hi, end))
             if lo >= hi:
                 raise UsageError(f"--window {self.window} and --steps {self.steps}: they do not meet")
@@ -127,8 +126,14 @@ class Filters:
         its CPU ops or launch calls on disk are read, not consumed)."""
         if not self:
             return cols
-        window = self.window_ns(cols)
+        window = self.window_ns(cols) if self.window is not None else None  # (steps and window: do they meet)
         by_table: dict[str, list[Keep]] = {}
+        if self.steps is not None:
+            with _named("steps", self.steps):
+                cut = steps_cut(cols, *parse_steps(self.steps))
+            for name, table in _tables(cols).items():
+                by_table.setdefault(name, []).append(
+                    (lambda gpu, mine=cut.gpu: mine) if name == "gpu" else _in_window(table, cut.start, cut.cpu_end))
         if window is not None:
             for name, table in _tables(cols).items():
                 by_table.setdefault(name, []).append(_in_window(table, *window))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..util.distinct import unique
+from ..util.union import union_ns as union_ns  # re-exported: the analyses take it from here
 
 
 def first_start_owned(ts: np.ndarray, end: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
@@ -51,16 +52,3 @@ def grouped_first_start_owned(group: np.ndarray, ts: np.ndarray, end: np.ndarray
         owned[rows] = first_start_owned(ts[rows], end[rows], tiebreak[rows])
     return owned
 
-
-def union_ns(ts: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals ``[ts, end)`` (in any order, ``end >= ts``): the
-    span from the first start to the furthest end, less the gaps where a start lies beyond
-    every end before it: ``first_start_owned(...).sum()`` with fewer temporaries (no owned
-    parts, no tie order), for the busy time of millions of GPU ops."""
-    order = np.argsort(ts, kind="stable")
-    ts, reach = ts[order], end[order]
-    del order
-    np.maximum.accumulate(reach, out=reach)
-    gaps = ts[1:] - reach[:-1]
-    np.maximum(gaps, 0, out=gaps)
-    return int(reach[-1] - ts[0] - gaps.sum())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ..util.short_names import shorten, shorten_distinct
 from .counters.names import kernel_function
 
 MAX_SHORT = 60
@@ -49,7 +50,21 @@ def short_kernel_name(name: str) -> str:
                  if any(w in h[1:] for w in _HINT_WORDS) and not h.startswith("gpu_kernel")]
         if hints:
             base = f"{base}<{hints[-1]}>"
-    return base if len(base) <= MAX_SHORT else base[: MAX_SHORT - 1] + "…"
+    return shorten(base, MAX_SHORT)
+
+
+def kernel_labels(names: list[str], width: int = MAX_SHORT) -> dict[str, str]:
+    """A label of at most ``width`` characters per GPU op name (``short_kernel_name``); names whose
+    labels come out alike are cut instead around where they differ (``shorten_distinct`` of the
+    full names), so different names never read the same."""
+    variants: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):
+        variants.setdefault(shorten(short_kernel_name(name), width), []).append(name)
+    out = {}
+    for label, group in variants.items():
+        shown = [label] if len(group) == 1 else shorten_distinct([n.removeprefix("void ") for n in group], width)
+        out.update(zip(group, shown))
+    return out
 
 
 def _split_template(text: str) -> tuple[str, str]:

@@ -5,6 +5,12 @@ HTA's definition, so numbers compare: per GPU op joined to its launch call on
 with ``cpu_duration`` the launch call's and ``gpu_duration`` the op's duration. All are
 exact integer ns. HTA clips the delay at 0; we keep a negative delay (the CPU and GPU
 clocks overlap) and flag it, so a clock problem is seen rather than hidden.
+
+A delay has two parts: ``queue_wait``, the part spent behind earlier GPU ops still running on
+the op's stream (up to when the last of them that started before it ends), and
+``launch_overhead``, the rest (from the launch call's return, or the stream becoming free,
+to the op's start). A delay of milliseconds with a small overhead is a full launch queue: the
+CPU runs ahead of the GPU, which is not slow launching.
 """
 
 from __future__ import annotations
@@ -22,11 +28,11 @@ from .stacks import nest_calls
 HTA_LAUNCH_STATS_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"})
 DEFAULT_RUNTIME_CUTOFF_NS = 50_000  # HTA's outlier cutoffs: launch calls above 50 µs,
 DEFAULT_DELAY_CUTOFF_NS = 100_000  # launch delays above 100 µs
-FIGURES = ("cpu_duration", "gpu_duration", "launch_delay")
+FIGURES = ("cpu_duration", "gpu_duration", "launch_delay", "queue_wait", "launch_overhead")
 PERCENTILES = (50, 90, 99)
 TABLE_COLUMNS = (
     "device", "stream", "kind", "name", "gpu_ts", "gpu_duration", "api", "launch_ts", "cpu_duration",
-    "launch_delay", "negative_delay", "correlation", "cpu_op", "gpu_ordinal", "launch_ordinal",
+    "launch_delay", "queue_wait", "launch_overhead", "negative_delay", "correlation", "cpu_op", "gpu_ordinal", "launch_ordinal",
 )
 
 
@@ -74,6 +80,7 @@ def launch_table(
     gpu_rows, launch_rows, delay = launch_pairs(cols, apis=apis, launched_before_ns=launched_before_ns)
     message = None if len(gpu_rows) else no_launches_reason(cols)
     gpu, launches = cols.gpu, cols.launches
+    wait = queue_wait(cols, gpu_rows, launch_rows, delay)
     cpu_op_names = op_names[launch_rows]
     del op_names
 
@@ -93,6 +100,8 @@ def launch_table(
             "launch_ts": take(launches, "ts", launch_rows),
             "cpu_duration": take(launches, "dur", launch_rows),
             "launch_delay": delay,
+            "queue_wait": wait,
+            "launch_overhead": delay - wait,
             "negative_delay": delay < 0,
             "correlation": take(gpu, "correlation", gpu_rows),
             "cpu_op": names[cpu_op_names],
@@ -102,6 +111,25 @@ def launch_table(
     if message is not None:
         df.attrs["message"] = message
     return df
+
+
+def queue_wait(cols: TraceColumns, gpu_rows: np.ndarray, launch_rows: np.ndarray, delay: np.ndarray) -> np.ndarray:
+    """Per launched op (``launch_pairs``' rows): the part of its delay spent behind the GPU ops
+    that started before it on its stream, i.e. from its launch call's return until the latest
+    end of those (clipped to [0, delay]); exact ns."""
+    gpu = cols.gpu
+    busy_until = np.full(len(gpu), np.iinfo(np.int64).min, np.int64)
+    order = np.lexsort((gpu.ordinal, gpu.ts, gpu.stream, gpu.device))
+    device, stream = gpu.device[order], gpu.stream[order]
+    cuts = np.flatnonzero((device[1:] != device[:-1]) | (stream[1:] != stream[:-1])) + 1
+    ends = gpu.ts[order].astype(np.int64) + np.maximum(gpu.dur[order], 0)
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(order)].tolist()):
+        if hi - lo > 1:
+            busy_until[order[lo + 1:hi]] = np.maximum.accumulate(ends[lo:hi - 1])
+    ready = cols.launches.ts[launch_rows].astype(np.int64) + cols.launches.dur[launch_rows]
+    until = busy_until[gpu_rows]
+    behind = until > ready  # (the first op of a stream has nothing before it: no subtraction from the minimum)
+    return np.where(behind, np.clip(np.where(behind, until, ready) - ready, 0, np.maximum(delay, 0)), 0)
 
 
 def launch_table_consuming(cols: TraceColumns, **options) -> pd.DataFrame:

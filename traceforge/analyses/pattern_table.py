@@ -11,7 +11,7 @@ import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..util.lazy_pandas import pd
-from .kernel_names import short_kernel_name
+from .kernel_names import kernel_labels
 
 ARROW = " → "
 
@@ -34,6 +34,8 @@ class Patterns:
     offsets: np.ndarray
     members: np.ndarray
     note: str = ""  # why the table is empty, or what was counted
+    short_instances: int = 0  # operator mode: instances left out for launching fewer than min_len GPU ops
+    min_len: int = 0  # operator mode: the least GPU ops an instance needed
 
     @cached_property
     def table(self) -> pd.DataFrame:
@@ -66,7 +68,7 @@ def pattern_columns(
     """The patterns table's columns, a row per pattern, best first: ``P1``, ``P2``, ... with
     short and full kernel names."""
     full = [tuple(cols.names[i] for i in k.tolist()) for k in kernels]
-    short = _short_names([n for names in full for n in names])
+    short = kernel_labels([n for names in full for n in names])
     data = {
         "rank": np.arange(1, len(kernels) + 1),
         "pattern": [f"P{i}" for i in range(1, len(kernels) + 1)],
@@ -83,15 +85,6 @@ def pattern_columns(
         data["operator"] = operators
     data["kernel_names"] = full
     return data
-
-
-def _short_names(full_names: list[str]) -> dict[str, str]:
-    """Short name per full name; names that shorten alike get ``#1``, ``#2``, ... (in order seen)."""
-    variants: dict[str, list[str]] = {}
-    for name in dict.fromkeys(full_names):
-        variants.setdefault(short_kernel_name(name), []).append(name)
-    return {name: short if len(names) == 1 else f"{short}#{i}"
-            for short, names in variants.items() for i, name in enumerate(names, 1)}
 
 
 def concat_runs(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

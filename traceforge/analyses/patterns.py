@@ -127,6 +127,7 @@ def operator_patterns(
     dur = np.maximum(gpu.dur, 0)
     inst_gpu = (np.add.reduceat(dur[rows], starts, dtype=np.int64) if len(starts) else np.zeros(0, np.int64))[keep]
     starts, ends = starts[keep], ends[keep]
+    short = int(np.count_nonzero(length < min_len)) + (n_instances - len(length))  # none launched counts too
     note = (f"{n_instances:,} {'' if nested else 'outermost '}instances of {searched}, "
             f"{int(keep.sum()):,} with {min_len}{'-' + str(max_len) if max_len else '+'} GPU ops")
 
@@ -155,7 +156,8 @@ def operator_patterns(
     columns = pattern_columns(cols, kernels, count[top], gpu_ns[top], int(dur.sum()), cpu_ns=cpu_ns[top],
                               operators=operators)
     return Patterns("operator", searched, columns, int(dur.sum()), rank_of[pattern_of[occ]],
-                    inst_row[occ], offsets, members, note + f" -> {n_patterns:,} patterns")
+                    inst_row[occ], offsets, members, note + f" -> {n_patterns:,} patterns", short_instances=short,
+                    min_len=min_len)
 
 
 def _outermost(parent: np.ndarray, is_op: np.ndarray) -> np.ndarray:

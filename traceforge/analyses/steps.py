@@ -84,13 +84,27 @@ def gpu_steps(cols: TraceColumns, steps: Steps | None = None) -> np.ndarray:
     return steps.containing(when)
 
 
-def steps_window(cols: TraceColumns, first: int, last: int) -> tuple[int, int]:
-    """[start, end) in ns of ProfilerStep#``first`` .. #``last``: from the start of the first
-    step's CPU range to the end of the last one's, extended to the end of the GPU work
-    launched during them (it runs after the CPU side). A GPU op is launched during them when
-    a launch call that puts work on a stream (``STREAM_LAUNCH_APIS``) with its correlation
-    starts in [start, end of the CPU ranges). Launch calls may be on disk (read a chunk at a
-    time). A UsageError names the steps the trace has when none of these is there."""
+@dataclass(frozen=True)
+class StepsCut:
+    """ProfilerStep#N .. #M and the GPU work they launched (``steps_cut``): their CPU ranges span
+    [start, cpu_end); ``gpu``, a mask of ``cols.gpu``, is their GPU ops (as ``gpu_steps``
+    assigns ops to steps); ``end`` is where the last of those ends (at least ``cpu_end``)."""
+
+    start: int
+    cpu_end: int
+    end: int
+    gpu: np.ndarray  # bool per cols.gpu row
+    launched: np.ndarray  # int64, the correlations of the stream launch calls in [start, cpu_end)
+
+
+def steps_cut(cols: TraceColumns, first: int, last: int) -> StepsCut:
+    """ProfilerStep#``first`` .. #``last``: from the start of the first step's CPU range to the
+    end of the last one's, and the GPU ops of those steps. A GPU op is theirs when a launch call
+    that puts work on a stream (``STREAM_LAUNCH_APIS``) with its correlation starts in [start,
+    end of the CPU ranges), or, with no such call in the trace, when the op itself starts there
+    (``gpu_steps``'s rule): GPU work an earlier step launched and still running, and what a
+    later step launches before this work ends, are not theirs. Launch calls may be on disk (read
+    a chunk at a time). A UsageError names the steps the trace has when none of these is there."""
     steps = profiler_steps(cols)
     rows = np.flatnonzero((steps.number >= first) & (steps.number <= last))
     if not len(rows):
@@ -99,10 +113,26 @@ def steps_window(cols: TraceColumns, first: int, last: int) -> tuple[int, int]:
         raise UsageError(f"steps {first}-{last}: the trace has {have}")
     start, cpu_end = int(steps.start[rows].min()), int(steps.end[rows].max())
     is_stream_api = is_call_of(cols.names, STREAM_LAUNCH_APIS)
-    during = [chunk.correlation[is_stream_api[chunk.name] & (chunk.correlation >= 0) & (chunk.ts >= start)
-                                & (chunk.ts < cpu_end)]
-              for part in cols.all_launches for chunk in part.chunks() if len(chunk)]
+    during, every = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for part in cols.all_launches:
+        for chunk in part.chunks():
+            if not len(chunk):
+                continue
+            calls = is_stream_api[chunk.name] & (chunk.correlation >= 0)
+            every.append(chunk.correlation[calls].astype(np.int64))
+            during.append(chunk.correlation[calls & (chunk.ts >= start) & (chunk.ts < cpu_end)].astype(np.int64))
+    launched, every_call = unique(np.concatenate(during)), unique(np.concatenate(every))
     gpu = cols.gpu
-    launched = np.isin(gpu.correlation, np.concatenate(during)) & (gpu.correlation >= 0) if during else []
-    ends = (gpu.ts[launched] + gpu.dur[launched]) if len(launched) else np.zeros(0, np.int64)
-    return start, max(cpu_end, int(ends.max())) if len(ends) else cpu_end
+    corr = gpu.correlation.astype(np.int64)
+    has_call = (corr >= 0) & np.isin(corr, every_call)
+    ts = gpu.ts.astype(np.int64)
+    mine = np.where(has_call, np.isin(corr, launched), (ts >= start) & (ts < cpu_end))
+    ends = ts[mine] + np.maximum(gpu.dur[mine], 0)
+    return StepsCut(start, cpu_end, max(cpu_end, int(ends.max())) if len(ends) else cpu_end, mine, launched)
+
+
+def steps_window(cols: TraceColumns, first: int, last: int) -> tuple[int, int]:
+    """[start, end) in ns of ProfilerStep#``first`` .. #``last`` and the GPU work they launched
+    (``steps_cut``'s ``start`` and ``end``)."""
+    cut = steps_cut(cols, first, last)
+    return cut.start, cut.end

@@ -13,8 +13,10 @@ from html import escape
 from pathlib import Path
 
 from ..analyses.classify import NON_GPU, Classified
+from ..analyses.kernel_names import kernel_labels
 from ..util.lazy_pandas import pd
-from .output import json_text
+from ..util.short_names import shorten
+from .output import WIDTH, json_text
 
 # Distinct hues for the first categories (a preset's order), then lighter ones; non-GPU is grey.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -63,20 +65,30 @@ def render_text(results: list[Classified], kernels: bool = False) -> str:
         for device, g in (r.kernels if kernels else r.table).groupby("device", sort=True):
             busy = int(r.table[(r.table.device == device) & (r.table.category != NON_GPU)].nonoverlapped_ns.sum())
             lines.append(f"GPU {device}: busy {_ms(busy)} ms ({100 * busy / max(r.window_ns, 1):.1f}%)")
-            head = f"  {'category':<20}" + (f" {'stage':<10}" if has_stage else "")
-            head += f" {'ops':>9} {'summed ms':>12} {'non-overlapped ms':>18} {'share':>7}"
-            lines.append(head + ("  name" if kernels else ""))
+            cat, ops_w, ms_w, nonov = (14, 7, 10, "non-ovl ms") if kernels else (20, 9, 12, "non-overlapped ms")
+            head = f"  {'category':<{cat}}" + (f" {'stage':<10}" if has_stage else "")
+            head += f" {'ops':>{ops_w}} {'summed ms':>{ms_w}} {nonov:>{len(nonov) + 1}} {'share':>7}"
+            rows = []
             for row in g.itertuples(index=False):
                 ops = f"{row.instances:,}" if row.category != NON_GPU else "-"
                 summed = _ms(row.duration_ns) if row.category != NON_GPU else "-"
-                line = f"  {row.category:<20}" + (f" {row.stage:<10}" if has_stage else "")
-                line += f" {ops:>9} {summed:>12} {_ms(row.nonoverlapped_ns):>18} {100 * row.share:>6.1f}%"
-                lines.append(line + (f"  {_short(row.name)}" if kernels else ""))
+                line = f"  {row.category:<{cat}}" + (f" {row.stage:<10}" if has_stage else "")
+                rows.append(line + f" {ops:>{ops_w}} {summed:>{ms_w}} {_ms(row.nonoverlapped_ns):>{len(nonov) + 1}} "
+                            f"{100 * row.share:>6.1f}%")
+            if kernels:  # the name in the room left, cut so that different names stay different
+                room = max(MIN_NAME, WIDTH - 2 - max(map(len, rows + [head])))
+                labels = kernel_labels(g.name.astype(str).tolist(), room)
+                rows = [f"{line}  {labels[name]}" for line, name in zip(rows, g.name.astype(str).tolist())]
+            lines.append(head + ("  name" if kernels else ""))
+            lines += rows
     return "\n".join(lines) + "\n"
 
 
+MIN_NAME = 30
+
+
 def _short(name: str, width: int = 100) -> str:
-    return name if len(name) <= width else name[: width - 1] + "\u2026"
+    return shorten(name, width)
 
 
 def render_html(results: list[Classified], title: str = "GPU time by kernel category") -> str:

@@ -61,11 +61,11 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "filters", "analyse only part of the trace, as read (no temporary file); filters given together all apply")
     helps = {
-        "steps": ("N[-M]", "from the start of ProfilerStep#N to the end of ProfilerStep#M, extended to the end of the "
-                  "GPU work those steps launched (what trim --steps cuts)"),
+        "steps": ("N[-M]", "ProfilerStep#N to ProfilerStep#M (the CPU side inside their ranges) and the GPU work "
+                  "those steps launched (what trim --steps cuts)"),
         "window": ("A:B", "[A, B) from the trace start, as Perfetto shows time: µs or with a unit (100ms:250ms); an "
-                   "empty side is the trace's start or end. Slices overlapping it stay whole. trim --window takes "
-                   "absolute µs: this is trim --window +A:+B"),
+                   "empty side is the trace's start or end. Slices overlapping it stay whole (what trim --window A:B "
+                   "cuts)"),
         "kernel": ("REGEX", "only GPU ops whose name matches (re.search), and the launch calls of those"),
         "op": ("REGEX", "only CPU operators whose name matches, what starts inside them on their thread, and the "
                "GPU ops launched from there"),

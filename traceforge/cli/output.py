@@ -19,6 +19,7 @@ import orjson
 
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
+from ..util.short_names import shorten, shorten_distinct
 
 FORMATS = ("text", "csv", "json")
 WIDTH = 100  # text outputs fit this many columns (a path longer than that aside)
@@ -35,6 +36,7 @@ class Col:
     show: Callable[[object], str] = str
     left: bool = False
     repeat: bool = False
+    width: int | None = None  # a text column's most characters (names cut to it, kept distinct)
 
 
 def ms(ns: object) -> str:
@@ -54,10 +56,10 @@ def count(value: object) -> str:
     return f"{int(value):,}"
 
 
-def short(name: object, width: int = 100) -> str:
-    """Long kernel names cut in the middle, so the start and the end stay readable."""
-    text = str(name)
-    return text if len(text) <= width else text[: width // 2 - 2] + " .. " + text[-(width // 2 - 2):]
+def short(name: object, width: int = WIDTH) -> str:
+    """A long name cut in the middle (``util.short_names.shorten``), for a line of its own; in a
+    table, ``render`` cuts a column's names so that different names stay different."""
+    return shorten(str(name), width)
 
 
 def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
@@ -73,18 +75,31 @@ def render(df: pd.DataFrame, cols: list[Col], indent: str = "  ", width: int = W
     many of the others as fit; a text column wider than a block allows is cut in the middle."""
     cells = [[c.header for c in cols]] + [[c.show(v) for c, v in zip(cols, row)]
                                           for row in df[[c.key for c in cols]].itertuples(index=False)]
+    for i, c in enumerate(cols):
+        if c.width is not None:
+            _cut_column(cells, i, c.width)
     widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
     lines: list[str] = []
     for block in _blocks(cols, widths, width - len(indent)):
         if lines:
             lines.append("")
-        for r in cells:
-            parts = []
-            for i, w in block:
-                v = r[i] if len(r[i]) <= w else short(r[i], w)
-                parts.append(v.ljust(w) if cols[i].left else v.rjust(w))
+        shown = [list(r) for r in cells]
+        for i, w in block:
+            _cut_column(shown, i, w)
+        for r in shown:
+            parts = [r[i].ljust(w) if cols[i].left else r[i].rjust(w) for i, w in block]
             lines.append((indent + "  ".join(parts)).rstrip())
     return lines
+
+
+def _cut_column(cells: list[list[str]], i: int, width: int) -> None:
+    """Column ``i`` of ``cells`` (a header row, then the rows) cut to ``width``, in place; names
+    that differ still differ (``shorten_distinct``)."""
+    if all(len(r[i]) <= width for r in cells):
+        return
+    cells[0][i] = shorten(cells[0][i], width)
+    for r, v in zip(cells[1:], shorten_distinct([r[i] for r in cells[1:]], width)):
+        r[i] = v
 
 
 def _blocks(cols: list[Col], widths: list[int], room: int) -> list[list[tuple[int, int]]]:
@@ -100,10 +115,11 @@ def _blocks(cols: list[Col], widths: list[int], room: int) -> list[list[tuple[in
     for i, w in enumerate(widths):
         if i in keys:
             continue
-        if used + 2 + w > room and not (cols[i].left and 3 * (room - used - 2) >= 2 * w):
+        left = room - used - 2
+        if used + 2 + w > room and not (cols[i].left and left >= MIN_CUT and 3 * left >= 2 * w):
             blocks.append([(k, widths[k]) for k in keys])
             used = base
-        fit = w if used + 2 + w <= room or not cols[i].left else max(MIN_CUT, room - used - 2)
+        fit = w if used + 2 + w <= room or not cols[i].left else max(min(MIN_CUT, w), room - used - 2)
         blocks[-1].append((i, fit))
         used += 2 + fit
     return blocks or [[(k, widths[k]) for k in keys]]

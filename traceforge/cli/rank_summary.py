@@ -20,7 +20,7 @@ from ..analyses.stragglers import gpu_figures as gpu_figures  # re-exported: the
 from ..analyses.stragglers import stragglers as _stragglers
 from ..annotator.registry import ANALYSES
 from ..util.lazy_pandas import pd
-from .output import Col, count, ms, pct, render, short, us
+from .output import Col, count, ms, pct, render, us, wrap
 
 
 def launch_figures(stats: pd.DataFrame) -> Figures:
@@ -63,7 +63,7 @@ COLUMNS = (
     Col("delay p90 us", "launch_delay_p90_ns", us),
     Col("delay max us", "launch_delay_max_ns", us),
     Col("top-k share %", "patterns_share", lambda v: pct(100 * float(v))),
-    Col("top pattern", "top_pattern", lambda v: short(v, 60), left=True),
+    Col("top pattern", "top_pattern", left=True, width=60),
 )
 
 
@@ -97,8 +97,8 @@ class Summary:
                                              if c.key in t] + [Col("file", "path", str, left=True)]
         lines += render(t, cols)
         if "launch_delay_p90_ns" in t and t["launch_delay_p90_ns"].notna().any():
-            lines.append(_longest_delays(t))
-        lines.append(self._straggler_text(len(t)))
+            lines += wrap(_longest_delays(t))
+        lines += wrap(self._straggler_text(len(t)))
         return lines
 
     def _straggler_text(self, ranks: int) -> str:
@@ -118,7 +118,8 @@ def _longest_delays(t: pd.DataFrame) -> str:
     single = known.loc[known["launch_delay_max_ns"].astype("int64").idxmax()]
     median = float(np.median(known["launch_delay_p90_ns"].astype("int64")))
     return (f"longest launch delays: rank {worst['rank']} (p90 {us(worst['launch_delay_p90_ns'])} us; median rank "
-            f"{us(median)} us); longest single delay: rank {single['rank']} ({us(single['launch_delay_max_ns'])} us)")
+            f"{us(median)} us); longest single delay: rank {single['rank']} "
+            f"({us(single['launch_delay_max_ns'])} us)")
 
 
 def summarize(runs: list[tuple[int, str, Figures]]) -> Summary:

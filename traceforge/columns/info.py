@@ -8,6 +8,7 @@ import numpy as np
 
 from ..io.codec import input_codec
 from ..util.exacttime import ns_to_us_text
+from ..util.union import union_ns
 from .scan import GPU_KIND_NAMES, TraceColumns, scan
 
 # What marks a trace as the PyTorch profiler's (Kineto's): its categories (2021's capitalised
@@ -63,8 +64,9 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
     for device, stream in sorted(set(zip(gpu.device.tolist(), gpu.stream.tolist()))):
         rows = (gpu.device == device) & (gpu.stream == stream)
         counts = {GPU_KIND_NAMES[k]: int(np.count_nonzero(rows & (gpu.kind == k))) for k in range(3)}
-        busy = int(gpu.dur[rows].sum())
-        streams.append({"device": device, "stream": stream, **counts, "busy_ms": busy / 1e6})
+        ts, dur = gpu.ts[rows].astype(np.int64), np.maximum(gpu.dur[rows], 0).astype(np.int64)
+        streams.append({"device": device, "stream": stream, **counts, "busy_ms": (union_ns(ts, ts + dur) if len(ts) else 0) / 1e6,
+                        "summed_ms": int(dur.sum()) / 1e6})
     by_phase_cat = [
         {"ph": ph, "cat": cat, "events": n}
         for (ph, cat), n in sorted(cols.phase_cat_counts.items(), key=lambda kv: -kv[1])
@@ -86,3 +88,4 @@ def summarize(cols: TraceColumns, codec: str = "") -> dict[str, Any]:
         "by_phase_and_category": by_phase_cat,
         "skipped": dict(cols.skipped),
     }
+

@@ -286,6 +286,7 @@ class TraceReader:
     events_end: int = 0  # decompressed offset where the tail starts
     trailing_comma: bool = False  # the last event is followed by a comma (before "]")
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
+    pass_name: str | None = None  # the progress bar's name for this read (default: scan, then write)
     scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
     limits: ReadLimits = field(default_factory=read_limits)  # those in force where the reader is made (not a thread's)
 
@@ -300,7 +301,7 @@ class TraceReader:
 
     def batches(self) -> Iterator[EventBatch]:
         """Yield event batches (each knows its events' byte spans)."""
-        on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path)
+        on_read = self.on_read if self.on_read is not None else progress.reader_hook(self.path, self.pass_name)
         buf = _Buffer(iter_decompressed(self.path, on_read=on_read, headroom=HEADROOM, limits=self.limits), HEADROOM)
         pos = self._read_head(buf)
         buf.drop(pos)

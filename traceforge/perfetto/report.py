@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..util import short_names
 from .rules import FATAL, RULES, WARNING
 
 
@@ -28,7 +29,7 @@ class Example:
 
 
 def shorten(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return short_names.shorten(text, width)
 
 
 class Findings:

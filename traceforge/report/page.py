@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses.classify import NON_GPU
 from ..analyses.roofline.tables import RooflineTables
 from ..analyses.stragglers import MIN_RANKS_FOR_STRAGGLERS, STRAGGLER_FIGURES, STRAGGLER_SHARE, stragglers
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
+from ..util.short_names import shorten_distinct
 from .collect import RankReport, Series
+from .headline import headline, step_table
 
 EXTRA = "report"
 WIDTH = 1000
@@ -27,6 +30,7 @@ HEIGHT = 280
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
 STRAGGLER_COLOR, RANK_COLOR = "#d62728", "#1f77b4"
+BAR_NAME = 80  # a bar's name cut to this (in the middle, different names kept different)
 
 
 def require_bokeh() -> Any:
@@ -115,8 +119,13 @@ def _comparison(ranks: list[RankReport]) -> list[Any]:
 def _rank_section(r: RankReport) -> list[Any]:
     steps_text = ", ".join(f"{html.escape(n)} at {(ts - r.start_ns) / 1e6:,.3f} ms"
                            for n, ts in zip(r.steps["name"], r.steps["ts"].tolist()))
-    blocks = [_div(f"<h2>Rank {r.rank}</h2><p><code>{html.escape(r.path)}</code>. "
-                   f"Profiler steps: {steps_text or 'none'}.</p>")]
+    h = headline(r)
+    reasons = "".join(f"<li>{html.escape(t)}</li>" for t in h.reasons)
+    blocks = [_div(f"<h2>Rank {r.rank}</h2><div class='headline'><p><b>{html.escape(h.step)}; "
+                   f"{html.escape(h.busy)}.</b></p><p>Why, the largest first:</p><ol>{reasons}</ol></div>"
+                   f"<p><code>{html.escape(r.path)}</code>. Profiler steps: {steps_text or 'none'}.</p>")]
+    blocks.append(_div("<h3>Step time</h3>" + _html_table(step_table(r), "step-table")))
+    blocks += _critical_section(r)
     blocks += _plot_block("Temporal breakdown per step (ms)",
                           "each step is the <i>ProfilerStep#N</i> slice on the CPU thread; its GPU ops are on the "
                           "GPU process's <i>stream N</i> threads (<code>annotate --idle-gaps</code> draws the idle "
@@ -130,9 +139,14 @@ def _rank_section(r: RankReport) -> list[Any]:
     blocks += _plot_block("Queue length over time", "<code>annotate --queue-length</code>: counter track "
                           "<i>Queue length stream N</i> in the GPU process", _lines(r, r.queue, "queued ops"),
                           "no GPU ops launched on a stream")
-    blocks += _plot_block("Memcpy / memset bandwidth over time (GB/s)", "<code>annotate --memcpy-bw</code>: counter "
-                          "tracks <i>Memcpy KIND GB/s</i> and <i>Memset GB/s</i> in the GPU process",
-                          _lines(r, r.memcpy, "GB/s"), "no copies or memsets")
+    copies = [s for s in r.memcpy if "memset" not in s.label.lower()]
+    sets = [s for s in r.memcpy if "memset" in s.label.lower()]
+    blocks += _plot_block("Memcpy bandwidth over time (GB/s)", "<code>annotate --memcpy-bw</code>: counter "
+                          "tracks <i>Memcpy KIND GB/s</i> in the GPU process (memsets apart, below: their rates "
+                          "would hide the copies')", _lines(r, copies, "GB/s"), "no copies")
+    if sets:
+        blocks += _plot_block("Memset bandwidth over time (GB/s)", "<code>annotate --memcpy-bw</code>: counter "
+                              "track <i>Memset GB/s</i> in the GPU process", _lines(r, sets, "GB/s"), "")
     blocks += _plot_block("Launch delay distribution", "<code>annotate --launch-delay</code>: counter track "
                           "<i>Launch delay (us)</i> in the GPU process, and launch_delay_us on each GPU op",
                           _delays(r), "no GPU op joins a launch call")
@@ -150,12 +164,48 @@ def _rank_section(r: RankReport) -> list[Any]:
     return blocks
 
 
+def _html_table(df: pd.DataFrame, css: str) -> str:
+    """A small table as HTML: numbers with three decimals (a missing one as -)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "-" if np.isnan(v) else f"{v:,.3f}"
+        return html.escape(str(v))
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f"<table class='{css}' border='1' cellpadding='3'><tr>{head}</tr>{body}</table>"
+
+
+def _critical_section(r: RankReport) -> list[Any]:
+    """Per step, the share of its span each kind of work bounds on the critical path."""
+    head = ("<h3>Critical path per step</h3><p><b>In Perfetto:</b> <code>annotate --critical-path</code>: the "
+            "<i>Critical path</i> track, a slice per segment named by what bounds it, arrows along the path; "
+            "<code>traceforge critical-path TRACE --table segments</code> lists them.</p>")
+    c = r.critical
+    if c is None or not len(c):
+        return [_div(head + "<p><i>no profiler steps: no critical path</i></p>")]
+    span = c["span_ns"].where(c["span_ns"] > 0, 1)
+    table = pd.DataFrame({"step": c["label"], "span ms": c["span_ns"] / 1e6, "length ms": c["length_ns"] / 1e6,
+                          **{f"{k[:-3]} %": 100 * c[k] / span for k in r.critical_categories}})
+    return [_div(head + _html_table(table, "critical-table"))]
+
+
+def _outside_legend(fig: Any) -> None:
+    """The legend right of the plot, not over its data; a click hides a series."""
+    if fig.legend:
+        legend = fig.legend[0]
+        legend.click_policy = "hide"
+        fig.add_layout(legend, "right")
+
+
 def _step_label(step: int) -> str:
     return "all" if step < 0 else str(step)
 
 
 def _temporal(r: RankReport) -> Any | None:
     t = r.temporal
+    per_step = t[t["step"] >= 0]  # the whole trace's row is in the step table: as a bar it squashes the steps
+    t = per_step if len(per_step) else t
     if not len(t):
         return None
     parts = ["idle_ns", "compute_ns", "non_compute_ns"]
@@ -163,14 +213,14 @@ def _temporal(r: RankReport) -> Any | None:
     fig = _figure(x_range=data["step"], tooltips=[("step", "@step"), ("ms", "@$name")])
     fig.vbar_stack(parts, x="step", width=0.8, color=PALETTE[:3], source=data,
                    legend_label=["idle", "compute", "non-compute"])
-    fig.legend.location = "top_right"
+    _outside_legend(fig)
     return fig
 
 
 def _hbar(names: list[str], values: Any, extra: dict[str, list] | None = None) -> Any:
     from bokeh.models import ColumnDataSource
 
-    names = [n if len(n) <= 80 else n[:77] + "..." for n in names]
+    names = shorten_distinct(names, BAR_NAME)
     labels = [f"{i + 1}. {n}" for i, n in enumerate(names)][::-1]
     source = ColumnDataSource({"name": labels, "ms": _ms(values).tolist()[::-1],
                                **{k: v[::-1] for k, v in (extra or {}).items()}})
@@ -182,6 +232,7 @@ def _hbar(names: list[str], values: Any, extra: dict[str, list] | None = None) -
 
 def _categories(r: RankReport) -> Any | None:
     c = r.categories
+    c = c[c["category"] != NON_GPU] if len(c) else c  # time without GPU work is not a kernel category
     if not len(c):
         return None
     names = [f"GPU {d} {cat}" for d, cat in zip(c["device"], c["category"])]
@@ -211,8 +262,7 @@ def _lines(r: RankReport, series: list[Series], unit: str, scale: float = 1.0) -
     for i, s in enumerate(series):
         fig.step(_ms(s.ts - r.start_ns), np.asarray(s.values, dtype=np.float64) / scale, mode="after",
                  color=PALETTE[i % len(PALETTE)], legend_label=s.label, name=s.label)
-    fig.legend.click_policy = "hide"
-    fig.legend.location = "top_left"
+    _outside_legend(fig)
     return fig
 
 
@@ -221,10 +271,11 @@ def _delays(r: RankReport) -> Any | None:
         return None
     from bokeh.models import ColumnDataSource
 
-    edges_us = np.maximum(r.delay_edges_ns, 1) / 1e3  # log axis: the first bin starts at >= 1 ns
+    edges_us = r.delay_edges_ns / 1e3
     source = ColumnDataSource({"left": edges_us[:-1].tolist(), "right": edges_us[1:].tolist(),
                                "count": r.delay_counts.tolist()})
-    fig = _figure(x_axis_type="log", x_axis_label="launch delay (µs, log scale; under 1 µs in the first bar)",
+    below = f"; {r.delay_below:,} at or under {edges_us[0]:,.3f} µs in the first bar" if r.delay_below else ""
+    fig = _figure(x_axis_type="log", x_axis_label=f"launch delay (µs, log scale{below})",
                   y_axis_label="GPU ops", tooltips=[("µs", "@left{0,0.0} - @right{0,0.0}"), ("GPU ops", "@count")])
     fig.quad(left="left", right="right", bottom=0, top="count", source=source, color=PALETTE[1])
     return fig
@@ -237,6 +288,7 @@ def _overlap(r: RankReport) -> Any | None:
     fig = _figure(x_range=data["step"], tooltips=[("step", "@step"), ("ms", "@$name")])
     fig.vbar_stack(["overlapped_ns", "exposed_ns"], x="step", width=0.8, color=[PALETTE[2], PALETTE[3]],
                    source=data, legend_label=["overlapped with compute", "exposed"])
+    _outside_legend(fig)
     return fig
 
 

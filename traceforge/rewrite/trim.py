@@ -1,6 +1,7 @@
 """``trim``: cut a trace to a time window or to profiler steps, so the UI can hold it.
 
-The window is [START, END) in exact ns. What stays:
+The window is [START, END) in exact ns, given from the trace start (Perfetto's time 0, as every
+command's ``--window``). What stays:
 
 - every ``M`` event and every top-level key (process/thread names, device properties);
 - an ``X`` event whose [ts, ts + dur) overlaps the window (zero-length: START <= ts < END),
@@ -10,6 +11,11 @@ The window is [START, END) in exact ns. What stays:
 - flows whole: the ``s``/``t``/``f`` events of an (id, cat, name) stay when every one of
   them is inside the window, otherwise none does (no arrow loses an end);
 - events without a numeric ts (Perfetto cannot place them either).
+
+With steps (``--steps N-M``) the window is the steps' CPU ranges, and of the GPU ops exactly
+theirs stay (``analyses.steps.steps_cut``: launched from those ranges), whenever they run; a
+flow event past the CPU ranges stays with the GPU op of the steps it points to. A cut that
+keeps no event with a time is an error, and nothing is written.
 
 Kept events are copied byte for byte; nothing is added.
 """
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
-from ..analyses.steps import steps_window as columns_steps_window
+from ..analyses.steps import steps_cut as columns_steps_cut
 from ..columns import phases
 from ..columns.scan import scan
 from ..columns.table import SpilledColumns
@@ -150,9 +156,11 @@ class _Collector:
         return _Events(self.rows, self.flows, self.earliest, self.latest)
 
 
-def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]:
+def keep_mask(ev: _Events, start_ns: int, end_ns: int, stepped: _StepsKeep | None = None) -> tuple[np.ndarray, int]:
     """Which events stay for the window [start_ns, end_ns) (see the module docstring), and how
-    many flow events inside it go because their flow is cut."""
+    many flow events inside it go because their flow is cut. With ``stepped``, its GPU ops stay
+    and the other GPU ops go, and a flow event past the window stays (as inside) when it ends
+    on one of them."""
     parts = []
     for chunk in ev.rows.chunks():
         s, e, kind = chunk.start, chunk.end, chunk.kind
@@ -160,9 +168,14 @@ def keep_mask(ev: _Events, start_ns: int, end_ns: int) -> tuple[np.ndarray, int]
         slice_ = (kind == SLICE) & slice_in_window(s, e, start_ns, end_ns)
         parts.append((kind == ALWAYS) | point | slice_)
     keep = np.concatenate(parts) if parts else np.zeros(0, bool)
+    if stepped is not None:
+        keep[stepped.gpu_ordinals] = stepped.gpu_kept
     cut = 0
     for flows in windows_by(ev.flows, lambda chunk, first: chunk.id, pass_name="flows"):  # an id's events together
         inside = (flows.start >= start_ns) & (flows.start < end_ns)
+        if stepped is not None:
+            inside |= ((flows.start >= end_ns) & (flows.start < stepped.end)
+                       & np.isin(flows.id.astype(np.int64), stepped.launched))
         whole = _whole_flows_inside(flows.id, flows.key, inside)
         keep[flows.ordinal] = whole
         cut += int(np.count_nonzero(inside & ~whole))
@@ -185,25 +198,68 @@ def _whole_flows_inside(ids: np.ndarray, keys: np.ndarray, inside: np.ndarray) -
     return out
 
 
-def steps_window(path: str, first: int, last: int) -> tuple[int, int]:
-    """``analyses.steps.steps_window`` of ``path``'s columns (a scan of the steps and of the
+@dataclass
+class _StepsKeep:
+    """What ``trim --steps`` keeps beyond its CPU window [start, cpu_end): the GPU ops of the
+    steps (``analyses.steps.steps_cut``) by ordinal, which go in or out whatever their time, and
+    the correlations of the steps' launch calls (a flow event after ``cpu_end`` stays when its
+    id is one of them: the arrow to a GPU op of the steps)."""
+
+    start: int
+    cpu_end: int
+    end: int
+    gpu_ordinals: np.ndarray  # int64, every GPU op's
+    gpu_kept: np.ndarray  # bool, per gpu_ordinals
+    launched: np.ndarray  # int64, sorted
+
+
+def steps_keep(path: str, first: int, last: int) -> _StepsKeep:
+    """``analyses.steps.steps_cut`` of ``path``'s columns (a scan of the steps, GPU ops and the
     launch calls that put work on a stream)."""
-    return columns_steps_window(scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS)), first, last)
+    cols = scan(path, cpu_ops=False, keep_launch=calls_of(STREAM_LAUNCH_APIS))
+    cut = columns_steps_cut(cols, first, last)
+    return _StepsKeep(cut.start, cut.cpu_end, cut.end, cols.gpu.ordinal.astype(np.int64), cut.gpu, cut.launched)
 
 
 def trim(path: str, out: str, *, window: str | None = None, steps: str | None = None) -> TrimResult:
-    """Write the part of ``path`` inside ``window`` (``"START:END"``, see ``parse_window``)
-    or ``steps`` (``"3-5"``) to ``out``."""
+    """Write the part of ``path`` inside ``window`` (``"START:END"`` from the trace start, see
+    ``parse_window``) or ``steps`` (``"3-5"``: those steps and their GPU work) to ``out``. A
+    window or steps that keep no event with a time is a UsageError, and nothing is written."""
     if (window is None) == (steps is None):
         raise UsageError("give exactly one of window (START:END) or steps (N-M)")
     started = time.perf_counter()
     check_writable(out, (path,))
     with readable_twice(path) as source:
-        # the steps' window first: its scan's columns are gone before the events' are collected
-        step_window = steps_window(source, *parse_steps(steps)) if steps is not None else None
-        ev = _collect(TraceReader(source, display_name=path))
-        start_ns, end_ns = step_window or parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
-        keep, cut = keep_mask(ev, start_ns, end_ns)
+        # the steps' cut first: its scan's columns are gone before the events' are collected
+        stepped = steps_keep(source, *parse_steps(steps)) if steps is not None else None
+        ev = _collect(TraceReader(source, display_name=path, pass_name="cut" if stepped is not None else None))
+        if stepped is not None:
+            start_ns, end_ns = stepped.start, stepped.end
+            keep, cut = keep_mask(ev, start_ns, stepped.cpu_end, stepped)
+        else:
+            start_ns, end_ns = parse_window(window, ev.trace_start_ns, ev.trace_end_ns)
+            keep, cut = keep_mask(ev, start_ns, end_ns)
+        if not _any_timed(ev, keep):
+            raise UsageError(_empty(window, steps, ev))
         write_trace(TraceReader(source, display_name=path), out, edit=EventEdits(keep=keep))
     return TrimResult(out, start_ns, end_ns, ev.trace_start_ns, len(keep), int(keep.sum()), cut,
                       time.perf_counter() - started)
+
+
+def _any_timed(ev: _Events, keep: np.ndarray) -> bool:
+    """Does ``keep`` keep an event with a time (metadata and top-level keys always stay)?"""
+    at = 0
+    for chunk in ev.rows.chunks():
+        n = len(chunk.kind)
+        if np.any(keep[at:at + n] & (chunk.kind != ALWAYS)):
+            return True
+        at += n
+    return False
+
+
+def _empty(window: str | None, steps: str | None, ev: _Events) -> str:
+    what = f"--window {window}" if window is not None else f"--steps {steps}"
+    if ev.trace_start_ns is None or ev.trace_end_ns is None:
+        return f"trim {what}: the trace has no event with a time"
+    return (f"trim {what}: no event of the trace is in it (times are from the trace start; its events end "
+            f"{ns_to_us_text(ev.trace_end_ns - ev.trace_start_ns)} µs after it)")

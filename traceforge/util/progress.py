@@ -172,12 +172,14 @@ class PassHook:
         self._bar(self._pass, self._done, self._total, final=True)
 
 
-def reader_hook(path: str) -> PassHook | None:
-    """The callback a reader of ``path`` reports its bytes to; None when no bar is shown."""
+def reader_hook(path: str, pass_name: str | None = None) -> PassHook | None:
+    """The callback a reader of ``path`` reports its bytes to; None when no bar is shown. The
+    pass is named ``pass_name``, else ``scan`` (the first read) or ``write`` (a later one): a
+    command reading more than twice names its middle reads, so no two passes read alike."""
     bar = _active
     if bar is None:
         return None
-    pass_name = "scan" if not bar.reads[path] else "write"
+    pass_name = pass_name or ("scan" if not bar.reads[path] else "write")
     bar.reads[path] += 1
     return PassHook(bar, pass_name, _file_size(path))
 

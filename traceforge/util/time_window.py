@@ -16,18 +16,14 @@ from .durations import parse_duration_ns
 _STEPS = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
 
-def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None, *,
-                 relative: bool = False) -> tuple[int, int]:
-    """``START:END`` (µs, or with a unit: ``1.5ms``) into exact ns.
-
-    A value with a leading ``+`` is relative to the trace start (its earliest ts that is
-    not negative, metadata aside); with ``relative``, every value is. An empty START or END
-    means the trace's start or its end.
+def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None = None) -> tuple[int, int]:
+    """``START:END`` (µs, or with a unit: ``1.5ms``) from the trace start (its earliest ts that
+    is not negative, metadata aside: Perfetto's time 0) into exact ns of the trace's ts; a
+    leading ``+`` is allowed (and changes nothing). An empty START or END means the trace's
+    start or its end. Every command's ``--window``, ``trim``'s too.
     """
     if text.count(":") != 1:
-        example = "100ms:300ms (from the trace start)" if relative else \
-            "1712195495519689:1712195495619689 or +100ms:+300ms (from the trace start)"
-        raise UsageError(f"window {text!r}: write START:END in µs, e.g. {example}")
+        raise UsageError(f"window {text!r}: write START:END in µs from the trace start, e.g. 100ms:300ms")
     bounds = []
     whole_trace = (trace_start_ns or 0, trace_end_ns + 1 if trace_end_ns is not None else 2**63 - 1)
     for part, default in zip(text.split(":"), whole_trace):
@@ -40,11 +36,9 @@ def parse_window(text: str, trace_start_ns: int | None, trace_end_ns: int | None
             ns = parse_duration_ns(part[1:] if plus else part)
         except UsageError:
             raise UsageError(f"window: {part!r} is not a time (µs, or with a unit like 1.5ms)") from None
-        if plus or relative:
-            if trace_start_ns is None:
-                raise UsageError("window: the trace has no timestamps to be relative to")
-            ns += trace_start_ns
-        bounds.append(ns)
+        if trace_start_ns is None:
+            raise UsageError("window: the trace has no timestamps to be relative to")
+        bounds.append(ns + trace_start_ns)
     if bounds[0] >= bounds[1]:
         raise UsageError(f"window {text!r}: START must be before END")
     return bounds[0], bounds[1]

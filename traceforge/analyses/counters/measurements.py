@@ -8,6 +8,7 @@ import numpy as np
 
 from ...columns.scan import KERNEL, TraceColumns
 from ...util.lazy_pandas import pd
+from ...util.short_names import shorten_distinct
 from ..stacks import Stacks
 
 # Columns every source fills, before its counter columns.
@@ -35,7 +36,7 @@ def problems_frame(items: list[tuple]) -> pd.DataFrame:
 
 def examples(values: list[str], limit: int = 3, width: int = 60) -> str:
     """``a, b, c (+N more)`` with long names cut, for one-line summaries."""
-    shown = [v if len(v) <= width else v[: width - 3] + "..." for v in values[:limit]]
+    shown = shorten_distinct(values[:limit], width)
     more = f" (+{len(values) - limit} more)" if len(values) > limit else ""
     return ", ".join(shown) + more
 

@@ -1,8 +1,9 @@
 """What ``annotate --critical-path`` writes: the critical path of each step, seen in Perfetto.
 
 The path is ``analyses.critical_path`` of each instance of ``--critical-path-annotation``
-(default each ``ProfilerStep#N``). In each process that holds an event of an instance's path,
-a "Critical path" track holds that instance's segments as slices, tiling [start, end] of the
+(default each ``ProfilerStep#N``). In the process that holds most events of an instance's path,
+a "Critical path" track holds that instance's segments as slices (once: not copied into each
+process the path passes), tiling [start, end] of the
 instance with no overlap, each named by what bounds it (``cpu: aten::mm``, ``launch:
 cudaLaunchKernel``, ``compute: sgemm``, ``sync: ...``, ``idle``; args: the instance, the ns it
 puts on the path's length). Instances whose tails overlap go on a second lane. Each edge of
@@ -137,7 +138,7 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
         on = np.flatnonzero(track >= 0)
         instance.append(seg["instance"].to_numpy()[on])
         pid.append(pid_of_track[track[on]])
-    pairs = np.unique(np.stack([np.concatenate(instance), np.concatenate(pid)]), axis=1)
+    pairs = _home_process(np.concatenate(instance), np.concatenate(pid))
     drawn = seg["end"].to_numpy() > seg["start"].to_numpy()
     seg_instance = seg["instance"].to_numpy()
     labels, label = _slice_names(cols, seg)
@@ -158,6 +159,18 @@ def path_tracks(cols: TraceColumns, path: CriticalPath, ctx: AnnotateContext) ->
                                  allocator=ctx.allocator))
     skipped = len(path.summary) - len(unique(pairs[0]))
     return tracks, skipped
+
+
+def _home_process(instance: np.ndarray, pid: np.ndarray) -> np.ndarray:
+    """(instance, process) pairs, one per instance: the process holding most of the events at
+    its path's segment ends (the first such process on a tie). One track per instance, not a
+    copy of it in every process it passes: the arrows join the processes."""
+    if not len(instance):
+        return np.zeros((2, 0), np.int64)
+    pairs, counts = np.unique(np.stack([instance, pid]), axis=1, return_counts=True)
+    order = np.lexsort((pairs[1], -counts, pairs[0]))  # per instance, most events first
+    first = np.r_[True, pairs[0][order][1:] != pairs[0][order][:-1]]
+    return pairs[:, order[first]]
 
 
 def _slice_names(cols: TraceColumns, seg) -> tuple[list[str], np.ndarray]:
@@ -214,7 +227,7 @@ def _table(cols: TraceColumns, options) -> object:
 
 
 ANALYSIS = Analysis(
-    "critical_path", "critical path of each step: a 'Critical path' track per process with a slice per "
+    "critical_path", "critical path of each step: a 'Critical path' track (in the process holding most of it) with a slice per "
     "segment named by what bounds it, arrows along its launch/wait/sync edges, args critical/critical_us "
     "on every event on it (not in --all: it reads every CPU op)",
     build, order=100,

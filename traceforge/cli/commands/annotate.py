@@ -60,6 +60,9 @@ def check_chosen(args: argparse.Namespace) -> None:
         return
     owners = [f"{o.cli} is an option of {a.flag}" for a in ANALYSES.values() for o in a.options
               if getattr(args, o.name, o.default) not in (o.default, None, False)]
+    if args.repair and not owners:
+        raise UsageError(f"annotate --repair with no analysis: to repair alone run 'traceforge repair {args.input[0]}' "
+                         "(or add an analysis flag, --all, or --copy to annotate and repair in one run)")
     hint = f" ({'; '.join(dict.fromkeys(owners))})" if owners else ""
     flags = " ".join(a.flag for a in ANALYSES.values())
     raise UsageError(f"annotate: no analysis chosen{hint}; add one or more of: {flags}; or --all (every one that "

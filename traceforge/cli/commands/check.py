@@ -8,8 +8,11 @@ from ...errors import UsageError
 from ...io.codec import read_once
 from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
 from ...perfetto import trace_processor as tp
+from ...perfetto.replay import DANGLING
 from ...perfetto.rules import RULES
 from ..output import json_text, wrap
+
+END_WITHOUT_START = "flow_end_without_start"  # Perfetto's stat; DANGLING is a kind of it
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +90,12 @@ def render_text(report: CheckReport) -> str:
     its explanation, its counts by cause, and one line per example."""
     lines = [f"{report.path}: {report.events:,} events, checked in {report.seconds:.1f} s"]
     indent = " " * 12
-    for name, count in {**report.stats, **report.warnings}.items():
+    problems = {**report.stats, **report.warnings}
+    # dangling flow ends are flow ends without a start (the loss) whose start is nowhere: said under the loss
+    folded = DANGLING in problems and END_WITHOUT_START in report.stats
+    for name, count in problems.items():
+        if folded and name == DANGLING:
+            continue
         rule = RULES[name]
         lines.append(f"  {rule.severity.upper():<9} {name} {count:,}:")
         lines += wrap(rule.explanation, indent)
@@ -96,6 +104,9 @@ def render_text(report: CheckReport) -> str:
             lines += wrap("by cause: " + ", ".join(f"{n:,} {cause}" for cause, n in causes.items()), indent)
         for i, example in enumerate(report.examples.get(name, ())):
             lines += wrap(("e.g. " if i == 0 else "     ") + example.text(), indent)
+        if folded and name == END_WITHOUT_START:
+            lines += wrap(f"of these, {problems[DANGLING]:,} are {DANGLING} ({RULES[DANGLING].explanation}); the same "
+                          "events, not more", indent)
     if report.exit_code == 2:
         lines.append("verdict: Perfetto would refuse this trace or stop reading it (exit 2)")
     elif report.losses:

@@ -35,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"a preset ({', '.join(PRESETS)}) or a JSON/TOML rules file (default: default)")
     p.add_argument("--format", choices=tuple(_RENDER), default="text", help="output on stdout (default: text)")
     p.add_argument("--kernels", action="store_true", help="one row per (GPU, kernel name) instead of per category")
-    p.add_argument("--elapsed-s", nargs="+", metavar="S",
-                   help="real (un-profiled) elapsed seconds, one for all inputs or one per input: the window "
-                   "non-GPU time is measured to (default: each file's GPU span)")
+    p.add_argument("--elapsed-s", action="extend", type=_seconds_list, metavar="S[,S...]",
+                   help="real (un-profiled) elapsed seconds, one for all inputs or one per input (comma-separated "
+                   "or the option repeated): the window non-GPU time is measured to (default: each file's GPU span)")
     p.add_argument("--html", metavar="FILE", help="also write a stacked bar chart (standalone HTML, inline SVG)")
     add_hta_argument(p)
     add_filter_arguments(p)
@@ -74,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
         ranks.print_summary(summarize([(f.rank, f.path, classified_figures(r)) for f, r in zip(files, results)]),
                             args.format)
     return 0
+
+
+def _seconds_list(text: str) -> list[str]:
+    """``--elapsed-s 0.2`` or ``--elapsed-s 0.2,0.3``: one value per comma (so the option never
+    takes the input paths after it)."""
+    return [v.strip() for v in text.split(",")]
 
 
 def _classify(rules: RuleSet, where: Filters | None, hta: bool, job: tuple[str, str | None]) -> Classified:

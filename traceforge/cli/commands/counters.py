@@ -7,7 +7,7 @@ import math
 import sys
 
 from ...analyses.counters import CounterTables, counter_tables, ncu_tables
-from ...analyses.counters.kinds import INSTRUCTIONS, TOTAL, kind_summary
+from ...analyses.counters.kinds import INSTRUCTIONS, kind_summary
 from ...analyses.counters.ncu_csv import looks_like_ncu_csv
 from ...analyses.kernel_names import short_kernel_name
 from ...analyses.rules import PRESETS, load_rules
@@ -15,8 +15,9 @@ from ...annotator.plugins.counters import COUNTER_OPTIONS, counter_options
 from ...api.reads import counter_columns
 from ...errors import UsageError
 from ...util.lazy_pandas import pd
+from ...util.short_names import shorten
 from ..options import add_filter_arguments, add_options, filters_of
-from ..output import json_text
+from ..output import Col, count, json_text, render, wrap
 
 TABLES = ("kernels", "kinds", "operators", "problems")
 PROBLEMS_SHOWN = 20
@@ -31,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with the trace's kernel durations, L2 bytes, tensor utilisation, arithmetic intensity, efficiency) "
         "and a per-operator summary. Every mismatch is reported. Given an ncu CSV instead of a trace, the same "
         "per-kernel table from the CSV alone, with ncu's gpu__time_duration.sum as each kernel's duration. Both "
-        "end with llm.c's summary: time, share, count, DRAM GB/s, tensor %% and instructions per kernel kind, and "
-        "a totals row (time, average DRAM GB/s, time-weighted tensor %%, GInst/s, overall efficiency).",
+        "end with llm.c's summary: time, share, count, DRAM GB/s, tensor % and instructions per kernel kind, and "
+        "a totals row (time, average DRAM GB/s, time-weighted tensor %, GInst/s, overall efficiency).",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst), or an ncu --csv --page raw file alone")
     add_options(p, COUNTER_OPTIONS)
@@ -90,61 +91,73 @@ def _num(value: float, scale: float = 1.0, digits: int = 2) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value * scale:,.{digits}f}"
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _numbers(scale: float = 1.0, digits: int = 2):
+    return lambda v: _num(v, scale, digits)
 
 
 def _print_text(path: str, tables: CounterTables) -> None:
     print(f"{path}:")
     for line in tables.summary:
-        print(f"  {line}")
+        _print_lines(wrap(line, "  "))
     if tables.kernels.empty:
         return
     peaks = tables.peaks
     if peaks is not None:
-        print(f"  peaks: DRAM {_num(peaks.dram_gbps or math.nan, digits=0)} GB/s ({peaks.dram_source}); "
-              f"tensor {_num(peaks.tensor_pct or math.nan, digits=0)} % ({peaks.tensor_source})")
+        _print_lines(wrap(f"peaks: DRAM {_num(peaks.dram_gbps or math.nan, digits=0)} GB/s ({peaks.dram_source}); "
+                          f"tensor {_num(peaks.tensor_pct or math.nan, digits=0)} % ({peaks.tensor_source})", "  "))
     kernels = tables.kernels
     traced = (kernels["event"] >= 0).any()
     over = "the trace's kernel duration" if traced or tables.operators.size else "ncu's gpu__time_duration.sum"
-    print(f"\nper kernel (GFLOP from SASS counters; TFLOP/s and GB/s over {over}; MInst: executed warp instructions):")
-    print(f"  {'#':>4} {'status':<13} {'top op':<24} {'bottom op':<28} {'kernel':<40} {'dur us':>9} {'GFLOP':>9} "
-          f"{'TFLOP/s':>8} {'DRAM MB':>9} {'GB/s':>8} {'L2 MB':>9} {'tensor%':>7} {'FLOP/B':>7} {'eff%':>6} {'MInst':>8}")
-    inst = kernels[INSTRUCTIONS].tolist() if INSTRUCTIONS in kernels else [math.nan] * len(kernels)
-    for i, (r, n) in enumerate(zip(kernels.itertuples(index=False), inst)):
-        dur = r.time_ns / 1e3 if r.time_ns > 0 else math.nan
-        print(f"  {i:>4} {r.status:<13} {_cut(r.top_op, 24):<24} {_cut(r.bottom_op, 28):<28} {_cut(short_kernel_name(r.trace_kernel or r.kernel), 40):<40} "
-              f"{_num(dur, digits=1):>9} {_num(r.flops, 1e-9, 3):>9} {_num(r.achieved_tflops, 1, 3):>8} "
-              f"{_num(r.dram_bytes, 1e-6, 1):>9} {_num(r.dram_gbps, 1, 1):>8} {_num(r.l2_bytes, 1e-6, 1):>9} "
-              f"{_num(r.tensor_util_pct, 1, 1):>7} {_num(r.arithmetic_intensity, 1, 1):>7} "
-              f"{_num(r.efficiency_pct, 1, 1):>6} {_num(n, 1e-6, 2):>8}")
+    print()
+    _print_lines(wrap(f"per kernel (GFLOP from SASS counters; TFLOP/s and GB/s over {over}; MInst: executed warp "
+                      "instructions):"))
+    shown = kernels.assign(
+        i=range(len(kernels)), name=[short_kernel_name(t or k) for t, k in zip(kernels.trace_kernel, kernels.kernel)],
+        dur=[t / 1e3 if t > 0 else math.nan for t in kernels.time_ns],
+        minst=kernels[INSTRUCTIONS] if INSTRUCTIONS in kernels else math.nan)
+    _print_lines(render(shown, [
+        Col("#", "i", repeat=True), Col("status", "status", left=True, repeat=True),
+        Col("kernel", "name", left=True, repeat=True, width=36), Col("top op", "top_op", left=True, width=32),
+        Col("bottom op", "bottom_op", left=True, width=32), Col("dur us", "dur", _numbers(digits=1)),
+        Col("GFLOP", "flops", _numbers(1e-9, 3)), Col("TFLOP/s", "achieved_tflops", _numbers(1, 3)),
+        Col("DRAM MB", "dram_bytes", _numbers(1e-6, 1)), Col("GB/s", "dram_gbps", _numbers(1, 1)),
+        Col("L2 MB", "l2_bytes", _numbers(1e-6, 1)), Col("tensor%", "tensor_util_pct", _numbers(1, 1)),
+        Col("FLOP/B", "arithmetic_intensity", _numbers(1, 1)), Col("eff%", "efficiency_pct", _numbers(1, 1)),
+        Col("MInst", "minst", _numbers(1e-6, 2))]))
     _print_kinds(tables.kinds)
     if not traced:
         _print_problems(tables.problems)
         return
     print("\nper top-level operator:")
-    print(f"  {'operator':<32} {'kernels':>7} {'GFLOP':>10} {'DRAM MB':>10} {'L2 MB':>10} {'time ms':>9} "
-          f"{'TFLOP/s':>8} {'GB/s':>8}")
-    for r in tables.operators.itertuples(index=False):
-        print(f"  {_cut(r.top_op, 32):<32} {r.kernels:>7,} {_num(r.flops, 1e-9, 3):>10} {_num(r.dram_bytes, 1e-6, 1):>10} "
-              f"{_num(r.l2_bytes, 1e-6, 1):>10} {_num(r.kernel_time_ns / 1e6 if r.kernel_time_ns else math.nan, 1, 3):>9} "
-              f"{_num(r.achieved_tflops, 1, 3):>8} {_num(r.dram_gbps, 1, 1):>8}")
+    ops = tables.operators
+    ops = ops.assign(time_ms=[t / 1e6 if t else math.nan for t in ops.kernel_time_ns])
+    _print_lines(render(ops, [
+        Col("operator", "top_op", left=True, repeat=True, width=32), Col("kernels", "kernels", count),
+        Col("GFLOP", "flops", _numbers(1e-9, 3)), Col("DRAM MB", "dram_bytes", _numbers(1e-6, 1)),
+        Col("L2 MB", "l2_bytes", _numbers(1e-6, 1)), Col("time ms", "time_ms", _numbers(1, 3)),
+        Col("TFLOP/s", "achieved_tflops", _numbers(1, 3)), Col("GB/s", "dram_gbps", _numbers(1, 1))]))
     _print_problems(tables.problems)
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        print(line)
 
 
 def _print_kinds(kinds: pd.DataFrame) -> None:
     """llm.c's kernel type summary, with the totals row last (``kinds.kind_summary``)."""
     if kinds.empty:
         return
-    print("\nper kernel kind (time-weighted tensor % and efficiency; GB/s and GInst/s over the kinds' time):")
-    print(f"  {'kind':<48} {'time ms':>9} {'share%':>7} {'count':>6} {'DRAM GB/s':>9} {'tensor%':>7} "
-          f"{'MInst':>9} {'GInst/s':>8} {'eff%':>6}")
-    for r in kinds.itertuples(index=False):
-        if r.kind == TOTAL:
-            print("  " + "." * 109)
-        print(f"  {_cut(r.kind, 48):<48} {_num(r.time_ns / 1e6, 1, 3):>9} {_num(r.share_pct, 1, 2):>7} "
-              f"{r.kernels:>6,} {_num(r.dram_gbps, 1, 1):>9} {_num(r.tensor_pct, 1, 1):>7} {_num(r.inst, 1e-6, 2):>9} "
-              f"{_num(r.ginst_per_s, 1, 1):>8} {_num(r.efficiency_pct, 1, 1):>6}")
+    print()
+    _print_lines(wrap("per kernel kind (time-weighted tensor % and efficiency; GB/s and GInst/s over the kinds' "
+                      "time; the last row: the totals):"))
+    shown = kinds.assign(time_ms=kinds.time_ns / 1e6)
+    _print_lines(render(shown, [
+        Col("kind", "kind", left=True, repeat=True, width=40), Col("time ms", "time_ms", _numbers(1, 3)),
+        Col("share%", "share_pct", _numbers(1, 2)), Col("count", "kernels", count),
+        Col("DRAM GB/s", "dram_gbps", _numbers(1, 1)), Col("tensor%", "tensor_pct", _numbers(1, 1)),
+        Col("MInst", "inst", _numbers(1e-6, 2)), Col("GInst/s", "ginst_per_s", _numbers(1, 1)),
+        Col("eff%", "efficiency_pct", _numbers(1, 1))]))
 
 
 def _print_problems(problems: pd.DataFrame) -> None:
@@ -152,4 +165,5 @@ def _print_problems(problems: pd.DataFrame) -> None:
         print(f"\nproblems: {len(problems):,}" + (f" (first {PROBLEMS_SHOWN}; --format json lists all)"
                                                  if len(problems) > PROBLEMS_SHOWN else ""))
         for r in problems.head(PROBLEMS_SHOWN).itertuples(index=False):
-            print(f"  {r.source}: {r.problem} #{r.index} {_cut(short_kernel_name(r.kernel), 50)}: {r.detail}")
+            _print_lines(wrap(f"{r.source}: {r.problem} #{r.index} {shorten(short_kernel_name(r.kernel), 50)}: "
+                              f"{r.detail}", "  "))

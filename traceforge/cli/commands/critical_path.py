@@ -12,7 +12,7 @@ from ...api.files import critical_path
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, add_hta_argument, filters_of
-from ..output import Col, check_one_csv_table, emit, ms, pct, render, short, us, wrap
+from ..output import Col, check_one_csv_table, emit, ms, pct, render, us, wrap
 
 TABLES = ("summary", "segments")
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     wanted = args.table or ["summary"]
-    check_one_csv_table("critical-path", args.format, args.table or [], TABLES)
+    check_one_csv_table("critical-path", args.format, wanted, TABLES)
     job = partial(_rank_path, args.annotation, args.step, filters_of(args), "segments" in (args.table or ()),
                   args.hta is not None)
     summaries, segments = [], []
@@ -77,7 +77,7 @@ def _rank_path(annotation: str | None, step: int | None, where: Filters | None, 
 def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[str]:
     lines = []
     if "summary" in wanted:
-        cols = [Col("rank", "rank", repeat=True), Col("instance", "label", short, left=True, repeat=True),
+        cols = [Col("rank", "rank", repeat=True), Col("instance", "label", left=True, repeat=True),
                 Col("span ms", "span_ns", ms),
                 Col("length ms", "length_ns", ms)]
         shares = summary[list(CATEGORY_COLUMNS)].div(summary["span_ns"].where(summary["span_ns"] > 0, 1), axis=0)
@@ -89,8 +89,8 @@ def _text(summary: pd.DataFrame, seg: pd.DataFrame, wanted: list[str]) -> list[s
     if "segments" in wanted:
         cols = [Col("rank", "rank", repeat=True), Col("inst", "instance", repeat=True),
                 Col("at us", "start_rel_ns", us, repeat=True), Col("end us", "end_rel_ns", us),
-                Col("start ns", "start"), Col("end ns", "end"), Col("bound by", "category", left=True),
-                Col("event", "name", short, left=True)]
+                Col("bound by", "category", left=True), Col("event", "name", left=True, width=44),
+                Col("start ns", "start"), Col("end ns", "end")]
         lines += [*wrap("critical path segments (at/end: µs from the trace start, as Perfetto shows them; "
                         "start/end ns: absolute ts)"), *render(seg, cols)]
     return lines

@@ -10,7 +10,7 @@ from ...analyses.rules import DEFAULT_RULES, PRESETS
 from ...analyses.trace_diff import TABLES
 from ...api.files import diff
 from ..options import add_filter_arguments, filters_of
-from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, render, short
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, render
 
 TEXT_TOP = 20
 _TITLES = {"categories": "Per category", "ops": "Per GPU op name", "cpu_ops": "Per CPU operator"}
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "diff",
         help="compare two traces: counts and total time per GPU op name, per category and per CPU operator",
         description="Compare trace A (before) with trace B (after): per GPU op name, per category and per CPU "
-        "operator, counts and total time in each, B - A and the %% change, largest absolute change in time first "
+        "operator, counts and total time in each, B - A and the % change, largest absolute change in time first "
         "(like HTA's trace diff); categories come from the kernel classifier's rules (see classify). Where the "
         "traces have different numbers of profiler steps, values are also given per step, and the order and "
         "changes follow them. Times are exact ns.",
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     values += [Col("change %", "total_change_pct", _pct), Col("count", "count_change")]
     keys = {
         "categories": [Col("category", "category", left=True)],
-        "ops": [Col("category", "category", left=True), Col("name", "name", short, left=True)],
-        "cpu_ops": [Col("kind", "kind", left=True), Col("name", "name", short, left=True)],
+        "ops": [Col("category", "category", left=True), Col("name", "name", left=True)],
+        "cpu_ops": [Col("kind", "kind", left=True), Col("name", "name", left=True)],
     }
 
     def text() -> list[str]:

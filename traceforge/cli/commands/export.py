@@ -9,6 +9,7 @@ from ...analyses.export_tables import tables_by_kind
 from ...api.reads import export_columns
 from ...io.table_files import check_parquet, write_tables
 from ..options import add_filter_arguments, filters_of
+from ..output import wrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         check_parquet()
     written = write_tables(tables_by_kind(export_columns(args.input, filters_of(args))), csv_dir=args.csv, parquet_dir=args.parquet)
     rows = ", ".join(dict.fromkeys(f"{path.stem} {n:,}" for path, n in written))
-    print(f"wrote {len(written)} files ({rows})", file=sys.stderr)
+    print("\n".join(wrap(f"wrote {len(written)} files ({rows})")), file=sys.stderr)
     for path, _ in written:
         print(path)
     return 0

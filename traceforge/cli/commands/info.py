@@ -37,11 +37,12 @@ def run(args: argparse.Namespace) -> int:
     if info["lacks"]:
         print("\n".join(wrap(f"lacks: {info['lacks']}")))
     if info["gpu_streams"]:
-        print("GPU streams:")
-        print(f"  {'device':>6} {'stream':>7} {'kernels':>9} {'memcpy':>8} {'memset':>8} {'busy ms':>10}")
+        print("\n".join(wrap("GPU streams (busy: the time an op runs, each instant once, as stats has it; summed: "
+                             "the ops' durations added up):")))
+        print(f"  {'device':>6} {'stream':>7} {'kernels':>9} {'memcpy':>8} {'memset':>8} {'busy ms':>10} {'summed ms':>10}")
         for s in info["gpu_streams"]:
             print(f"  {s['device']:>6} {s['stream']:>7} {s['kernel']:>9,} {s['memcpy']:>8,} {s['memset']:>8,} "
-                  f"{s['busy_ms']:>10.3f}")
+                  f"{s['busy_ms']:>10.3f} {s['summed_ms']:>10.3f}")
     print("events by phase and category:")
     for row in info["by_phase_and_category"]:
         print(f"  {str(row['ph']):>3} {str(row['cat']):<24} {row['events']:>10,}")

@@ -23,7 +23,7 @@ from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, add_hta_argument, filters_of
-from ..output import Col, count, json_text, ms, render, short
+from ..output import Col, count, json_text, ms, render, short, wrap
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
 STAT_COLUMNS = ("count", "mean", "min", "p50", "p90", "p99", "max")
@@ -141,6 +141,12 @@ def _print_text(table: pd.DataFrame, stats: pd.DataFrame, lists: dict[str, np.nd
     elif len(negative):
         print(f"{len(negative):,} launch delays are negative (the GPU op starts before its launch call ends:\n"
               f"  CPU and GPU clocks overlap), down to {ns_to_us_text(int(negative.min()))} us; kept, not clipped")
+    if len(table):
+        delay, wait = int(table["launch_delay"].clip(lower=0).sum()), int(table["queue_wait"].sum())
+        print("\n".join(wrap(
+            f"launch delay = queue_wait (behind earlier GPU ops still running on the stream: the CPU ran ahead, "
+            f"not a slow launch) + launch_overhead (the rest): here {100 * wait / max(delay, 1):.1f}% of the "
+            "delay is queueing")))
     cols = [Col("figure", "figure", left=True), Col("count", "count", count),
             *(Col(c, c, _us) for c in STAT_COLUMNS[1:])]
     for by, title in (("all", "all launches"), ("stream", "per stream"), ("api", "per launch API")):

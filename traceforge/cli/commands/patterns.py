@@ -18,7 +18,7 @@ from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
 from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of
-from ..output import json_text
+from ..output import Col, count, json_text, render, wrap
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
 
@@ -74,10 +74,18 @@ def patterns_one(args: argparse.Namespace) -> Figures:
         result = found[0]
         print(written.text(), file=sys.stderr)
     if not len(result.table):
-        print(f"traceforge: note: {args.input}: {no_pattern_hint(result, args)}", file=sys.stderr)
+        _note(f"{args.input}: {no_pattern_hint(result, args)}")
+    elif len(result.table) < args.top_k and result.short_instances:
+        _note(f"{len(result.table)} of the {args.top_k} patterns asked for: {result.short_instances:,} instances "
+              f"launched fewer than {result.min_len} GPU ops and were left out (--min-len, default "
+              f"{DEFAULT_MIN_LEN}); --min-len 1 counts them")
     table = {"text": format_text, "csv": format_csv, "json": format_json}[args.format](result, args.input)
     (sys.stderr if args.output == "-" else sys.stdout).write(table)
     return {**figures, **pattern_figures(result)}
+
+
+def _note(text: str) -> None:
+    print("\n".join(wrap(f"traceforge: note: {text}")), file=sys.stderr)
 
 
 def no_pattern_hint(result: Patterns, args: argparse.Namespace) -> str:
@@ -85,7 +93,10 @@ def no_pattern_hint(result: Patterns, args: argparse.Namespace) -> str:
     if result.total_gpu_ns == 0:
         return f"no pattern: {NO_GPU}; {RECORD_GPU}"
     tries = []
-    if args.min_len > 2:
+    if result.short_instances:
+        tries.append(f"--min-len 1 (now {args.min_len}, default {DEFAULT_MIN_LEN}: {result.short_instances:,} "
+                     f"instances launched fewer GPU ops)")
+    elif args.min_len > 2:
         tries.append(f"a smaller --min-len (now {args.min_len}, default {DEFAULT_MIN_LEN})")
     if args.max_len is not None:
         tries.append(f"a larger --max-len (now {args.max_len})")
@@ -104,19 +115,23 @@ def no_pattern_hint(result: Patterns, args: argparse.Namespace) -> str:
 
 def format_text(result: Patterns, path: str) -> str:
     t = result.table
-    lines = [f"{path}: {result.note}"]
+    lines = wrap(f"{path}: {result.note}")
     if not len(t):
         return "\n".join(lines + ["no pattern found"]) + "\n"
-    has_cpu = "cpu_ns" in t
-    head = f"{'rank':>4}  {'pattern':<7} {'count':>7} {'len':>4} {'GPU total':>13} {'GPU mean':>12}"
-    head += f" {'CPU total':>13}" if has_cpu else ""
-    lines.append(head + f" {'GPU share':>9}  kernels")
+    cols = [Col("rank", "rank"), Col("pattern", "pattern", left=True), Col("count", "count", count),
+            Col("len", "length"), Col("GPU total", "gpu_ns", _ms), Col("GPU mean", "mean_gpu_ns", _us)]
+    cols += [Col("CPU total", "cpu_ns", _ms)] if "cpu_ns" in t else []
+    cols += [Col("GPU share", "gpu_share", lambda v: f"{float(v):.1%}")]
+    lines += render(t, cols, indent="")
+    lines.append("kernels of each pattern, in order:")
     for r in t.itertuples():
-        line = f"{r.rank:>4}  {r.pattern:<7} {r.count:>7,} {r.length:>4} {_ms(r.gpu_ns):>13} {r.mean_gpu_ns / 1e3:>9,.1f} us"
-        line += f" {_ms(r.cpu_ns):>13}" if has_cpu else ""
-        lines.append(line + f" {r.gpu_share:>9.1%}  {r.kernels}")
+        lines += wrap(f"{r.pattern}: {r.kernels}", indent="  ")
     lines.append(f"top {len(t)} patterns: {result.coverage:.1%} of all GPU time ({_ms(result.total_gpu_ns)})")
     return "\n".join(lines) + "\n"
+
+
+def _us(ns: float) -> str:
+    return f"{float(ns) / 1e3:,.1f} us"
 
 
 def _ms(ns: int) -> str:

@@ -21,7 +21,8 @@ from ...util.exacttime import ns_to_us_text, to_ns
 from ...util.lazy_pandas import pd
 from .. import ranks
 from ..options import add_filter_arguments, add_hta_argument, filters_of
-from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, short, us, wrap
+from ..output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, us, wrap
+from ..rank_summary import Figures, summarize
 
 TABLES = TraceStats.names()
 TEXT_TOP = 10
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="summary statistics per rank: GPU busy/idle, time per activity kind, tails, top kernels, launch APIs",
         description="Per rank (distributedInfo.rank): wall span; GPU busy and idle time per device and per "
         "stream with HTA's idle breakdown (host wait, kernel wait, other); time share per activity kind; "
-        "tail concentration per kind (top 1/5/10 %% of events); top kernels; launch APIs and the GPU ops "
+        "tail concentration per kind (top 1/5/10 % of events); top kernels; launch APIs and the GPU ops "
         "they launched; launches issued while the previous kernel still ran. Times are exact ns.",
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
@@ -82,14 +83,48 @@ def run(args: argparse.Namespace) -> int:
         for text in texts:
             _note_without_gpu(text.notes)
         head = [*wrap(f"HTA {args.hta}'s choices (--hta): {HTA_CHOICES}"), ""] if args.hta else []
-        emit({}, args.format,
-             lambda: head + [line for text in _in_text_order(texts, wanted, top) for line in text.lines])
+        emit({}, args.format, lambda: head + [line for text in _in_text_order(texts) for line in text.lines])
+        known = sorted((t for t in texts if t.path), key=_by_rank)  # those whose summary table was made
+        if len(known) > 1:
+            ranks.print_summary(summarize([(t.rank, t.path, t.figures) for t in known]), args.format)
         return 0
     result = stats(args.inputs, **options)
-    tables = _limited(result, wanted, top)
+    tables = {name: _in_rank_order(df) for name, df in _limited(result, wanted, top).items()}
     _note_without_gpu(_notes(tables.get("summary")))
     emit(tables, args.format, lambda: _text(tables))
+    figures = _rank_figures(tables)
+    if len(figures) > 1:
+        ranks.print_summary(summarize([(rank, *figures[rank]) for rank in sorted(figures)]), args.format)
     return 0
+
+
+def _by_rank(text: "_RankText") -> int:
+    return text.rank
+
+
+def _in_rank_order(df: pd.DataFrame) -> pd.DataFrame:
+    """A table of several ranks with the ranks in order (each rank's rows as they were)."""
+    if "rank" not in df or df["rank"].is_monotonic_increasing:
+        return df
+    return df.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def _rank_figures(tables: dict[str, pd.DataFrame]) -> dict[int, tuple[str, Figures]]:
+    """Per rank of ``tables``: its trace and the figures of the cross-rank summary that the
+    tables give (GPU ops; GPU busy, the union per device summed, and span, from ``devices``)."""
+    summary = tables.get("summary")
+    if summary is None:
+        return {}
+    out: dict[int, tuple[str, Figures]] = {}
+    devices = tables.get("devices")
+    for r in summary.itertuples(index=False):
+        figures: Figures = {"gpu_ops": int(r.gpu_ops)}
+        mine = devices[devices["rank"] == r.rank] if devices is not None else None
+        if mine is not None and len(mine):
+            figures["gpu_busy_ns"] = int(mine["busy_ns"].sum())
+            figures["gpu_span_ns"] = int((mine["busy_ns"] + mine["idle_ns"]).max())
+        out[int(r.rank)] = (str(r.trace), figures)
+    return out
 
 
 # What stats shows of a rank without GPU ops: the tables that do not need them.
@@ -105,28 +140,23 @@ class _RankText:
     lines: list[str]
     notes: list[str]
     having: frozenset[str]
+    path: str
+    figures: Figures
 
 
 def _rank_text_of(wanted: tuple[str, ...], top: int, result: TraceStats
-                  ) -> tuple[list[str], list[str], frozenset[str]]:
-    """One rank's lines, notes and tables with rows (a ``stats_each`` job's result: small, and
-    made in parallel)."""
+                  ) -> tuple[list[str], list[str], frozenset[str], str, Figures]:
+    """One rank's lines, notes, tables with rows, trace and summary figures (a ``stats_each``
+    job's result: small, and made in parallel)."""
     tables = _limited(result, wanted, top)
-    return _text(tables), _notes(tables.get("summary")), frozenset(name for name, df in tables.items() if len(df))
+    (path, figures), = _rank_figures(tables).values() or [("", {})]
+    return (_text(tables), _notes(tables.get("summary")), frozenset(name for name, df in tables.items() if len(df)),
+            path, figures)
 
 
-def _in_text_order(texts: list[_RankText], wanted: tuple[str, ...], top: int) -> list[_RankText]:
-    """The ranks' texts in the order ``_text`` gives all ranks' tables gathered: ranks as first
-    met in the tables (in ``TraceStats`` order), a table's ranks in the order of the inputs,
-    except where ``_limit`` sorts them by number (``launch_overlaps``, by ``_largest``)."""
-    order: dict[int, _RankText] = {}
-    for name in (n for n in TABLES if n in wanted):
-        having = [t for t in texts if name in t.having]
-        if name == "launch_overlaps" and top > 0:
-            having.sort(key=lambda t: t.rank)
-        for text in having:
-            order.setdefault(text.rank, text)
-    return list(order.values())
+def _in_text_order(texts: list[_RankText]) -> list[_RankText]:
+    """The ranks' texts in rank order (those with a row in some table)."""
+    return sorted((t for t in texts if t.having), key=_by_rank)
 
 
 def _limited(result: TraceStats, wanted: tuple[str, ...], top: int) -> dict[str, pd.DataFrame]:
@@ -280,7 +310,7 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     _section(lines, "Top kernels by total time", t.get("top_kernels"), [
         Col("total ms", "total_ns", ms), Col("share %", "pct", pct), Col("count", "count", count),
         Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
-        Col("std us", "std_ns", us), Col("name", "name", short, left=True),
+        Col("std us", "std_ns", us), Col("name", "name", left=True),
     ])
     _section(lines, "Kernel types (HTA's): busy time per set of types running at once, per device",
              t.get("kernel_types"), [
@@ -292,7 +322,7 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
         Col("total ms", "total_ns", ms),
         Col("share %", "share_pct", pct), Col("count", "count", count), Col("mean us", "mean_ns", us),
         Col("min us", "min_ns", us), Col("max us", "max_ns", us), Col("std us", "std_ns", us),
-        Col("names", "names", count), Col("name", "name", short, left=True),
+        Col("names", "names", count), Col("name", "name", left=True),
     ])
     _section(lines, "Launch APIs", t.get("launch_apis"), [
         Col("calls", "calls", count), Col("total ms", "total_ns", ms), Col("max us", "max_ns", us),
@@ -301,11 +331,11 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _section(lines, "GPU ops per launch API", t.get("launch_kernels"), [
         Col("api", "api", left=True), Col("count", "count", count), Col("GPU ms", "total_ns", ms),
-        Col("kind", "kind", left=True), Col("name", "kernel", short, left=True),
+        Col("kind", "kind", left=True), Col("name", "kernel", left=True),
     ])
     _section(lines, "Launches issued while the previous launch's kernels still ran (largest overlaps)", t.get("launch_overlaps"), [
         Col("overlap us", "overlap_ns", us), Col("correlation", "correlation"), Col("next", "next_correlation"),
-        Col("api", "api", left=True), Col("kernel", "kernel", short, left=True),
+        Col("api", "api", left=True), Col("kernel", "kernel", left=True),
     ])
     _section(lines, "Communication/computation overlap (NCCL time under compute kernels; exposed = NCCL time with no "
              "compute kernel on the device; step all = whole trace)", t.get("overlap"), [
@@ -338,10 +368,10 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     ])
     _section(lines, "GPU user annotations (gpu_user_annotation) per device: share of the device's annotated time "
              "and of its GPU span", t.get("gpu_annotations"), [
-        Col("device", "device"), Col("count", "count", count), Col("total ms", "total_ns", ms),
+        Col("device", "device", repeat=True), Col("name", "name", left=True, repeat=True, width=40),
+        Col("count", "count", count), Col("total ms", "total_ns", ms),
         Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
         Col("annotated %", "pct_of_annotated", pct), Col("span %", "pct_of_span", pct),
-        Col("name", "name", short, left=True),
     ])
     if s is not None and len(s) and not without_gpu:
         r = s.iloc[0]

@@ -8,6 +8,7 @@ import sys
 from ...io.codec import output_compression
 from ...io.output_names import default_output
 from ...rewrite.trim import trim
+from ..output import wrap
 from . import add_compression_argument, note_plain_output
 
 
@@ -25,11 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    ".json for .json)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--window", metavar="START:END",
-                      help="µs as in the trace's ts (or with a unit: 1.5ms); a leading + makes a value relative "
-                      "to the trace start (+100ms:+300ms); an empty side is the trace's start or end")
+                      help="[START, END) from the trace start, as Perfetto shows time and as every command's "
+                      "--window: µs or with a unit (100ms:300ms; a leading + is allowed); an empty side is the "
+                      "trace's start or end. A window with no event in it is an error")
     what.add_argument("--steps", metavar="N[-M]",
-                      help="from the start of ProfilerStep#N to the end of ProfilerStep#M, extended to the end of "
-                      "the GPU work those steps launched")
+                      help="ProfilerStep#N to ProfilerStep#M and exactly the GPU work those steps launched (not "
+                      "the earlier steps' work still running, nor the next step's)")
     add_compression_argument(p)
     p.set_defaults(func=run)
 
@@ -39,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
     note_plain_output(args.output)
     with output_compression(args.compression):
         result = trim(args.input, args.output, window=args.window, steps=args.steps)
-    print(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)", file=sys.stderr)
+    print("\n".join(wrap(f"{result.out}: {result.summary()} ({result.seconds:.1f} s)")), file=sys.stderr)
     return 0
