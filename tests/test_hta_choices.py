@@ -91,7 +91,8 @@ def test_cli_switch(tmp_path):
     plain = _cli("launch-stats", path, "--format", "json")
     hta = _cli("launch-stats", path, "--format", "json", "--hta")
     assert (plain["hta"], plain["launches"], hta["hta"], hta["launches"]) == (None, 4, "0.6.1", 2)  # k1, k2
-    assert hta["totals_ns"] == {"cpu_duration": 2000, "gpu_duration": 4000, "launch_delay": 8000}  # 4 µs each
+    assert hta["totals_ns"] == {"cpu_duration": 2000, "gpu_duration": 4000, "launch_delay": 8000,  # 4 µs each
+                                "launch_overhead": 8000, "queue_wait": 0}
     queue = {v: _cli("stats", path, "--format", "json", "--table", "queue", "--hta-version", v)["queue"]
              for v in ("0.5.0", "0.6.1")}
     assert [q["points"] for q in queue["0.5.0"]] == [4]  # k1 and k2's launches and starts: no cuLaunchKernelEx
