@@ -44,13 +44,15 @@ class ClockFit:
 
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    _params: dict[int, tuple[int, int, int]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def params(self, rank: int) -> tuple[int, int, int]:
-        row = self.table[self.table["rank"] == rank]
-        if row.empty:
-            return 0, 0, 0
-        r = row.iloc[0]
-        return int(r["offset_ns"]), int(r["drift_ppb"]), int(r["x0_ns"])
+        if self._params is None:
+            t = self.table
+            self._params = {}
+            for r, o, d, x in zip(*(t[c].tolist() for c in ("rank", "offset_ns", "drift_ppb", "x0_ns"))):
+                self._params.setdefault(int(r), (int(o), int(d), int(x)))  # the first row of a rank
+        return self._params.get(rank, (0, 0, 0))
 
     def shift(self, rank: int, t: np.ndarray | int) -> np.ndarray:
         """What to take off rank ``rank``'s times ``t`` (its own clock, ns) to align them."""
@@ -101,7 +103,8 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
             progress = True
             if status == "fitted":  # its ends, aligned, anchor the ranks not fitted yet
                 clock = ClockFit(_table([rows[r]]))
-                aligned_end[r] = {i: int(e - clock.shift(r, e)) for i, e in ends.items()}
+                own = np.fromiter(ends.values(), np.int64, len(ends))
+                aligned_end[r] = dict(zip(ends, clock.aligned(r, own).tolist()))
     for r in pending:
         rows[r] = _row(r, "refused: shares no matched collective with an aligned rank")
     for r in ranks:

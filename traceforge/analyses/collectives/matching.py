@@ -106,9 +106,10 @@ def _by_ends(rows: pd.DataFrame, reference: int) -> pd.DataFrame:
                 base = ref[ref["kind"] == kind]
                 if base.empty:
                     continue
-                at = [mine.index.get_loc(i) for i in theirs.index]
+                at = mine.index.get_indexer(theirs.index).tolist()
+                ordinals = base["ordinal"].tolist()
                 for i, j in _nearest_pairs(theirs["end_ns"].to_numpy() - offset, base["end_ns"].to_numpy()):
-                    keys[at[i]] = str(int(base["ordinal"].iloc[j]))
+                    keys[at[i]] = str(int(ordinals[j]))
         keyed.append(mine.assign(key=keys))
     return pd.concat(keyed)
 
