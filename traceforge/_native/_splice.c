@@ -392,18 +392,19 @@ static int find_key_values(const unsigned char *d, Py_ssize_t len, const Buffers
         if (!hit) break;
         Py_ssize_t p = hit - d;
         pos = p + 1;  /* where to look next if this quote starts no match */
-        const unsigned char *close = memchr(d + p + 1, '"', (size_t)(len - p - 1));
-        if (!close) break;
-        Py_ssize_t klen = close - d - p - 1;
         int code = -1;
-        for (Py_ssize_t k = 0; k < keys->n; k++) {
-            if (keys->views[k].len == klen && memcmp(keys->views[k].buf, d + p + 1, (size_t)klen) == 0) {
+        Py_ssize_t klen = 0;
+        for (Py_ssize_t k = 0; k < keys->n; k++) {  /* a key, then its closing quote */
+            klen = keys->views[k].len;
+            const unsigned char *key = keys->views[k].buf;
+            if (p + 1 + klen < len && d[p + 1 + klen] == '"' && (klen == 0 || d[p + 1] == key[0])
+                && memcmp(key, d + p + 1, (size_t)klen) == 0) {
                 code = (int)k;
                 break;
             }
         }
         if (code < 0) continue;
-        Py_ssize_t i = close - d + 1;
+        Py_ssize_t i = p + 1 + klen + 1;
         while (i < len && is_regex_space(d[i])) i++;
         if (i >= len || d[i] != ':') continue;
         i++;

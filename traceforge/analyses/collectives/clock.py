@@ -56,9 +56,7 @@ class ClockFit:
 
     def shift(self, rank: int, t: np.ndarray | int) -> np.ndarray:
         """What to take off rank ``rank``'s times ``t`` (its own clock, ns) to align them."""
-        offset, drift, x0 = self.params(rank)
-        q, rest = np.divmod(np.asarray(t, np.int64) - x0, 1_000_000_000)  # floor(dt * drift / 1e9), no overflow
-        return offset + q * drift + rest * drift // 1_000_000_000
+        return _shift(*self.params(rank), t)
 
     def aligned(self, rank: int, t: np.ndarray) -> np.ndarray:
         return np.asarray(t, np.int64) - self.shift(rank, np.asarray(t, np.int64))
@@ -102,9 +100,9 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
             pending.remove(r)
             progress = True
             if status == "fitted":  # its ends, aligned, anchor the ranks not fitted yet
-                clock = ClockFit(_table([rows[r]]))
                 own = np.fromiter(ends.values(), np.int64, len(ends))
-                aligned_end[r] = dict(zip(ends, clock.aligned(r, own).tolist()))
+                shift = _shift(int(rows[r]["offset_ns"]), int(rows[r]["drift_ppb"]), int(rows[r]["x0_ns"]), own)
+                aligned_end[r] = dict(zip(ends, (own - shift).tolist()))
     for r in pending:
         rows[r] = _row(r, "refused: shares no matched collective with an aligned rank")
     for r in ranks:
@@ -112,6 +110,12 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
         if status.startswith("refused"):
             notes.append(f"rank {r}: clock not aligned ({status.removeprefix('refused: ')}): its recorded clock is kept")
     return ClockFit(_table([rows[r] for r in ranks]), notes)
+
+
+def _shift(offset: int, drift: int, x0: int, t: np.ndarray | int) -> np.ndarray:
+    """offset + floor((t - x0) * drift / 1e9), exactly (int64, no overflow)."""
+    q, rest = np.divmod(np.asarray(t, np.int64) - x0, 1_000_000_000)
+    return offset + q * drift + rest * drift // 1_000_000_000
 
 
 def _fit(own: np.ndarray, ref: np.ndarray) -> dict:
