@@ -105,9 +105,25 @@ def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEven
     return Merged(out, written, extra)
 
 
-def _put(sink: Compressor, first: list[bool], text: bytes) -> None:
-    sink.write(text if first[0] else b",\n" + text)
+def _put(sink: Compressor, first: list[bool], text: bytes | memoryview) -> None:
+    if first[0]:
+        sink.write(text)
+    else:
+        sink.write(b",\n", text)  # the separator goes with the block, which is not copied
     first[0] = False
+
+
+def _last_event_end(data: bytes) -> int:
+    """Where a batch's text ends without its trailing whitespace and comma (and the whitespace
+    before that comma)."""
+    end = len(data)
+    for strip_comma in (True, False):
+        while end and data[end - 1] in _WS:
+            end -= 1
+        if not (strip_comma and end and data[end - 1] == 44):  # ","
+            break
+        end -= 1
+    return end
 
 
 def _one_rank(r: RankInput, sink: Compressor, first: list[bool], id_base: int, keep: Keep | None
@@ -123,11 +139,9 @@ def _one_rank(r: RankInput, sink: Compressor, first: list[bool], id_base: int, k
         if fast is not None and batch.raw_rows is not None:
             data, local_top = fast.batch(batch, id_base)
             top = max(top, local_top)
-            data = data.rstrip(_WS)
-            if data.endswith(b","):
-                data = data[:-1].rstrip(_WS)
-            if data:
-                _put(sink, first, data)
+            end = _last_event_end(data)
+            if end:
+                _put(sink, first, data if end == len(data) else memoryview(data)[:end])
             done.events_out += batch.count
             continue
         raw = batch.raw
