@@ -386,12 +386,18 @@ static inline int is_regex_space(unsigned char c) {
 /* 1 on success, 0 when out of memory; *overflow counts numbers beyond int64. */
 static int find_key_values(const unsigned char *d, Py_ssize_t len, const Buffers *keys, KeyMatches *m,
                            Py_ssize_t *overflow) {
+    unsigned char first[256] = {0};  /* the bytes a key may start with (any, for an empty key) */
+    for (Py_ssize_t k = 0; k < keys->n; k++) {
+        if (keys->views[k].len == 0) memset(first, 1, sizeof first);
+        else first[((const unsigned char *)keys->views[k].buf)[0]] = 1;
+    }
     Py_ssize_t pos = 0;
     while (pos < len) {
         const unsigned char *hit = memchr(d + pos, '"', (size_t)(len - pos));
         if (!hit) break;
         Py_ssize_t p = hit - d;
         pos = p + 1;  /* where to look next if this quote starts no match */
+        if (p + 1 >= len || !first[d[p + 1]]) continue;
         int code = -1;
         Py_ssize_t klen = 0;
         for (Py_ssize_t k = 0; k < keys->n; k++) {  /* a key, then its closing quote */
