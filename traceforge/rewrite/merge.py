@@ -106,10 +106,8 @@ def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEven
 
 
 def _put(sink: Compressor, first: list[bool], text: bytes | memoryview) -> None:
-    if first[0]:
-        sink.write(text)
-    else:
-        sink.write(b",\n", text)  # the separator goes with the block, which is not copied
+    # one piece with its separator: the compressed bytes depend on how the text is cut
+    sink.write(text if first[0] else b",\n" + text)
     first[0] = False
 
 
