@@ -354,6 +354,147 @@ done:
     return out;
 }
 
+/* Every match, left to right and not overlapping, of the regex
+ * "(key0|key1|...)"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|\{) in data (bytes regex semantics: \s is
+ * space, \t, \n, \r, \f or \v; '.' is any byte but \n). Per match: the key's index, where its
+ * value starts and stops, and the value as an int64 where it is a number (0 else). */
+typedef struct {
+    Py_ssize_t n, cap;
+    int8_t *codes;
+    int64_t *starts, *stops, *ints;
+} KeyMatches;
+
+static int key_matches_grow(KeyMatches *m) {
+    Py_ssize_t cap = m->cap ? m->cap * 2 : 1024;
+    int8_t *c = realloc(m->codes, cap);
+    if (c) m->codes = c;
+    int64_t *a = realloc(m->starts, cap * 8);
+    if (a) m->starts = a;
+    int64_t *b = realloc(m->stops, cap * 8);
+    if (b) m->stops = b;
+    int64_t *v = realloc(m->ints, cap * 8);
+    if (v) m->ints = v;
+    if (!c || !a || !b || !v) return 0;
+    m->cap = cap;
+    return 1;
+}
+
+static inline int is_regex_space(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* 1 on success, 0 when out of memory; *overflow counts numbers beyond int64. */
+static int find_key_values(const unsigned char *d, Py_ssize_t len, const Buffers *keys, KeyMatches *m,
+                           Py_ssize_t *overflow) {
+    unsigned char first[256] = {0};  /* the bytes a key may start with (any, for an empty key) */
+    for (Py_ssize_t k = 0; k < keys->n; k++) {
+        if (keys->views[k].len == 0) memset(first, 1, sizeof first);
+        else first[((const unsigned char *)keys->views[k].buf)[0]] = 1;
+    }
+    Py_ssize_t pos = 0;
+    while (pos < len) {
+        const unsigned char *hit = memchr(d + pos, '"', (size_t)(len - pos));
+        if (!hit) break;
+        Py_ssize_t p = hit - d;
+        pos = p + 1;  /* where to look next if this quote starts no match */
+        if (p + 1 >= len || !first[d[p + 1]]) continue;
+        int code = -1;
+        Py_ssize_t klen = 0;
+        for (Py_ssize_t k = 0; k < keys->n; k++) {  /* a key, then its closing quote */
+            klen = keys->views[k].len;
+            const unsigned char *key = keys->views[k].buf;
+            if (p + 1 + klen < len && d[p + 1 + klen] == '"' && (klen == 0 || d[p + 1] == key[0])
+                && memcmp(key, d + p + 1, (size_t)klen) == 0) {
+                code = (int)k;
+                break;
+            }
+        }
+        if (code < 0) continue;
+        Py_ssize_t i = p + 1 + klen + 1;
+        while (i < len && is_regex_space(d[i])) i++;
+        if (i >= len || d[i] != ':') continue;
+        i++;
+        while (i < len && is_regex_space(d[i])) i++;
+        if (i >= len) continue;
+        Py_ssize_t start = i, stop = -1;
+        int64_t value = 0;
+        if (d[i] == '{') {
+            stop = i + 1;
+        } else if (d[i] == '"') {
+            Py_ssize_t j = i + 1;
+            while (j < len) {
+                if (d[j] == '"') { stop = j + 1; break; }
+                if (d[j] == '\\') {
+                    if (j + 1 >= len || d[j + 1] == '\n') break;
+                    j += 2;
+                } else {
+                    j++;
+                }
+            }
+        } else {
+            Py_ssize_t j = i;
+            int negative = 0;
+            if (d[j] == '-') { negative = 1; j++; }
+            Py_ssize_t digits = j;
+            uint64_t mag = 0;
+            int big = 0;
+            while (j < len && d[j] >= '0' && d[j] <= '9') {
+                unsigned digit = d[j] - '0';
+                if (mag > (UINT64_MAX - digit) / 10) big = 1;
+                else mag = mag * 10 + digit;
+                j++;
+            }
+            if (j > digits) {
+                stop = j;
+                if (big || mag > (uint64_t)INT64_MAX + (uint64_t)negative) { big = 1; (*overflow)++; }
+                else value = negative ? (int64_t)(0 - mag) : (int64_t)mag;
+            }
+        }
+        if (stop < 0) continue;
+        if (m->n == m->cap && !key_matches_grow(m)) return 0;
+        m->codes[m->n] = (int8_t)code;
+        m->starts[m->n] = start;
+        m->stops[m->n] = stop;
+        m->ints[m->n] = value;
+        m->n++;
+        pos = stop;
+    }
+    return 1;
+}
+
+static PyObject *key_values(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    PyObject *keys_arg;
+    if (!PyArg_ParseTuple(args, "y*O", &data, &keys_arg)) return NULL;
+    PyObject *out = NULL;
+    Buffers keys = {0, NULL};
+    KeyMatches m = {0, 0, NULL, NULL, NULL, NULL};
+    Py_ssize_t overflow = 0;
+    int ok;
+    if (!get_buffers(keys_arg, &keys)) goto done;
+    if (keys.n > 127) { PyErr_SetString(PyExc_ValueError, "at most 127 keys"); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    ok = find_key_values(data.buf, data.len, &keys, &m, &overflow);
+    Py_END_ALLOW_THREADS
+    if (!ok) { PyErr_NoMemory(); goto done; }
+    if (!m.n) {
+        out = Py_BuildValue("(y#y#y#y#n)", "", (Py_ssize_t)0, "", (Py_ssize_t)0, "", (Py_ssize_t)0, "",
+                            (Py_ssize_t)0, overflow);
+    } else {
+        out = Py_BuildValue("(y#y#y#y#n)", (const char *)m.codes, m.n, (const char *)m.starts, m.n * 8,
+                            (const char *)m.stops, m.n * 8, (const char *)m.ints, m.n * 8, overflow);
+    }
+done:
+    free(m.codes);
+    free(m.starts);
+    free(m.stops);
+    free(m.ints);
+    if (keys.views) release(&keys);
+    PyBuffer_Release(&data);
+    return out;
+}
+
 /* A bytearray of n bytes left as malloc gives them: a block that is about to be filled
  * (bytearray(n) zeroes it first, a pass over every decompressed byte for nothing). */
 static PyObject *uninitialized(PyObject *self, PyObject *arg) {
@@ -393,6 +534,11 @@ static PyMethodDef methods[] = {
      "insert_members(data, starts, at, empty, blob, body_starts, body_lengths, needles) -> data with, for each "
      "event i that has a body (sorted), ', ' (none where empty[i]) and blob[body_starts[i]:][:body_lengths[i]] "
      "inserted at at[i]; None if an event with a body has at[i] < 0 or one of needles in data[starts[i]:at[i]]"},
+    {"key_values", key_values, METH_VARARGS,
+     "key_values(data, keys) -> (codes, starts, stops, ints, overflow): every match, left to right, of "
+     "'\"(key|...)\"\\s*:\\s*(-?\\d+|\"(?:[^\"\\\\]|\\\\.)*\"|\\{)' in data: the key's index in keys "
+     "(int8), its value's start and stop and the value as an int64 where it is a number, else 0 (int64 "
+     "arrays as bytes); overflow counts the numbers beyond int64 (0 in ints)"},
     {"uninitialized", uninitialized, METH_O, "uninitialized(n) -> a bytearray of n bytes, not zeroed"},
     {"join_rows", join_rows, METH_VARARGS,
      "join_rows(blobs, columns, rows, sep) -> (text, row lengths as int64 bytes): per row, the non-empty texts of "

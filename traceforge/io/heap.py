@@ -8,6 +8,12 @@ arena, whichever thread calls it), resident memory stays flat at the cost of pag
 buffers reuse faulting in again (within the noise of a run's time). Without ``malloc_trim``
 (macOS, musl), nothing. ``give_back`` also drops the pages of the big columns
 (``paged.page_out``): the scan calls it with the trim, the analyses between their steps.
+
+``hold_freed`` is the other way round, for a command that makes and drops the same large
+buffers batch after batch (``merge``: every event edited): glibc's default hands a large
+freed block straight back (unmapped, or trimmed off the top of the heap) and the next batch's
+faults the same pages in again; held, they are reused. The periodic trim above still bounds
+what is held.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from functools import cache
 from .paged import page_out
 
 TRIM_EVERY = 512 << 20  # bytes read between trims
+HOLD_BELOW = 64 << 20  # hold_freed: blocks below this come from (and go back to) the heap
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 @cache
@@ -26,6 +34,24 @@ def _malloc_trim():
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):  # no such symbol; Windows takes no None
         return None
+
+
+@cache
+def _mallopt():
+    try:
+        return ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def hold_freed(below: int = HOLD_BELOW) -> bool:
+    """For the rest of the process, blocks below ``below`` bytes are taken from the heap and
+    freed into it (not mapped and unmapped each time), and up to ``2 * below`` free bytes at
+    its top are kept; False where there is no glibc ``mallopt``."""
+    opt = _mallopt()
+    if opt is None:
+        return False
+    return bool(opt(_M_MMAP_THRESHOLD, below)) & bool(opt(_M_TRIM_THRESHOLD, 2 * below))
 
 
 def trim_heap() -> None:

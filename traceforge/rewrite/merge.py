@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _native
 from ..errors import UsageError
 from ..io.codec import AtomicOutput, Compressor
 from ..io.fields import scalar_spans, splice, splice_rows
@@ -30,11 +31,10 @@ SORT_STRIDE = 1 << 32  # process_sort_index: rank * SORT_STRIDE + the rank's own
 _ARG_IDS = re.compile(rb'("(?:correlation|External id|external id)"\s*:\s*)(-?\d+)')
 _WS = b" \t\r\n"
 # A key the merge rewrites and its scalar value (a string's escapes included), anywhere in a batch.
-_KEYS = re.compile(rb'"(pid|tid|id|correlation|External id|external id)"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-_TOP_KEYS = (b"pid", b"tid", b"id")
-# split's pattern: (a key and its colon)(its value: a number, a string, or an args object's brace)
-_SPLIT = re.compile(rb'("(?:pid|tid|id|correlation|External id|external id|args)"\s*:\s*)'
-                    rb'(-?\d+|"(?:[^"\\]|\\.)*"|\{)')
+# The keys the batch edit finds (``_native.splice.key_values``: each with its scalar value, a
+# string's escapes included, or an object's brace) and their codes: 0 pid 1 tid 2 id 3 arg 4 args
+_KEY_NAMES = (b"pid", b"tid", b"id", b"correlation", b"External id", b"external id", b"args")
+_KEY_CODES = np.array([0, 1, 2, 3, 3, 3, 4], np.int8)
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,23 @@ def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEven
     return Merged(out, written, extra)
 
 
-def _put(sink: Compressor, first: list[bool], text: bytes) -> None:
+def _put(sink: Compressor, first: list[bool], text: bytes | memoryview) -> None:
+    # one piece with its separator: the compressed bytes depend on how the text is cut
     sink.write(text if first[0] else b",\n" + text)
     first[0] = False
+
+
+def _last_event_end(data: bytes) -> int:
+    """Where a batch's text ends without its trailing whitespace and comma (and the whitespace
+    before that comma)."""
+    end = len(data)
+    for strip_comma in (True, False):
+        while end and data[end - 1] in _WS:
+            end -= 1
+        if not (strip_comma and end and data[end - 1] == 44):  # ","
+            break
+        end -= 1
+    return end
 
 
 def _one_rank(r: RankInput, sink: Compressor, first: list[bool], id_base: int, keep: Keep | None
@@ -123,11 +137,9 @@ def _one_rank(r: RankInput, sink: Compressor, first: list[bool], id_base: int, k
         if fast is not None and batch.raw_rows is not None:
             data, local_top = fast.batch(batch, id_base)
             top = max(top, local_top)
-            data = data.rstrip(_WS)
-            if data.endswith(b","):
-                data = data[:-1].rstrip(_WS)
-            if data:
-                _put(sink, first, data)
+            end = _last_event_end(data)
+            if end:
+                _put(sink, first, data if end == len(data) else memoryview(data)[:end])
             done.events_out += batch.count
             continue
         raw = batch.raw
@@ -259,7 +271,6 @@ class _FastEdits:
         self.scanner, self.r, self.done, self.named, self.sorted_ = scanner, r, done, named, sorted_
         self._is_meta: list[bool] = []
         self._track_has: list[tuple[bool, bool]] = []
-        self._head_codes: dict[bytes, int] = {}  # a key as written (with its colon) -> its code
 
     def _learn(self) -> None:
         from ..io import rows as R
@@ -287,19 +298,13 @@ class _FastEdits:
         has_ts = ((flags & R.F_TS) != 0) & ~slow
         slow |= has_ts & (rows[:, R.TS_AT] < 0)
         has_ts &= ~slow
-        # Every rewritten key in the batch (split keeps the pieces: their lengths give the places),
-        # its value, and the event it is in.
-        pieces = _SPLIT.split(raw)
-        lengths = np.fromiter(map(len, pieces), np.int64, len(pieces))
-        ends = np.cumsum(lengths)
-        pos = ends[1::3]  # where each value starts
-        stop = ends[2::3]
-        heads = pieces[1::3]
-        values = pieces[2::3]
-        codes = self._head_codes
-        for head in set(heads).difference(codes):
-            codes[head] = self._CODES[head[1:head.index(b'"', 1)]]
-        code = np.fromiter(map(codes.__getitem__, heads), np.int8, len(heads))  # 0 pid 1 tid 2 id 3 arg 4 args
+        # Every rewritten key in the batch: its code, where its value starts and stops, the value
+        # where it is a number, and (below) the event it is in.
+        found = _native.splice.key_values(raw, _KEY_NAMES)
+        code = _KEY_CODES[np.frombuffer(found[0], np.int8)]  # 0 pid 1 tid 2 id 3 arg 4 args
+        pos = np.frombuffer(found[1], np.int64)  # where each value starts
+        stop = np.frombuffer(found[2], np.int64)
+        parsed, overflow = np.frombuffer(found[3], np.int64), found[4]
         first_byte = np.frombuffer(raw, np.uint8)[pos] if len(pos) else np.zeros(0, np.uint8)
         brace = first_byte == ord("{")
         owner = np.searchsorted(spans[:, 0], pos, side="right") - 1
@@ -337,11 +342,12 @@ class _FastEdits:
         number = first_byte != ord('"')
         use &= number | (code <= 1)  # a string flow or correlation id stays as it is
         at = np.flatnonzero(use)
-        ints = np.zeros(len(values), np.int64)
-        numeric = at[number[at]]
-        if len(numeric):
-            ints[numeric] = np.array(list(map(int, [values[j] for j in numeric.tolist()])), np.int64)
-        new_values = np.zeros(len(values), np.int64)
+        ints = parsed
+        if overflow:  # a number beyond int64 among them: as int64 cannot hold it (OverflowError)
+            ints = np.zeros(len(code), np.int64)
+            numeric = at[number[at]]
+            ints[numeric] = np.array([int(raw[pos[j]:stop[j]]) for j in numeric.tolist()], np.int64)
+        new_values = np.zeros(len(code), np.int64)
         ids = at[code[at] >= 2]
         new_values[ids] = ints[ids] + id_base
         if len(ids):
@@ -351,7 +357,7 @@ class _FastEdits:
         new_values[plain] = lo + ints[plain]
         for j in at[(code[at] <= 1) & ~np.isin(at, plain)].tolist():  # strings, negatives, huge: one by one
             table = self.done.pids if code[j] == 0 else self.done.tids
-            new_values[j] = mapped(self.done, table, _value(values[j]))
+            new_values[j] = mapped(self.done, table, _value(raw[pos[j]:stop[j]]))
         for c, table in ((0, self.done.pids), (1, self.done.tids)):  # note the pids and tids seen
             for v in np.unique(ints[plain[code[plain] == c]]).tolist():
                 table.setdefault(v, lo + v)
@@ -371,4 +377,3 @@ class _FastEdits:
         order = np.argsort(starts, kind="stable")
         return splice_rows(raw, starts[order], stops[order], [texts.take(order)]), top
 
-    _CODES = {b"pid": 0, b"tid": 1, b"id": 2, b"correlation": 3, b"External id": 3, b"external id": 3, b"args": 4}

@@ -8,6 +8,7 @@ by a search of the needle's sorted occurrences.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -155,6 +156,41 @@ def spans_containing(data: object, starts: object, stops: object, needles: objec
         i = int(np.argmax(bad))
         raise IndexError(f"span {i} [{a[i]}, {b[i]}) is out of bounds")
     return _contains(data_view, a, b, needle_views).astype(np.uint8).tobytes()
+
+
+# -- key_values ------------------------------------------------------------------------------
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def key_values(data: object, keys: object) -> tuple[bytes, bytes, bytes, bytes, int]:
+    """Every match, left to right, of ``"(key|...)"\\s*:\\s*(-?\\d+|"(?:[^"\\\\]|\\\\.)*"|\\{)`` in
+    ``data``: the key's index in ``keys`` (int8), its value's start and stop and the value as an
+    int64 where it is a number, else 0 (int64 arrays as bytes); the count of numbers beyond int64."""
+    view = contiguous(data)
+    names = [bytes(k) for k in sequence_of_buffers(keys)]
+    if len(names) > 127:
+        raise ValueError("at most 127 keys")
+    if not names:
+        return b"", b"", b"", b"", 0
+    pattern = re.compile(b'"(' + b"|".join(re.escape(k) for k in names) + rb')"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|\{)')
+    index = {k: i for i, k in enumerate(names)}
+    codes, starts, stops, ints = [], [], [], []
+    overflow = 0
+    for m in pattern.finditer(bytes(view)):
+        value = m.group(2)
+        number = 0
+        if value[:1] not in (b'"', b"{"):
+            number = int(value)
+            if not -_INT64_MAX - 1 <= number <= _INT64_MAX:
+                number = 0
+                overflow += 1
+        codes.append(index[m.group(1)])
+        starts.append(m.start(2))
+        stops.append(m.end(2))
+        ints.append(number)
+    return (np.array(codes, np.int8).tobytes(), np.array(starts, np.int64).tobytes(),
+            np.array(stops, np.int64).tobytes(), np.array(ints, np.int64).tobytes(), overflow)
 
 
 # -- insert_members --------------------------------------------------------------------------

@@ -44,19 +44,19 @@ class ClockFit:
 
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    _params: dict[int, tuple[int, int, int]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def params(self, rank: int) -> tuple[int, int, int]:
-        row = self.table[self.table["rank"] == rank]
-        if row.empty:
-            return 0, 0, 0
-        r = row.iloc[0]
-        return int(r["offset_ns"]), int(r["drift_ppb"]), int(r["x0_ns"])
+        if self._params is None:
+            t = self.table
+            self._params = {}
+            for r, o, d, x in zip(*(t[c].tolist() for c in ("rank", "offset_ns", "drift_ppb", "x0_ns"))):
+                self._params.setdefault(int(r), (int(o), int(d), int(x)))  # the first row of a rank
+        return self._params.get(rank, (0, 0, 0))
 
     def shift(self, rank: int, t: np.ndarray | int) -> np.ndarray:
         """What to take off rank ``rank``'s times ``t`` (its own clock, ns) to align them."""
-        offset, drift, x0 = self.params(rank)
-        q, rest = np.divmod(np.asarray(t, np.int64) - x0, 1_000_000_000)  # floor(dt * drift / 1e9), no overflow
-        return offset + q * drift + rest * drift // 1_000_000_000
+        return _shift(*self.params(rank), t)
 
     def aligned(self, rank: int, t: np.ndarray) -> np.ndarray:
         return np.asarray(t, np.int64) - self.shift(rank, np.asarray(t, np.int64))
@@ -100,8 +100,9 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
             pending.remove(r)
             progress = True
             if status == "fitted":  # its ends, aligned, anchor the ranks not fitted yet
-                clock = ClockFit(_table([rows[r]]))
-                aligned_end[r] = {i: int(e - clock.shift(r, e)) for i, e in ends.items()}
+                own = np.fromiter(ends.values(), np.int64, len(ends))
+                shift = _shift(int(rows[r]["offset_ns"]), int(rows[r]["drift_ppb"]), int(rows[r]["x0_ns"]), own)
+                aligned_end[r] = dict(zip(ends, (own - shift).tolist()))
     for r in pending:
         rows[r] = _row(r, "refused: shares no matched collective with an aligned rank")
     for r in ranks:
@@ -109,6 +110,12 @@ def fit_clocks(matched: Matched, ranks: list[int], *, align: bool = True) -> Clo
         if status.startswith("refused"):
             notes.append(f"rank {r}: clock not aligned ({status.removeprefix('refused: ')}): its recorded clock is kept")
     return ClockFit(_table([rows[r] for r in ranks]), notes)
+
+
+def _shift(offset: int, drift: int, x0: int, t: np.ndarray | int) -> np.ndarray:
+    """offset + floor((t - x0) * drift / 1e9), exactly (int64, no overflow)."""
+    q, rest = np.divmod(np.asarray(t, np.int64) - x0, 1_000_000_000)
+    return offset + q * drift + rest * drift // 1_000_000_000
 
 
 def _fit(own: np.ndarray, ref: np.ndarray) -> dict:

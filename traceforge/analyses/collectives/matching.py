@@ -98,30 +98,31 @@ def _by_order(rows: pd.DataFrame) -> pd.DataFrame:
 def _by_ends(rows: pd.DataFrame, reference: int) -> pd.DataFrame:
     ref = rows[rows["rank"] == reference]
     keyed = [ref.assign(key=ref["ordinal"].astype(str))]
+    ref_ends = {kind: (g["end_ns"].to_numpy(), g["ordinal"].tolist()) for kind, g in ref.groupby("kind")}
     for rank, mine in rows[rows["rank"] != reference].groupby("rank"):
-        offset = _voted_offset(ref, mine)
+        kinds = [(kind, theirs) for kind, theirs in mine.groupby("kind")]
+        offset = _voted_offset(ref_ends, kinds)
         keys = np.full(len(mine), "", object)
         if offset is not None:
-            for kind, theirs in mine.groupby("kind"):
-                base = ref[ref["kind"] == kind]
-                if base.empty:
+            for kind, theirs in kinds:
+                if kind not in ref_ends:
                     continue
-                at = [mine.index.get_loc(i) for i in theirs.index]
-                for i, j in _nearest_pairs(theirs["end_ns"].to_numpy() - offset, base["end_ns"].to_numpy()):
-                    keys[at[i]] = str(int(base["ordinal"].iloc[j]))
+                base_ends, ordinals = ref_ends[kind]
+                at = mine.index.get_indexer(theirs.index).tolist()
+                for i, j in _nearest_pairs(theirs["end_ns"].to_numpy() - offset, base_ends):
+                    keys[at[i]] = str(int(ordinals[j]))
         keyed.append(mine.assign(key=keys))
     return pd.concat(keyed)
 
 
-def _voted_offset(ref: pd.DataFrame, mine: pd.DataFrame) -> int | None:
+def _voted_offset(ref_ends: dict, kinds: list[tuple[object, pd.DataFrame]]) -> int | None:
     """The end difference (mine - reference) most same-kind pairs agree on, within ``VOTE_NS``."""
     diffs = []
-    for kind, theirs in mine.groupby("kind"):
-        base = ref["end_ns"][ref["kind"] == kind].to_numpy()
-        if not len(base):
+    for kind, theirs in kinds:
+        if kind not in ref_ends:
             continue
         a = _spread(theirs["end_ns"].to_numpy())
-        b = _spread(base)
+        b = _spread(ref_ends[kind][0])
         diffs.append((a[:, None] - b[None, :]).ravel())
     if not diffs:
         return None

@@ -7,6 +7,7 @@ import sys
 
 from ...api.merge import merge
 from ...io.codec import output_compression
+from ...io.heap import hold_freed
 from .. import ranks
 from . import add_compression_argument, note_plain_output
 
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     note_plain_output(args.output)
+    hold_freed()  # every batch's edit makes and drops the same large buffers (see io.heap)
     with output_compression(args.compression):
         result = merge(args.input, args.output, align=not args.no_align, ranks=args.ranks, window=args.window,
                        steps=args.steps, draw_collectives=args.collectives or args.all,
