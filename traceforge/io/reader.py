@@ -32,6 +32,7 @@ from ..errors import TraceFormatError
 from ..util import progress
 from . import rows as R
 from .codec import BLOCK, iter_decompressed, read_once
+from .jsontext import json_int
 from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
@@ -679,7 +680,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON (Perfetto refuses the whole trace)")
 
 
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=json_int)
 
 
 def _trailing_ws(data: bytes | bytearray, lo: int) -> int:
