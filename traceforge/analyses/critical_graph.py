@@ -181,7 +181,7 @@ def build_graph(cols: TraceColumns, inst: Instances) -> Graph:
     new_chain = np.ones(2 * m, bool)
     new_chain[1:] = (c_inst[1:] != c_inst[:-1]) | (ev_track[c_ev[1:]] != ev_track[c_ev[:-1]])
     c_link = np.empty(2 * m, np.int64)
-    c_link[0] = -1
+    c_link[:1] = -1  # no node at all: a step without CPU work
     c_link[1:] = c_ts[1:] - c_ts[:-1]
     c_cat = np.full(2 * m, CPU, np.int8)
     prev_start = np.concatenate([[False], c_start[:-1]])

@@ -104,6 +104,8 @@ def _read_file(path: Path) -> object:
         return json.loads(text)
     except ValueError as e:
         raise UsageError(f"rules file {path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise UsageError(f"rules file {path}: nested too deep to read") from None
 
 
 def _parse(data: object, where: str, default_name: str) -> RuleSet:

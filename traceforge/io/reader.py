@@ -50,7 +50,7 @@ _FRACTIONAL_TIME = re.compile(
 )
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(parse_int=json_int)
 
 
 def check_start(path: str) -> None:
@@ -323,7 +323,7 @@ class TraceReader:
             meta = orjson.loads(text)
         except orjson.JSONDecodeError:
             try:
-                meta = json.loads(text.decode("utf-8", "surrogateescape"))
+                meta = json.loads(text.decode("utf-8", "surrogateescape"), parse_int=json_int)
             except json.JSONDecodeError as e:
                 raise self._error(f"invalid JSON around the top-level keys: {e.msg}") from None
             except RecursionError:
