@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
+from ..util.regex import user_regex
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "data" / "rules"
 PRESETS = ("default", "hta", "vllm-llama", "vllm-ds", "vllm-gpt-oss")
@@ -142,10 +143,7 @@ def _rule(item: object, where: str) -> Rule:
     regex = item.get("match")
     if not isinstance(regex, str):
         raise UsageError(f"{where}: 'match' must be a regex string")
-    try:
-        pattern = re.compile(regex)
-    except re.error as e:
-        raise UsageError(f"{where}: bad regex {regex!r}: {e}") from None
+    pattern = user_regex(regex, f"{where}: regex")
     return Rule(pattern, _text(item.get("category"), f"{where}: category"),
                 _text(item.get("stage", ""), f"{where}: stage", empty=True))
 

@@ -21,7 +21,6 @@ from .. import _native
 from ..util.distinct import unique
 from ..util.search import in_sorted
 
-
 _INT_DIGITS = 4300  # Python's default sys.get_int_max_str_digits()
 
 

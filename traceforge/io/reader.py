@@ -54,18 +54,18 @@ _DECODER = json.JSONDecoder(parse_int=json_int)
 
 
 def check_start(path: str) -> None:
-    """Refuse now what every command refuses at a trace's first bytes (a byte order mark, input that
-    does not decompress), for a command that does not read the trace itself (``open``). Stdin and
-    FIFOs are left alone: they are read once, by whoever reads them."""
+    """Refuse now what every command refuses at a trace's start (not a JSON trace, a byte order
+    mark, input that does not decompress, the top-level keys before ``traceEvents`` and the
+    first batch of events, with the reading limits in force), for a command that does not read
+    the trace itself (``open``). Stdin and FIFOs are left alone: they are read once, by whoever
+    reads them."""
     if read_once(path):
         return
-    blocks = iter_decompressed(path)
+    batches = TraceReader(path, on_read=lambda n: None).batches()
     try:
-        first = next(blocks, b"")
+        next(batches, None)
     finally:
-        blocks.close()
-    if first.startswith(BOM):
-        raise TraceFormatError(path, BOM_REFUSED, offset=0)
+        batches.close()
 
 
 def quote_times(text: bytes) -> bytes:
