@@ -4,6 +4,7 @@ definition of each option's name, default, parser and help."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from dataclasses import fields, replace
 
@@ -109,4 +110,8 @@ def output_path(text: str) -> str:
     default output)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path names no file")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate not from the command line's bytes (an API caller's)
+        raise argparse.ArgumentTypeError(f"not a path this system can name: {text!r}") from None
     return text
