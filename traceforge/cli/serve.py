@@ -51,7 +51,9 @@ def json_size(path: str) -> SizeEstimate:
     d = new_decompressor(codec)
     out = used = 0
     try:
-        while used < len(sample) and not d.eof and out < _MOST_DECOMPRESSED:
+        while used < len(sample) and out < _MOST_DECOMPRESSED:
+            if d.eof:  # the next gzip member or zstd frame (a skippable one first, say)
+                d = new_decompressor(codec)
             piece = sample[used:used + _PIECE_BYTES]
             out += len(d.decompress(piece))
             used += len(piece) - len(d.unused_data)
