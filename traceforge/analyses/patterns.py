@@ -17,7 +17,7 @@ import numpy as np
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..io.heap import give_back
-from ..util.regex import user_regex
+from ..util.regex import shown, user_regex
 from .pattern_table import Patterns, concat_runs, pattern_columns
 from .stacks import NameMask, Stacks, build_stacks
 
@@ -77,7 +77,7 @@ def matching_names(cols: TraceColumns, op: str | None, op_regex: str | None) -> 
 
 def _is_operator(names: list[str], op: str | None, op_regex: str | None) -> np.ndarray:
     if op_regex is not None:
-        rx = user_regex(op_regex, "op_regex")
+        rx = user_regex(op_regex, f"op_regex {shown(op_regex)!r} is not a regular expression")
         return np.array([rx.search(n) is not None for n in names], dtype=bool)
     return np.array([n == op for n in names], dtype=bool)
 

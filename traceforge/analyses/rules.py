@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from ..util.regex import user_regex
+from ..util.regex import shown, user_regex
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "data" / "rules"
 PRESETS = ("default", "hta", "vllm-llama", "vllm-ds", "vllm-gpt-oss")
@@ -143,7 +143,7 @@ def _rule(item: object, where: str) -> Rule:
     regex = item.get("match")
     if not isinstance(regex, str):
         raise UsageError(f"{where}: 'match' must be a regex string")
-    pattern = user_regex(regex, f"{where}: regex")
+    pattern = user_regex(regex, f"{where}: bad regex {shown(regex)!r}")
     return Rule(pattern, _text(item.get("category"), f"{where}: category"),
                 _text(item.get("stage", ""), f"{where}: stage", empty=True))
 

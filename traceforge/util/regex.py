@@ -8,16 +8,22 @@ import re
 
 from ..errors import UsageError
 
+_SHOWN = 60  # characters of a pattern quoted in an error
+
+
+def shown(text: str) -> str:
+    """``text`` as an error quotes it: cut after its first characters."""
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
 
 def user_regex(text: str, where: str) -> re.Pattern:
-    """``text`` compiled; ``where`` (an option or a rule) starts the error's line."""
+    """``text`` compiled; else a UsageError, ``where`` (saying which pattern) then why."""
     try:
         return re.compile(text)
     except re.error as e:
-        why = f"not a regular expression: {e}"
+        why = str(e)
     except OverflowError as e:
-        why = f"not a regular expression Python can compile: {e}"
+        why = f"{e} (Python cannot compile it)"
     except RecursionError:
-        why = "not a regular expression Python can compile: nested too deep"
-    shown = text if len(text) <= 60 else text[:60] + "..."
-    raise UsageError(f"{where} {shown!r}: {why}")
+        why = "nested too deep (Python cannot compile it)"
+    raise UsageError(f"{where}: {why}")
