@@ -36,6 +36,8 @@ from .jsontext import json_int
 from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
+MAX_BATCH_EVENTS = 1 << 16  # events a scanned batch holds at about most (their rows: NFIELDS int64 each)
+FIRST_SCAN_BYTES = 256 << 10  # the first scan's bytes, before the events' density is known
 HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
 WS = b" \t\r\n"
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark: refused at the start by every command, as Perfetto refuses it
@@ -289,6 +291,7 @@ class TraceReader:
     on_read: Callable[[int], None] | None = None  # compressed bytes read so far; default: the progress bar
     scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
     limits: ReadLimits = field(default_factory=read_limits)  # those in force where the reader is made (not a thread's)
+    _scan_bytes: int = field(default=FIRST_SCAN_BYTES, init=False, repr=False)  # the next scan's most bytes (from the last)
 
     @property
     def name(self) -> str:
@@ -474,7 +477,7 @@ class TraceReader:
         """The events the C scanner takes from the buffer; None where it takes none."""
         while True:
             # All that is in hand: what is left for the next fill is at most one partial event.
-            result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
+            result = self.scanner.scan(buf.data, min(max(self.batch_bytes, buf.available), self._scan_bytes), buf.start)
             if result.status == R.INCOMPLETE and not len(result.rows):
                 if result.message is None:  # an event, then only blanks: its separator is still to come
                     ws = _trailing_ws(buf.data, buf.start)
@@ -485,6 +488,9 @@ class TraceReader:
             break
         if not len(result.rows):
             return None, False
+        # Rows are NFIELDS int64 per event: tiny events ({}) would make a batch's rows many times
+        # its bytes. The next scan takes about the bytes that held MAX_BATCH_EVENTS events here.
+        self._scan_bytes = max(FIRST_SCAN_BYTES, result.stop * MAX_BATCH_EVENTS // len(result.rows))
         lo = buf.start
         if result.stop > self.limits.max_event_bytes:  # only where the limit is below a batch's size
             self._check_event_sizes(result.rows[:, R.START:R.END + 1], buf.base + lo, ordinal)
