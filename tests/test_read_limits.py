@@ -208,4 +208,4 @@ def test_options_parse_and_refuse_nonsense():
             parse_size(bad)
     for args in (("--max-size", "lots"), ("--max-event-mb", "0"), ("--max-metadata-mb", "x")):
         r = run_cli("info", *args, "x.json")
-        assert r.returncode == 2 and b"Traceback" not in r.stderr
+        assert r.returncode == 1 and b"Traceback" not in r.stderr and r.stderr.count(b"\n") == 1

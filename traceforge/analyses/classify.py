@@ -55,7 +55,7 @@ def seconds_to_ns(value: float | str | Decimal) -> int:
         ns = Decimal(str(value)) * 1_000_000_000
     except InvalidOperation:
         raise UsageError(f"not a number of seconds: {value!r}") from None
-    if not ns.is_finite() or ns <= 0:
+    if not ns.is_finite() or ns <= 0 or ns >= 2**63:  # past int64 ns: no trace spans that
         raise UsageError(f"elapsed time must be a positive number of seconds, not {value!r}")
     return int(ns.to_integral_value())
 

@@ -42,6 +42,7 @@ from ..columns.table import GrowingColumns, SpilledColumns, Table
 from ..errors import UsageError
 from ..util.distinct import unique
 from ..util.exacttime import ns_to_us_text
+from ..util.regex import shown, user_regex
 from ..util.time_window import parse_steps, parse_window, slice_in_window
 from .launches import STREAM_LAUNCH_APIS, calls_of
 from .steps import steps_cut, steps_window
@@ -201,10 +202,7 @@ class _named:
 def _regex(option: str, text: str | None) -> re.Pattern | None:
     if text is None:
         return None
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise UsageError(f"--{option} {text}: not a regular expression: {e}") from None
+    return user_regex(text, f"--{option} {shown(text)}: not a regular expression")
 
 
 def _tables(cols: TraceColumns) -> dict[str, Table | SpilledColumns]:

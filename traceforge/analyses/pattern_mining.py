@@ -92,8 +92,8 @@ class _Sequence:
         symbol * BASE**offset, one term added per length, in place, a chunk at a time."""
         hashes = np.zeros(self.size, np.uint64)
         power = 1
-        for n in range(1, max_len + 1):
-            m = max(self.size - n + 1, 0)
+        for n in range(1, min(max_len, self.size) + 1):  # no window is longer than the sequence
+            m = self.size - n + 1
             hashes = hashes[:m]
             for lo in range(0, m, _CHUNK):
                 hi = min(lo + _CHUNK, m)

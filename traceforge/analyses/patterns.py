@@ -12,13 +12,12 @@ Without an operator, ``pattern_mining`` finds repeated runs of kernels per strea
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
 from ..io.heap import give_back
+from ..util.regex import shown, user_regex
 from .pattern_table import Patterns, concat_runs, pattern_columns
 from .stacks import NameMask, Stacks, build_stacks
 
@@ -78,10 +77,7 @@ def matching_names(cols: TraceColumns, op: str | None, op_regex: str | None) -> 
 
 def _is_operator(names: list[str], op: str | None, op_regex: str | None) -> np.ndarray:
     if op_regex is not None:
-        try:
-            rx = re.compile(op_regex)
-        except re.error as e:
-            raise UsageError(f"op_regex {op_regex!r} is not a regular expression: {e}") from None
+        rx = user_regex(op_regex, f"op_regex {shown(op_regex)!r} is not a regular expression")
         return np.array([rx.search(n) is not None for n in names], dtype=bool)
     return np.array([n == op for n in names], dtype=bool)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
+from ..util.regex import shown, user_regex
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "data" / "rules"
 PRESETS = ("default", "hta", "vllm-llama", "vllm-ds", "vllm-gpt-oss")
@@ -104,6 +105,8 @@ def _read_file(path: Path) -> object:
         return json.loads(text)
     except ValueError as e:
         raise UsageError(f"rules file {path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise UsageError(f"rules file {path}: nested too deep to read") from None
 
 
 def _parse(data: object, where: str, default_name: str) -> RuleSet:
@@ -140,10 +143,7 @@ def _rule(item: object, where: str) -> Rule:
     regex = item.get("match")
     if not isinstance(regex, str):
         raise UsageError(f"{where}: 'match' must be a regex string")
-    try:
-        pattern = re.compile(regex)
-    except re.error as e:
-        raise UsageError(f"{where}: bad regex {regex!r}: {e}") from None
+    pattern = user_regex(regex, f"{where}: bad regex {shown(regex)!r}")
     return Rule(pattern, _text(item.get("category"), f"{where}: category"),
                 _text(item.get("stage", ""), f"{where}: stage", empty=True))
 

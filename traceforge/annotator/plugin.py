@@ -41,6 +41,20 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+MOST_COUNT = 10**9
+
+
+def count(text: str) -> int:
+    """A ``parse`` for a number of things (patterns, ops): a whole number from 1 to ``MOST_COUNT``."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MOST_COUNT:
+        raise ValueError(f"not a whole number from 1 to {MOST_COUNT:,}: {text!r}")
+    return value
+
+
 @dataclass
 class AnnotateContext:
     """What the analyses of one run share: their options (every declared option of the

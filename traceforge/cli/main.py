@@ -48,8 +48,16 @@ COMMANDS = (annotate, check, repair_cmd, trim_cmd, open_cmd, info, launch_stats,
             stats_cmd, export_cmd, diff_cmd, critical_path_cmd, roofline_cmd, report_cmd, collectives_cmd, merge_cmd)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad option is an error like any other: one line, exit code 1 (argparse's own 2 is
+    ``check``'s verdict "Perfetto would refuse the file")."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(1, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="traceforge",
         description="Annotate PyTorch profiler (Kineto) traces with analyses you can see in Perfetto "
         "(ui.perfetto.dev): queue lengths, memcpy bandwidth, and more.",
@@ -77,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        return 2
+        return 1
     tolerate_any_text()
     try:
         with progress.shown(not args.quiet), signals_unwind(), reading_limits(limits_of(args)):

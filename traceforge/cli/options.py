@@ -4,6 +4,7 @@ definition of each option's name, default, parser and help."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from dataclasses import fields, replace
 
@@ -117,3 +118,26 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 def limits_of(args: argparse.Namespace) -> ReadLimits:
     """The reading limits given on the command line (``add_limit_arguments``), defaults for the rest."""
     return replace(ReadLimits(), **{f.name: getattr(args, f.name) for f in fields(ReadLimits) if hasattr(args, f.name)})
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0 to 65535): {text!r}")
+    return port
+
+
+def output_path(text: str) -> str:
+    """An output file or directory named on the command line: not empty (``-o ''`` is not the
+    default output)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate not from the command line's bytes (an API caller's)
+        raise argparse.ArgumentTypeError(f"not a path this system can name: {text!r}") from None
+    return text

@@ -24,6 +24,8 @@ DEFAULT_PORT = 9001
 UI_MEMORY_BYTES = 2 << 30  # what the browser's wasm engine can count on
 MEMORY_PER_JSON_BYTE = 2  # it holds every JSON event until the end: 2-4x the JSON
 _SAMPLE_BYTES = 4 << 20
+_PIECE_BYTES = 1 << 10  # compressed bytes decompressed at a time (zstd's densest blocks expand 32,768x)
+_MOST_DECOMPRESSED = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ class SizeEstimate:
 
 def json_size(path: str) -> SizeEstimate:
     """The uncompressed size of a trace file: exact if plain or small, else extrapolated
-    from the compression ratio of its first few MB."""
+    from the compression ratio of its first few MB. The sample is decompressed a little at a
+    time and no further than ``_MOST_DECOMPRESSED`` (a small bomb expands without bound)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         sample = f.read(_SAMPLE_BYTES)
@@ -46,12 +49,17 @@ def json_size(path: str) -> SizeEstimate:
     if codec == "plain":
         return SizeEstimate(size, True)
     d = new_decompressor(codec)
+    out = used = 0
     try:
-        out = len(d.decompress(sample))
+        while used < len(sample) and out < _MOST_DECOMPRESSED:
+            if d.eof:  # the next gzip member or zstd frame (a skippable one first, say)
+                d = new_decompressor(codec)
+            piece = sample[used:used + _PIECE_BYTES]
+            out += len(d.decompress(piece))
+            used += len(piece) - len(d.unused_data)
     except CODEC_ERRORS:
         return SizeEstimate(size, False)  # corrupt: the UI will say so; the size is no worse a guess
-    used = len(sample) - len(d.unused_data)
-    if len(sample) == size and used == size:
+    if d.eof and len(sample) == size and used == size:
         return SizeEstimate(out, True)
     return SizeEstimate(int(out / max(used, 1) * size), False)
 

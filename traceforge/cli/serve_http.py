@@ -2,7 +2,7 @@
 only when a trace is served).
 
 Only requests addressed to this machine by name are answered: a Host header other than
-``127.0.0.1`` or ``localhost`` (with or without a port) gets 403, so a page whose own host name
+``127.0.0.1`` or ``localhost`` (with or without a port) gets 403, more than one gets 400, so a page whose own host name
 is made to resolve to 127.0.0.1 (DNS rebinding) cannot read the trace. The file is opened once
 when the server is made and that open file is what every request gets: renaming it, moving it
 away or retargeting a symlink to it afterwards changes nothing that is served."""
@@ -31,7 +31,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _local(self) -> bool:
         """False (after answering 403) where the request's Host is not this machine."""
-        if local_host(self.headers.get("Host")):
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1:  # which one a proxy or the client meant is ambiguous: refused
+            self.send_error(400, "more than one Host header")
+            return False
+        if hosts and local_host(hosts[0]):
             return True
         self.send_error(403, "only requests to 127.0.0.1 or localhost are answered")
         return False

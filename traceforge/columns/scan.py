@@ -802,12 +802,16 @@ def _args_of(e: dict) -> dict:
     return args if type(args) is dict else {}
 
 
+def _is_key(value: object) -> bool:
+    return value is None or type(value) in (int, str, float, bool)
+
+
 def _note_metadata(e: dict, track_names: dict, process_names: dict) -> None:
     args = e.get("args")
     if type(args) is not dict:
         return
-    name = args.get("name")
-    if type(name) is not str:
+    name, pid, tid = args.get("name"), e.get("pid"), e.get("tid")
+    if type(name) is not str or not (_is_key(pid) and _is_key(tid)):  # a list or object names no track
         return
     if e.get("name") == "thread_name":
         track_names[(e.get("pid"), e.get("tid"))] = name

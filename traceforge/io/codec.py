@@ -60,12 +60,18 @@ def output_compression(compression: str) -> AbstractContextManager[None]:
 
 
 def detect_codec(head: bytes) -> str:
-    """'gzip', 'zstd' or 'plain' from the first bytes of a file."""
+    """'gzip', 'zstd' or 'plain' from the first bytes of a file (a zstd stream may start with a
+    skippable frame, magic 0x184D2A50 to 0x184D2A5F, as ``zstd -d`` reads it)."""
     if head.startswith(GZIP_MAGIC):
         return "gzip"
-    if head.startswith(ZSTD_MAGIC):
+    if head.startswith(ZSTD_MAGIC) or is_zstd_skippable(head):
         return "zstd"
     return "plain"
+
+
+def is_zstd_skippable(head: bytes) -> bool:
+    """Whether ``head`` starts with the magic of a zstd skippable frame."""
+    return len(head) >= 4 and head[1:4] == b"\x2a\x4d\x18" and head[0] & 0xF0 == 0x50
 
 
 def _open_raw(path: str) -> BinaryIO:

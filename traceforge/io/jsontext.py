@@ -21,6 +21,15 @@ from .. import _native
 from ..util.distinct import unique
 from ..util.search import in_sorted
 
+_INT_DIGITS = 4300  # Python's default sys.get_int_max_str_digits()
+
+
+def json_int(text: str) -> int | float:
+    """A JSON integer's value for the stdlib's decoder (``parse_int``): one of more digits than
+    Python converts to an int (its guard against quadratic time) is read as a float, infinite
+    past the double range, as a number such as ``1e400`` is."""
+    return int(text) if len(text) <= _INT_DIGITS else float(text)
+
 
 def fits_int32(values: np.ndarray) -> bool:
     """Whether every one of ``values`` and its negation fit int32."""

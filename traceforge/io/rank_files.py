@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import re
 import sys
@@ -11,18 +12,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
 import zstandard
 
 from ..errors import UsageError
 from .codec import detect_codec
+from .jsontext import json_int
 from .limits import read_limits
 from .output_names import is_output
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)", re.IGNORECASE)
 HEAD_READ_BYTES = 1 << 16  # decompressed bytes read at a time while looking for "traceEvents"
-TRACE_EVENTS_KEY = b'"traceEvents"'
 
 
 def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
@@ -62,28 +62,24 @@ def metadata_rank(metadata: dict) -> int | None:
 def head_rank(path: str) -> int | None:
     """``distributedInfo.rank`` among the top-level keys before ``traceEvents`` (where Kineto
     writes it), or None (no such key there, an array trace, unreadable: the job on the file
-    reports that). Decompresses only the head, ``HEAD_READ_BYTES`` at a time, up to the
-    top-level metadata limit (``io.limits``): a few ms a file, where a reader's first batch
-    decompresses megabytes."""
+    reports that). Decompresses only the head, ``HEAD_READ_BYTES`` first, then doubling while
+    the keys before ``traceEvents`` run past it, up to the top-level metadata limit
+    (``io.limits``): a few ms a file, where a reader's first batch decompresses megabytes. Each
+    try walks the keys once: time linear in the head, whatever its values hold."""
     most = read_limits().max_metadata_bytes
-    head = bytearray()
-    searched = 0
+    head = b""
     try:
         with open(path, "rb") as raw, _decompressed(raw) as f:
-            while len(head) <= most:
-                more = f.read(HEAD_READ_BYTES)
-                if not more:
-                    return None
+            while True:
+                more = f.read(max(HEAD_READ_BYTES, len(head)))
                 head += more
-                while (at := head.find(TRACE_EVENTS_KEY, searched)) >= 0:
-                    searched = at + 1
-                    keys = _top_level_keys(bytes(head[:at]))
-                    if keys is not None:
-                        return metadata_rank(keys)
-                searched = max(searched, len(head) - len(TRACE_EVENTS_KEY))
+                keys = _keys_before_events(head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape"))
+                if keys is not None:
+                    return metadata_rank(keys) if keys is not _NOT_A_TRACE else None
+                if not more or len(head) > most:
+                    return None
     except (OSError, EOFError, zstandard.ZstdError):
         return None
-    return None
 
 
 def _decompressed(raw: io.BufferedReader) -> BinaryIO:
@@ -95,17 +91,34 @@ def _decompressed(raw: io.BufferedReader) -> BinaryIO:
     return raw
 
 
-def _top_level_keys(head: bytes) -> dict | None:
-    """The keys of a top-level object that ``head`` opens and that continues with a
-    ``"traceEvents"`` key; None where ``head`` is not that (the key is inside a value)."""
-    text = head.removeprefix(b"\xef\xbb\xbf").strip()
-    if not text.startswith(b"{") or not text.endswith((b"{", b",")):
-        return None
+_NOT_A_TRACE: dict = {}
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_int=json_int)
+
+
+def _keys_before_events(text: str) -> dict | None:
+    """The top-level keys before ``"traceEvents"`` where ``text`` reaches that key; None where
+    it ends first (read more); ``_NOT_A_TRACE`` where it is not an object with that key."""
+    pos = _WS.match(text).end()
+    if text[pos:pos + 1] != "{":
+        return _NOT_A_TRACE if pos < len(text) else None
+    keys: dict = {}
+    pos += 1
     try:
-        keys = orjson.loads(text + TRACE_EVENTS_KEY + b":null}")
-    except orjson.JSONDecodeError:
+        while True:
+            key, pos = _DECODER.raw_decode(text, _WS.match(text, pos).end())
+            pos = _WS.match(text, pos).end()
+            if type(key) is not str or text[pos:pos + 1] != ":":
+                return _NOT_A_TRACE if pos < len(text) else None
+            if key == "traceEvents":
+                return keys
+            keys[key], pos = _DECODER.raw_decode(text, _WS.match(text, pos + 1).end())
+            pos = _WS.match(text, pos).end()
+            if text[pos:pos + 1] != ",":
+                return _NOT_A_TRACE if pos < len(text) else None
+            pos += 1
+    except (json.JSONDecodeError, RecursionError):  # the head ends inside a value, or is not JSON
         return None
-    return keys if isinstance(keys, dict) else None
 
 
 def name_rank(path: str) -> int | None:

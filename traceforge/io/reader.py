@@ -32,9 +32,12 @@ from ..errors import TraceFormatError
 from ..util import progress
 from . import rows as R
 from .codec import BLOCK, iter_decompressed, read_once
+from .jsontext import json_int
 from .limits import WS_RUN_KEPT, ReadLimits, read_limits
 
 BATCH_BYTES = 2 << 20
+MAX_BATCH_EVENTS = 1 << 16  # events a scanned batch holds at about most (their rows: NFIELDS int64 each)
+FIRST_SCAN_BYTES = 256 << 10  # the first scan's bytes, before the events' density is known
 HEADROOM = 64 << 10  # room before each decompressed chunk for the partial event left from the last
 WS = b" \t\r\n"
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark: refused at the start by every command, as Perfetto refuses it
@@ -49,22 +52,22 @@ _FRACTIONAL_TIME = re.compile(
 )
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(parse_int=json_int)
 
 
 def check_start(path: str) -> None:
-    """Refuse now what every command refuses at a trace's first bytes (a byte order mark, input that
-    does not decompress), for a command that does not read the trace itself (``open``). Stdin and
-    FIFOs are left alone: they are read once, by whoever reads them."""
+    """Refuse now what every command refuses at a trace's start (not a JSON trace, a byte order
+    mark, input that does not decompress, the top-level keys before ``traceEvents`` and the
+    first batch of events, with the reading limits in force), for a command that does not read
+    the trace itself (``open``). Stdin and FIFOs are left alone: they are read once, by whoever
+    reads them."""
     if read_once(path):
         return
-    blocks = iter_decompressed(path)
+    batches = TraceReader(path, on_read=lambda n: None).batches()
     try:
-        first = next(blocks, b"")
+        next(batches, None)
     finally:
-        blocks.close()
-    if first.startswith(BOM):
-        raise TraceFormatError(path, BOM_REFUSED, offset=0)
+        batches.close()
 
 
 def quote_times(text: bytes) -> bytes:
@@ -289,6 +292,7 @@ class TraceReader:
     pass_name: str | None = None  # the progress bar's name for this read (default: scan, then write)
     scanner: R.RowScanner = field(default_factory=R.RowScanner, repr=False)
     limits: ReadLimits = field(default_factory=read_limits)  # those in force where the reader is made (not a thread's)
+    _scan_bytes: int = field(default=FIRST_SCAN_BYTES, init=False, repr=False)  # the next scan's most bytes (from the last)
 
     @property
     def name(self) -> str:
@@ -323,7 +327,7 @@ class TraceReader:
             meta = orjson.loads(text)
         except orjson.JSONDecodeError:
             try:
-                meta = json.loads(text.decode("utf-8", "surrogateescape"))
+                meta = json.loads(text.decode("utf-8", "surrogateescape"), parse_int=json_int)
             except json.JSONDecodeError as e:
                 raise self._error(f"invalid JSON around the top-level keys: {e.msg}") from None
             except RecursionError:
@@ -474,7 +478,7 @@ class TraceReader:
         """The events the C scanner takes from the buffer; None where it takes none."""
         while True:
             # All that is in hand: what is left for the next fill is at most one partial event.
-            result = self.scanner.scan(buf.data, max(self.batch_bytes, buf.available), buf.start)
+            result = self.scanner.scan(buf.data, min(max(self.batch_bytes, buf.available), self._scan_bytes), buf.start)
             if result.status == R.INCOMPLETE and not len(result.rows):
                 if result.message is None:  # an event, then only blanks: its separator is still to come
                     ws = _trailing_ws(buf.data, buf.start)
@@ -485,6 +489,9 @@ class TraceReader:
             break
         if not len(result.rows):
             return None, False
+        # Rows are NFIELDS int64 per event: tiny events ({}) would make a batch's rows many times
+        # its bytes. The next scan takes about the bytes that held MAX_BATCH_EVENTS events here.
+        self._scan_bytes = max(FIRST_SCAN_BYTES, result.stop * MAX_BATCH_EVENTS // len(result.rows))
         lo = buf.start
         if result.stop > self.limits.max_event_bytes:  # only where the limit is below a batch's size
             self._check_event_sizes(result.rows[:, R.START:R.END + 1], buf.base + lo, ordinal)
@@ -680,7 +687,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON (Perfetto refuses the whole trace)")
 
 
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=json_int)
 
 
 def _trailing_ws(data: bytes | bytearray, lo: int) -> int:

@@ -19,7 +19,7 @@ import orjson
 
 from .. import _native
 from ..util.distinct import unique
-from .jsontext import json_bytes
+from .jsontext import json_bytes, json_int
 
 # the scanner's column and flag names, re-exported: constants, the same in every backend
 ALLOCATED = _native.scanner.ALLOCATED
@@ -180,7 +180,7 @@ def decode_value(raw: bytes) -> object:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:  # ints beyond 64 bits, invalid UTF-8
-        return json.loads(raw.decode("utf-8", "surrogateescape"))
+        return json.loads(raw.decode("utf-8", "surrogateescape"), parse_int=json_int)
 
 
 class StringPairs:

@@ -71,7 +71,7 @@ class _CsvFile:
 
 class _ParquetFile:
     def __init__(self, path: str):
-        self._path, self._writer, self.rows = path, None, 0
+        self._path, self._writer, self._file, self.rows = path, None, None, 0
 
     def write(self, chunk: TableChunk) -> None:
         import pyarrow as pa
@@ -80,14 +80,17 @@ class _ParquetFile:
         df = chunk.frame()
         schema = None if self._writer is None else self._writer.schema
         table = pa.Table.from_pandas(df, preserve_index=False, schema=schema)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._path, table.schema)
+        if self._writer is None:  # a file object: pyarrow takes a str path as a URI, in UTF-8
+            self._file = open(self._path, "wb")
+            self._writer = pq.ParquetWriter(self._file, table.schema)
         self._writer.write_table(table)
         self.rows += len(df)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def write_tables(chunks: Iterable[TableChunk], *, csv_dir: str | None = None,

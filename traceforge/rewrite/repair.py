@@ -48,6 +48,25 @@ from .rebase import Rebase, base_time_editors, shift_us_text, start_us
 FLOW_START, FLOW_STEP, FLOW_END, FLOW_END_NEXT = range(4)  # FLOW_END: bp "e"; FLOW_END_NEXT: without
 _U32 = 2**32
 UNCHANGED = -1
+# What ``check`` can still report after ``repair``, and why repair leaves it: it changes where
+# slices and flow ends are and which ids threads have, never an event's own values or bytes.
+NOT_REPAIRED: dict[str, str] = {
+    "json_syntax_error": "not JSON: there is no trace to repair",
+    "json_tokenizer_failure": "a ts or dur that is not a number: the event's own values",
+    "json_parser_failure": "an event Perfetto cannot use (no dur, bad counter args): its own values",
+    "trace_sorter_negative_timestamp_dropped": "a negative ts: the event's own time",
+    "slice_negative_duration": "a negative dur: the event's own time",
+    "slice_max_depth_exceeded": "nesting 512 deep: moving slices would change what the trace says",
+    "misplaced_end_event": "B/E pairs: only complete (X) slices are moved",
+    "flow_no_enclosing_slice": "a flow event on a thread with no slice open there: nowhere to bind it",
+    "flow_duplicate_id": "two starts of one (id, cat, name): which arrow was meant is unknown",
+    "flow_end_without_start": "only where the start is there but Perfetto drops it for one of the reasons above",
+    "flow_step_without_start": "flow steps (t) are kept as written",
+    "flow_invalid_id": "a flow id that is not usable: the event's own value",
+    "flow_without_direction": "bind_id without flow_in/flow_out: the event's own values",
+    "counter_multiple_keys": "counter args: the event's own values",
+    "counter_id_not_string": "counter ids: the event's own values",
+}
 _NEVER = 2**63
 
 

@@ -4,6 +4,11 @@ Importing pandas takes ~0.35 s of CPU, a third of a run on a 50 MB trace, and wh
 traces (``annotate``, ``check``, ``repair``, ``trim``) never needs it. Modules
 write ``from .lazy_pandas import pd`` and use ``pd.DataFrame`` as usual; the first attribute
 looked up imports pandas (the import system makes that safe from any thread).
+
+That first import also sets pandas' string storage to ``python``: names that were not UTF-8 in
+a trace are held as lone surrogates (``surrogateescape``), which Arrow, pandas 3's default
+storage where pyarrow is installed, cannot hold; Python strings hold them, and the tables are
+the same with and without pyarrow.
 """
 
 from __future__ import annotations
@@ -14,9 +19,16 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 
+def _pandas() -> Any:
+    module = importlib.import_module("pandas")
+    if module.get_option("mode.string_storage") != "python":
+        module.set_option("mode.string_storage", "python")
+    return module
+
+
 class _LazyPandas:
     def __getattr__(self, name: str) -> Any:
-        return getattr(importlib.import_module("pandas"), name)
+        return getattr(_pandas(), name)
 
 
 if TYPE_CHECKING:  # type checkers see pandas itself

@@ -21,7 +21,7 @@ from ...analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, 
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack, TidAllocator
 from ...io.jsontext import Texts, join_rows, json_bytes
-from ..plugin import Analysis, AnnotateContext, Option
+from ..plugin import Analysis, AnnotateContext, Option, count
 
 MAX_LABEL_OPS = 6  # longer patterns are named by their first and last ops
 
@@ -33,11 +33,11 @@ PATTERN_OPTIONS = (
            "whole names)", metavar="RE"),
     Option("nested", "also count operator instances nested inside another instance (default: outermost only)",
            default=False, flag=True),
-    Option("min_len", f"fewest GPU ops in a pattern (default {DEFAULT_MIN_LEN})", default=DEFAULT_MIN_LEN, parse=int,
+    Option("min_len", f"fewest GPU ops in a pattern (default {DEFAULT_MIN_LEN})", default=DEFAULT_MIN_LEN, parse=count,
            metavar="N"),
     Option("max_len", "most GPU ops in a pattern (default: no limit with --op, 32 or --min-len when mining)",
-           parse=int, metavar="N"),
-    Option("top_k", f"patterns reported and drawn (default {DEFAULT_TOP_K})", default=DEFAULT_TOP_K, parse=int,
+           parse=count, metavar="N"),
+    Option("top_k", f"patterns reported and drawn (default {DEFAULT_TOP_K})", default=DEFAULT_TOP_K, parse=count,
            metavar="K"),
     Option("tag_kernels", 'add "pattern": "P1" to the args of the GPU ops inside drawn patterns', default=False,
            flag=True),

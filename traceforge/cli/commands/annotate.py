@@ -10,7 +10,7 @@ from ...annotator.run import annotate
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of, output_path
 from ..rank_summary import Figures, gpu_figures
 from . import add_compression_argument, note_plain_output
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "copied byte for byte.",
     )
     ranks.add_arguments(p, "trace file (.json, .json.gz, .json.zst) or - for stdin")
-    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+    p.add_argument("-o", "--output", type=output_path, help="output file; its suffix picks the compression (.json, .json.gz, "
                    ".json.zst), - for stdout. Default: <name>.annotated.json.gz beside the input (.json.zst for a "
                    ".json.zst input, .json for .json). With several inputs (or a directory): a directory (made if "
                    "missing; default DIR/annotated/ for a directory DIR) that gets <name>.annotated.json.gz for "

@@ -14,7 +14,7 @@ from ...api.files import classified
 from ...errors import UsageError
 from .. import ranks
 from ..classify_report import render_csv, render_html, render_json, render_text
-from ..options import add_filter_arguments, add_hta_argument, filters_of
+from ..options import add_filter_arguments, add_hta_argument, filters_of, output_path
 from ..rank_summary import classified_figures, summarize
 
 _RENDER = {"text": render_text, "csv": render_csv, "json": render_json}
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--elapsed-s", action="extend", type=_seconds_list, metavar="S[,S...]",
                    help="real (un-profiled) elapsed seconds, one for all inputs or one per input (comma-separated "
                    "or the option repeated): the window non-GPU time is measured to (default: each file's GPU span)")
-    p.add_argument("--html", metavar="FILE", help="also write a stacked bar chart (standalone HTML, inline SVG)")
+    p.add_argument("--html", type=output_path, metavar="FILE", help="also write a stacked bar chart (standalone HTML, inline SVG)")
     add_hta_argument(p)
     add_filter_arguments(p)
     p.set_defaults(func=run)

@@ -8,7 +8,7 @@ import sys
 from ...analyses.export_tables import tables_by_kind
 from ...api.reads import export_columns
 from ...io.table_files import check_parquet, write_tables
-from ..options import add_filter_arguments, filters_of
+from ..options import add_filter_arguments, filters_of, output_path
 from ..output import wrap
 
 
@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and for GPU ops the launch API and the CPU op that issued them.",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst)")
-    p.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
-    p.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
+    p.add_argument("--csv", type=output_path, metavar="DIR", help="write CSV files into DIR (created if missing)")
+    p.add_argument("--parquet", type=output_path, metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
     add_filter_arguments(p)
     p.set_defaults(func=run, parser=p)
 

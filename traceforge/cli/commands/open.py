@@ -7,6 +7,7 @@ import os
 import sys
 
 from ...io.reader import check_start
+from ..options import port_number
 from ..serve import DEFAULT_PORT, MEMORY_PER_JSON_BYTE, UI, json_size, trace_server, ui_url
 
 
@@ -19,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(Ctrl-C). The trace never leaves this machine: the UI runs in your browser.",
     )
     p.add_argument("file", help="trace file (.json, .json.gz, .json.zst)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
-                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}). ui.perfetto.dev fetches from 127.0.0.1:"
-                   f"{DEFAULT_PORT} only (its content security policy): another port is for a UI you host yourself")
+    p.add_argument("--port", type=port_number, default=DEFAULT_PORT,
+                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0: a free one). ui.perfetto.dev fetches from "
+                   f"127.0.0.1:{DEFAULT_PORT} only (its content security policy): another port is for a UI you host "
+                   "yourself")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.set_defaults(func=run)
 
@@ -29,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     check_start(args.file)  # what the UI would refuse at the first bytes: said here, not in the browser
     server = trace_server(args.file, args.port, log=lambda line: print(line, file=sys.stderr, flush=True))
+    port = server.server_address[1]  # the one chosen where --port is 0
     size = json_size(args.file)
     if size.too_large:
         gb = size.json_bytes / 1e9
@@ -38,18 +41,20 @@ def run(args: argparse.Namespace) -> int:
               f"`trace_processor --httpd {args.file}`) and open {UI}, which "
               f"connects to it, or cut the trace first: `traceforge trim {args.file} -o part.json.gz --steps N-M`.",
               file=sys.stderr, flush=True)
-    if args.port != DEFAULT_PORT:
-        print(f"note: {UI} fetches traces from 127.0.0.1:{DEFAULT_PORT} only; on port {args.port} the link "
+    if port != DEFAULT_PORT:
+        print(f"note: {UI} fetches traces from 127.0.0.1:{DEFAULT_PORT} only; on port {port} the link "
               "below works with a Perfetto UI you host yourself", file=sys.stderr, flush=True)
-    url = ui_url(os.path.basename(args.file), args.port)
+    url = ui_url(os.path.basename(args.file), port)
     print(url, flush=True)
     if not args.no_browser and not _open_browser(url):
         print("no graphical browser found here: open the URL above in yours", file=sys.stderr, flush=True)
-    print(f"serving {args.file} on http://127.0.0.1:{args.port}/ until interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    print(f"serving {args.file} on http://127.0.0.1:{port}/ until interrupted (Ctrl-C)", file=sys.stderr, flush=True)
     with server:
         try:
             server.serve_forever()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
+            if getattr(e, "signum", None) is not None:  # SIGTERM, SIGHUP: the command's exit says so
+                raise
             print("stopped", file=sys.stderr)
     return 0
 

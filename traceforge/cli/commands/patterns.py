@@ -17,7 +17,7 @@ from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
-from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of
+from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of, output_path
 from ..output import Col, count, json_text, render, wrap
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_options(p, PATTERN_OPTIONS)
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="table format on stdout (stderr with -o -); csv and json carry the full kernel names")
-    p.add_argument("-o", "--output", help="also write the trace with the patterns drawn on it "
+    p.add_argument("-o", "--output", type=output_path, help="also write the trace with the patterns drawn on it "
                    "(suffix picks the compression: .json, .json.gz, .json.zst; - for stdout). With several inputs "
                    "(or a directory): a directory (made if missing) that gets <name>.annotated.json.gz for each (compressed as "
                    "the input is)")

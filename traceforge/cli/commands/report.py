@@ -9,6 +9,7 @@ import sys
 from ...report import write_report
 from ...report.downsample import DEFAULT_BUCKETS
 from .. import ranks
+from ..options import output_path
 
 DEFAULT_OUT = "report.html"
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pip install 'traceforge[report]'). Each plot says where to find the same thing in Perfetto.",
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
-    p.add_argument("-o", "--output", default=DEFAULT_OUT, metavar="OUT.html", help=f"(default {DEFAULT_OUT})")
+    p.add_argument("-o", "--output", type=output_path, default=DEFAULT_OUT, metavar="OUT.html", help=f"(default {DEFAULT_OUT})")
     p.add_argument("--points", type=int, default=DEFAULT_BUCKETS, metavar="N",
                    help=f"time series cut to N buckets, each keeping its min and max (default {DEFAULT_BUCKETS})")
     ranks.add_fan_out_arguments(p)

@@ -8,6 +8,7 @@ import sys
 from ...io.codec import output_compression
 from ...io.output_names import default_output
 from ...rewrite.trim import trim
+from ..options import output_path
 from ..output import wrap
 from . import add_compression_argument, note_plain_output
 
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "inside it. Kept events are copied byte for byte.",
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst); read twice")
-    p.add_argument("-o", "--output", help="output file; its suffix picks the compression (.json, .json.gz, "
+    p.add_argument("-o", "--output", type=output_path, help="output file; its suffix picks the compression (.json, .json.gz, "
                    ".json.zst). Default: <name>.trimmed.json.gz beside the input (.json.zst for a .json.zst input, "
                    ".json for .json)")
     what = p.add_mutually_exclusive_group(required=True)
