@@ -909,17 +909,19 @@ static Py_ssize_t sk_value(const char *b, Py_ssize_t i, Py_ssize_t n) {
 
 static int sk_per_event(const char *key, Py_ssize_t len) {  /* key: the text between the quotes */
     for (int k = 0; PER_EVENT[k]; k++)
-        if ((Py_ssize_t)strlen(PER_EVENT[k]) == len && memcmp(PER_EVENT[k], key, len) == 0) return 1;
+        if (PER_EVENT[k][0] == key[0] && (Py_ssize_t)strlen(PER_EVENT[k]) == len && memcmp(PER_EVENT[k], key, len) == 0)
+            return 1;
     return 0;
 }
 
-/* Walks the members of the object at b[i] == '{'. With out == NULL: finds the one "args" member
- * (*args_at: its value's start, -1 if none); else appends the members but PER_EVENT to out.
- * Returns 0, or -1 where the caller must parse the event. */
-static int sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, Py_ssize_t *args_at, char *out, Py_ssize_t *out_len) {
+/* Walks the members of the object at b[i] == '{' and returns where it ends, or -1 where the caller
+ * must parse the event. At the top (args == 0): the one "args" member whose value is an object is
+ * walked with args == 1 (*found set), which appends its members but PER_EVENT to out. */
+static Py_ssize_t sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, int args, int *found, char *out,
+                             Py_ssize_t *out_len) {
     if (i >= n || b[i] != '{') return -1;
     i = sk_ws(b, i + 1, n);
-    if (i < n && b[i] == '}') return 0;
+    if (i < n && b[i] == '}') return i + 1;
     for (;;) {
         int escaped = 0;
         if (i >= n || b[i] != '"') return -1;
@@ -927,14 +929,16 @@ static int sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, Py_ssize_t *arg
         if (key_end < 0 || escaped) return -1;
         i = sk_ws(b, key_end, n);
         if (i >= n || b[i] != ':') return -1;
-        Py_ssize_t value = sk_ws(b, i + 1, n), value_end = sk_value(b, value, n);
+        Py_ssize_t value = sk_ws(b, i + 1, n), value_end;
+        if (!args && key_end - key == 6 && memcmp(b + key, "\"args\"", 6) == 0) {
+            if (*found || value >= n || b[value] != '{') return -1;
+            *found = 1;
+            value_end = sk_members(b, value, n, 1, found, out, out_len);
+        } else {
+            value_end = sk_value(b, value, n);
+        }
         if (value_end < 0) return -1;
-        if (out == NULL) {
-            if (key_end - key == 6 && memcmp(b + key, "\"args\"", 6) == 0) {
-                if (*args_at >= 0 || b[value] != '{') return -1;
-                *args_at = value;
-            }
-        } else if (!sk_per_event(b + key + 1, key_end - key - 2)) {
+        if (args && !sk_per_event(b + key + 1, key_end - key - 2)) {
             memcpy(out + *out_len, b + key, key_end - key);
             *out_len += key_end - key;
             out[(*out_len)++] = ':';
@@ -943,7 +947,7 @@ static int sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, Py_ssize_t *arg
             out[(*out_len)++] = ',';
         }
         i = sk_ws(b, value_end, n);
-        if (i < n && b[i] == '}') return 0;
+        if (i < n && b[i] == '}') return i + 1;
         if (i >= n || b[i] != ',') return -1;
         i = sk_ws(b, i + 1, n);
     }
@@ -967,19 +971,16 @@ static PyObject *shape_keys(PyObject *self, PyObject *args) {
         int64_t lo = span[2 * e], hi = span[2 * e + 1];
         PyObject *key;
         if (lo < 0 || hi < lo || hi > data.len) { PyErr_SetString(PyExc_ValueError, "span outside the data"); goto fail; }
-        Py_ssize_t args_at = -1, len = 0, at = sk_ws(b, lo, hi);
-        if (sk_members(b, at, hi, &args_at, NULL, NULL) < 0) { Py_INCREF(Py_None); key = Py_None; }
-        else if (args_at < 0) key = PyBytes_FromStringAndSize("", 0);
-        else {
-            if (hi - lo + 2 > cap) {  /* the members less their separators are no longer than the event */
-                cap = 2 * (hi - lo) + 2;
-                char *grown = PyMem_Realloc(scratch, cap);
-                if (!grown) { PyErr_NoMemory(); goto fail; }
-                scratch = grown;
-            }
-            if (sk_members(b, args_at, hi, &args_at, scratch, &len) < 0) { Py_INCREF(Py_None); key = Py_None; }
-            else key = PyBytes_FromStringAndSize(scratch, len);
+        if (hi - lo + 2 > cap) {  /* the members less their separators are no longer than the event */
+            cap = 2 * (hi - lo) + 2;
+            char *grown = PyMem_Realloc(scratch, cap);
+            if (!grown) { PyErr_NoMemory(); goto fail; }
+            scratch = grown;
         }
+        Py_ssize_t len = 0;
+        int found = 0;
+        if (sk_members(b, sk_ws(b, lo, hi), hi, 0, &found, scratch, &len) < 0) { Py_INCREF(Py_None); key = Py_None; }
+        else key = PyBytes_FromStringAndSize(scratch, len);  /* b"" without args */
         if (!key) goto fail;
         PyList_SET_ITEM(out, e, key);
     }
