@@ -37,6 +37,17 @@ CASES = [
 ]
 
 
+def _keys(module, data: bytes, spans: np.ndarray, seen: dict | None = None) -> tuple[list, list]:
+    """``module.shape_keys``' ids and, per span, its key where ``seen`` lacks it (else None)."""
+    ids = np.zeros(len(spans), np.int32)
+    missing = module.shape_keys(data, spans, {} if seen is None else seen, ids)
+    keys = [None] * len(spans)
+    for i, key in missing:
+        keys[i] = key
+    assert sorted(i for i, _ in missing) == [i for i, _ in missing] == np.flatnonzero(ids == -2).tolist()
+    return ids.tolist(), keys
+
+
 def _spans(events: list[bytes]) -> tuple[bytes, np.ndarray]:
     data, spans, at = [], [], 0
     for e in events:
@@ -48,8 +59,8 @@ def _spans(events: list[bytes]) -> tuple[bytes, np.ndarray]:
 
 def test_c_and_fallback_agree_on_edge_cases_cut_at_every_byte():
     data, spans = _spans(CASES)
-    keys = C.shape_keys(memoryview(data), spans)
-    assert keys == F.shape_keys(memoryview(data), spans)
+    keys = _keys(C, memoryview(data), spans)[1]
+    assert keys == _keys(F, memoryview(data), spans)[1]
     assert keys[0] == (b'"Concrete Inputs":["", "1"],"Input type":["float", "Scalar"],'
                        b'"Input Strides":[[1000, 1], []],"Input Dims":[[64, 1000], []],')
     assert keys[1] == keys[2] == b"" and keys[3] == b'"q":-1.5e3,'
@@ -58,11 +69,16 @@ def test_c_and_fallback_agree_on_edge_cases_cut_at_every_byte():
     assert keys[10] == b'"Input Dims":"\\"External id\\": 1",'
     for case in CASES:
         cuts = np.array([(0, n) for n in range(len(case) + 1)], np.int64)
-        assert C.shape_keys(case, cuts) == F.shape_keys(case, cuts), case
-    with pytest.raises(ValueError):
-        C.shape_keys(b"{}", np.array([[0, 3]], np.int64))
-    with pytest.raises(ValueError):
-        F.shape_keys(b"{}", np.array([[0, 3]], np.int64))
+        assert _keys(C, case, cuts) == _keys(F, case, cuts), case
+    seen = {keys[0]: 7, b"": 3}
+    for module in (C, F):
+        ids, missing = _keys(module, memoryview(data), spans, seen)
+        assert ids[:3] == [7, 3, 3] and ids[3] == -2 and missing[:4] == [None, None, None, keys[3]]
+        for bad in (np.array([[0, 3]], np.int64), np.array([[0, len(data) + 1]], np.int64)):
+            with pytest.raises(ValueError):
+                _keys(module, b"{}", bad)
+        with pytest.raises(ValueError):
+            module.shape_keys(b"{}", np.array([[0, 2]], np.int64), {}, np.zeros(2, np.int32))
 
 
 def test_random_args_agree_and_equal_keys_mean_equal_shapes():
@@ -80,8 +96,8 @@ def test_random_args_agree_and_equal_keys_mean_equal_shapes():
                           separators=rng.choice([(",", ":"), (", ", ": ")]))
         events.append(text.encode())
     data, spans = _spans(events)
-    keys = C.shape_keys(data, spans)
-    assert keys == F.shape_keys(data, spans) and None not in keys
+    keys = _keys(C, data, spans)[1]
+    assert keys == _keys(F, data, spans)[1] and None not in keys
     shapes: dict[bytes, tuple] = {}
     for key, e in zip(keys, events):
         args = orjson.loads(e)["args"]
@@ -99,7 +115,7 @@ def test_real_ops_equal_keys_mean_equal_shapes(name):
     ops = [e for e in orjson.loads(raw_json(path))["traceEvents"] if e.get("cat") == "cpu_op"]
     events = [json.dumps(e).encode() for e in ops]
     data, spans = _spans(events)
-    keys = C.shape_keys(data, spans)
+    keys = _keys(C, data, spans)[1]
     assert None not in keys
     seen: dict[bytes, tuple] = {}
     for key, e in zip(keys, ops):

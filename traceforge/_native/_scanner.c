@@ -953,19 +953,25 @@ static Py_ssize_t sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, int args
     }
 }
 
+/* shape_keys(data, spans, seen, out): per event span (int64 pairs), its key looked up in dict seen
+ * (bytes -> int): out[i] (int32) is its value where seen has the key, else -2. Returns the events
+ * seen lacks, as a list of (i, key), key None where the caller parses the event. */
 static PyObject *shape_keys(PyObject *self, PyObject *args) {
-    PyObject *data_arg, *spans_arg, *out = NULL;
-    Py_buffer data = {0}, spans = {0};
+    PyObject *data_arg, *spans_arg, *seen, *out_arg, *missing = NULL;
+    Py_buffer data = {0}, spans = {0}, out = {0};
     char *scratch = NULL;
-    if (!PyArg_ParseTuple(args, "OO", &data_arg, &spans_arg)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO!O", &data_arg, &spans_arg, &PyDict_Type, &seen, &out_arg)) return NULL;
     if (PyObject_GetBuffer(data_arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(spans_arg, &spans, PyBUF_SIMPLE) < 0) goto done;
+    if (PyObject_GetBuffer(out_arg, &out, PyBUF_WRITABLE) < 0) goto done;
     if (spans.len % (2 * sizeof(int64_t))) { PyErr_SetString(PyExc_ValueError, "spans: pairs of int64"); goto done; }
     Py_ssize_t count = spans.len / (2 * sizeof(int64_t));
+    if (out.len != count * (Py_ssize_t)sizeof(int32_t)) { PyErr_SetString(PyExc_ValueError, "out: an int32 per span"); goto done; }
     const int64_t *span = (const int64_t *)spans.buf;
+    int32_t *ids = (int32_t *)out.buf;
     const char *b = (const char *)data.buf;
-    out = PyList_New(count);
-    if (!out) goto done;
+    missing = PyList_New(0);
+    if (!missing) goto done;
     Py_ssize_t cap = 0;
     for (Py_ssize_t e = 0; e < count; e++) {
         int64_t lo = span[2 * e], hi = span[2 * e + 1];
@@ -980,26 +986,42 @@ static PyObject *shape_keys(PyObject *self, PyObject *args) {
         Py_ssize_t len = 0;
         int found = 0;
         if (sk_members(b, sk_ws(b, lo, hi), hi, 0, &found, scratch, &len) < 0) { Py_INCREF(Py_None); key = Py_None; }
-        else key = PyBytes_FromStringAndSize(scratch, len);  /* b"" without args */
-        if (!key) goto fail;
-        PyList_SET_ITEM(out, e, key);
+        else {
+            key = PyBytes_FromStringAndSize(scratch, len);  /* b"" without args */
+            if (!key) goto fail;
+            PyObject *id = PyDict_GetItemWithError(seen, key);
+            if (id) {
+                long v = PyLong_AsLong(id);
+                Py_DECREF(key);
+                if (v == -1 && PyErr_Occurred()) goto fail;
+                ids[e] = (int32_t)v;
+                continue;
+            }
+            if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
+        }
+        ids[e] = -2;
+        PyObject *pair = Py_BuildValue("(nN)", e, key);
+        if (!pair || PyList_Append(missing, pair) < 0) { Py_XDECREF(pair); goto fail; }
+        Py_DECREF(pair);
     }
     goto done;
 fail:
-    Py_CLEAR(out);
+    Py_CLEAR(missing);
 done:
     PyMem_Free(scratch);
+    if (out.obj) PyBuffer_Release(&out);
     if (spans.obj) PyBuffer_Release(&spans);
     PyBuffer_Release(&data);
-    return out;
+    return missing;
 }
 
 static PyMethodDef methods[] = {
     {"intern", intern_one, METH_VARARGS, "The id of a byte string in an Interner (added if new)."},
     {"columns", columns, METH_VARARGS, "columns(rows, at, fields) -> those fields of rows `at`, a column after another (int64)."},
     {"scan", scan, METH_VARARGS, "Scan a run of events: (status, count, stop, err_pos, message, rows)."},
-    {"shape_keys", shape_keys, METH_VARARGS, "shape_keys(data, spans) -> per event span (int64 pairs): its args "
-     "less the per-event members as bytes, b\"\" without args, None where the caller parses it."},
+    {"shape_keys", shape_keys, METH_VARARGS, "shape_keys(data, spans, seen, out) -> [(i, key)]: per event span (int64 pairs), its args less the "
+     "per-event members (b\"\" without args, None where the caller parses it) looked up in seen: out[i] its id, or -2 "
+     "and (i, key) listed."},
     {"Interner", new_interner, METH_O, "An interner that appends new byte strings to the given list."},
     {NULL, NULL, 0, NULL},
 };

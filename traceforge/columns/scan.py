@@ -512,14 +512,14 @@ class _ColumnBuilder:
         seen = self._seen_shapes
         if len(seen) > _SEEN_SHAPES_MAX:  # keys that never repeat (members the scanner does not know): start again
             seen.clear()
-        keys = _native.scanner.shape_keys(batch.view, np.ascontiguousarray(batch.spans[at[picked]], np.int64))
-        ids = [seen.get(k, -2) for k in keys]  # None (an event the scanner leaves to the parser) is never seen
-        new = [i for i, v in enumerate(ids) if v == -2]
+        ids = np.empty(len(picked), np.int32)
+        new = _native.scanner.shape_keys(batch.view, np.ascontiguousarray(batch.spans[at[picked]], np.int64), seen,
+                                         ids)
         if new:
-            for i, e in zip(new, _events_at(batch, at[picked][new])):
+            for (i, key), e in zip(new, _events_at(batch, at[picked][[i for i, _ in new]])):
                 ids[i] = self._shape_id(e)
-                if keys[i] is not None:
-                    seen[keys[i]] = ids[i]
+                if key is not None:  # None: an event the scanner leaves to the parser, never looked up
+                    seen[key] = int(ids[i])
         out[picked] = ids
         return out
 

@@ -1384,24 +1384,37 @@ def _sk_members(b: bytes, i: int, n: int, out: list | None) -> int:
         i = _sk_ws(b, i + 1, n)
 
 
-def shape_keys(data, spans) -> list:
-    """Per event span (int64 pairs): its args less the per-event members, as ``_scanner.c``'s."""
+def shape_keys(data, spans, seen: dict, out) -> list:
+    """Per event span (int64 pairs): its args less the per-event members looked up in ``seen``:
+    ``out[i]`` (int32) its id, else -2 and ``(i, key)`` listed (key None: the caller parses it),
+    as ``_scanner.c``'s."""
     b = bytes(_bytes_view(data))
     pairs = memoryview(spans).cast("B").cast("q").tolist()
     if len(pairs) % 2:
         raise ValueError("spans: pairs of int64")
-    out: list = []
-    for lo, hi in zip(pairs[::2], pairs[1::2]):
+    ids = memoryview(out).cast("B").cast("i")
+    if len(ids) != len(pairs) // 2:
+        raise ValueError("out: an int32 per span")
+    missing: list = []
+    for e, (lo, hi) in enumerate(zip(pairs[::2], pairs[1::2])):
         if lo < 0 or hi < lo or hi > len(b):
             raise ValueError("span outside the data")
-        try:
-            args_at = _sk_members(b, _sk_ws(b, lo, hi), hi, None)
-            if args_at < 0:
-                out.append(b"")
-                continue
-            members: list = []
-            _sk_members(b, args_at, hi, members)
-            out.append(b"".join(members))
-        except _NotRead:
-            out.append(None)
-    return out
+        key = _shape_key(b, lo, hi)
+        if key is not None and key in seen:
+            ids[e] = seen[key]
+        else:
+            ids[e] = -2
+            missing.append((e, key))
+    return missing
+
+
+def _shape_key(b: bytes, lo: int, hi: int) -> bytes | None:
+    try:
+        args_at = _sk_members(b, _sk_ws(b, lo, hi), hi, None)
+        if args_at < 0:
+            return b""
+        members: list = []
+        _sk_members(b, args_at, hi, members)
+        return b"".join(members)
+    except _NotRead:
+        return None
