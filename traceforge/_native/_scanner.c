@@ -859,10 +859,169 @@ static PyObject *intern_one(PyObject *self, PyObject *args) {
     return id == -3 ? NULL : PyLong_FromLongLong(id);
 }
 
+/* ---- shape_keys: per CPU op, its args less the members that differ between repeats ----
+ *
+ * The roofline keeps each distinct shape once: an op whose args, less its per-event members
+ * (ids, sequence numbers: PER_EVENT), are written as an earlier op's were has that op's shapes.
+ * For each event span: the args object's members other than those, each as its raw key text,
+ * ':' and raw value text, followed by ','; b"" for an event without args; None where the event
+ * is not read here (a key with an escape, "args" twice or not an object, text that is not a
+ * plain JSON object): the caller parses that event itself. */
+static const char *const PER_EVENT[] = {
+    "External id", "Ev Idx", "Record function id", "Sequence number", "Fwd thread id", "Python id",
+    "Python parent id", NULL,
+};
+
+static Py_ssize_t sk_ws(const char *b, Py_ssize_t i, Py_ssize_t n) {
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;
+    return i;
+}
+
+/* past the string starting at b[i] == '"'; *escaped set if it holds a backslash; -1 if cut */
+static Py_ssize_t sk_string(const char *b, Py_ssize_t i, Py_ssize_t n, int *escaped) {
+    for (i++; i < n; i++) {
+        if (b[i] == '\\') { *escaped = 1; i++; }
+        else if (b[i] == '"') return i + 1;
+    }
+    return -1;
+}
+
+/* past the value starting at b[i]; -1 if cut or not a value */
+static Py_ssize_t sk_value(const char *b, Py_ssize_t i, Py_ssize_t n) {
+    int escaped = 0;
+    if (i >= n) return -1;
+    if (b[i] == '"') return sk_string(b, i, n, &escaped);
+    if (b[i] == '{' || b[i] == '[') {
+        Py_ssize_t depth = 0;
+        for (; i < n; i++) {
+            char c = b[i];
+            if (c == '"') { i = sk_string(b, i, n, &escaped); if (i < 0) return -1; i--; }
+            else if (c == '{' || c == '[') depth++;
+            else if (c == '}' || c == ']') { if (--depth == 0) return i + 1; }
+        }
+        return -1;
+    }
+    Py_ssize_t start = i;
+    while (i < n && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n'
+           && b[i] != '\r') i++;
+    return i > start ? i : -1;
+}
+
+static int sk_per_event(const char *key, Py_ssize_t len) {  /* key: the text between the quotes */
+    for (int k = 0; PER_EVENT[k]; k++)
+        if (PER_EVENT[k][0] == key[0] && (Py_ssize_t)strlen(PER_EVENT[k]) == len && memcmp(PER_EVENT[k], key, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Walks the members of the object at b[i] == '{' and returns where it ends, or -1 where the caller
+ * must parse the event. At the top (args == 0): the one "args" member whose value is an object is
+ * walked with args == 1 (*found set), which appends its members but PER_EVENT to out. */
+static Py_ssize_t sk_members(const char *b, Py_ssize_t i, Py_ssize_t n, int args, int *found, char *out,
+                             Py_ssize_t *out_len) {
+    if (i >= n || b[i] != '{') return -1;
+    i = sk_ws(b, i + 1, n);
+    if (i < n && b[i] == '}') return i + 1;
+    for (;;) {
+        int escaped = 0;
+        if (i >= n || b[i] != '"') return -1;
+        Py_ssize_t key = i, key_end = sk_string(b, i, n, &escaped);
+        if (key_end < 0 || escaped) return -1;
+        i = sk_ws(b, key_end, n);
+        if (i >= n || b[i] != ':') return -1;
+        Py_ssize_t value = sk_ws(b, i + 1, n), value_end;
+        if (!args && key_end - key == 6 && memcmp(b + key, "\"args\"", 6) == 0) {
+            if (*found || value >= n || b[value] != '{') return -1;
+            *found = 1;
+            value_end = sk_members(b, value, n, 1, found, out, out_len);
+        } else {
+            value_end = sk_value(b, value, n);
+        }
+        if (value_end < 0) return -1;
+        if (args && !sk_per_event(b + key + 1, key_end - key - 2)) {
+            memcpy(out + *out_len, b + key, key_end - key);
+            *out_len += key_end - key;
+            out[(*out_len)++] = ':';
+            memcpy(out + *out_len, b + value, value_end - value);
+            *out_len += value_end - value;
+            out[(*out_len)++] = ',';
+        }
+        i = sk_ws(b, value_end, n);
+        if (i < n && b[i] == '}') return i + 1;
+        if (i >= n || b[i] != ',') return -1;
+        i = sk_ws(b, i + 1, n);
+    }
+}
+
+/* shape_keys(data, spans, seen, out): per event span (int64 pairs), its key looked up in dict seen
+ * (bytes -> int): out[i] (int32) is its value where seen has the key, else -2. Returns the events
+ * seen lacks, as a list of (i, key), key None where the caller parses the event. */
+static PyObject *shape_keys(PyObject *self, PyObject *args) {
+    PyObject *data_arg, *spans_arg, *seen, *out_arg, *missing = NULL;
+    Py_buffer data = {0}, spans = {0}, out = {0};
+    char *scratch = NULL;
+    if (!PyArg_ParseTuple(args, "OOO!O", &data_arg, &spans_arg, &PyDict_Type, &seen, &out_arg)) return NULL;
+    if (PyObject_GetBuffer(data_arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(spans_arg, &spans, PyBUF_SIMPLE) < 0) goto done;
+    if (PyObject_GetBuffer(out_arg, &out, PyBUF_WRITABLE) < 0) goto done;
+    if (spans.len % (2 * sizeof(int64_t))) { PyErr_SetString(PyExc_ValueError, "spans: pairs of int64"); goto done; }
+    Py_ssize_t count = spans.len / (2 * sizeof(int64_t));
+    if (out.len != count * (Py_ssize_t)sizeof(int32_t)) { PyErr_SetString(PyExc_ValueError, "out: an int32 per span"); goto done; }
+    const int64_t *span = (const int64_t *)spans.buf;
+    int32_t *ids = (int32_t *)out.buf;
+    const char *b = (const char *)data.buf;
+    missing = PyList_New(0);
+    if (!missing) goto done;
+    Py_ssize_t cap = 0;
+    for (Py_ssize_t e = 0; e < count; e++) {
+        int64_t lo = span[2 * e], hi = span[2 * e + 1];
+        PyObject *key;
+        if (lo < 0 || hi < lo || hi > data.len) { PyErr_SetString(PyExc_ValueError, "span outside the data"); goto fail; }
+        if (hi - lo + 2 > cap) {  /* the members less their separators are no longer than the event */
+            cap = 2 * (hi - lo) + 2;
+            char *grown = PyMem_Realloc(scratch, cap);
+            if (!grown) { PyErr_NoMemory(); goto fail; }
+            scratch = grown;
+        }
+        Py_ssize_t len = 0;
+        int found = 0;
+        if (sk_members(b, sk_ws(b, lo, hi), hi, 0, &found, scratch, &len) < 0) { Py_INCREF(Py_None); key = Py_None; }
+        else {
+            key = PyBytes_FromStringAndSize(scratch, len);  /* b"" without args */
+            if (!key) goto fail;
+            PyObject *id = PyDict_GetItemWithError(seen, key);
+            if (id) {
+                long v = PyLong_AsLong(id);
+                Py_DECREF(key);
+                if (v == -1 && PyErr_Occurred()) goto fail;
+                ids[e] = (int32_t)v;
+                continue;
+            }
+            if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
+        }
+        ids[e] = -2;
+        PyObject *pair = Py_BuildValue("(nN)", e, key);
+        if (!pair || PyList_Append(missing, pair) < 0) { Py_XDECREF(pair); goto fail; }
+        Py_DECREF(pair);
+    }
+    goto done;
+fail:
+    Py_CLEAR(missing);
+done:
+    PyMem_Free(scratch);
+    if (out.obj) PyBuffer_Release(&out);
+    if (spans.obj) PyBuffer_Release(&spans);
+    PyBuffer_Release(&data);
+    return missing;
+}
+
 static PyMethodDef methods[] = {
     {"intern", intern_one, METH_VARARGS, "The id of a byte string in an Interner (added if new)."},
     {"columns", columns, METH_VARARGS, "columns(rows, at, fields) -> those fields of rows `at`, a column after another (int64)."},
     {"scan", scan, METH_VARARGS, "Scan a run of events: (status, count, stop, err_pos, message, rows)."},
+    {"shape_keys", shape_keys, METH_VARARGS, "shape_keys(data, spans, seen, out) -> [(i, key)]: per event span (int64 pairs), its args less the "
+     "per-event members (b\"\" without args, None where the caller parses it) looked up in seen: out[i] its id, or -2 "
+     "and (i, key) listed."},
     {"Interner", new_interner, METH_O, "An interner that appends new byte strings to the given list."},
     {NULL, NULL, 0, NULL},
 };

@@ -13,7 +13,6 @@ once. Rows the scanner flags as odd are recomputed from the parsed event.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import orjson
 
+from .. import _native
 from ..io import rows as R
 from ..io.background import prefetched
 from ..io.placed_patch import EventPlaces
@@ -46,10 +46,6 @@ MEMORY_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Re
 # A CPU op's shapes (record_shapes=True), and a collective's size (record_param_comms).
 SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "dtype", "Collective name")
 _NO_SHAPES = (None,) * len(SHAPE_ARGS)
-# The args of a CPU op that differ between repeats of one op with the same shapes (an object's keys
-# only: in JSON a key alone is followed by a colon, so no string inside a list of shapes matches).
-_PER_EVENT = re.compile(rb'"(?:E(?:xternal id|v Idx)|Record function id|Sequence number|Fwd thread id|'
-                        rb'Python (?:id|parent id))"\s*:\s*(?:-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")')
 _SEEN_SHAPES_MAX = 1 << 16
 COPY_RATE_ARG = "memory bandwidth (GB/s)"  # Kineto's rate of a copy, from its duration in ns
 RATE_SCALE = 1_000_000  # copy rates are integers of 1e-6 GB/s (bytes per ns)
@@ -503,29 +499,27 @@ class _ColumnBuilder:
         """Per CPU op ``at``: the id of its shapes (``SHAPE_ARGS``), for those ``op_shapes`` picks by
         name; -1 for the others and for ops without any of those args. Each distinct shape is kept once.
 
-        Most ops repeat an earlier one but for their times and ids: an event's args text less its
-        per-event members (``_PER_EVENT``) is looked up first, and only the events whose text is new
-        are parsed."""
+        Most ops repeat an earlier one but for their times and ids: each op's args less their
+        per-event members (the scanner's ``shape_keys``, without a parse) is looked up first, and
+        only the events whose key is new are parsed."""
         out = np.full(len(at), -1, np.int32)
         picked = np.flatnonzero(self._shape_name[names])
         if not len(picked):
             return out
-        blobs = _event_bytes(batch, at[picked])
-        if blobs is None:
+        if batch.raw_rows is None:
             out[picked] = [self._shape_id(e) for e in _events_at(batch, at[picked])]
             return out
         seen = self._seen_shapes
-        if len(seen) > _SEEN_SHAPES_MAX:  # texts that never repeat (fields _PER_EVENT does not know): start again
+        if len(seen) > _SEEN_SHAPES_MAX:  # keys that never repeat (members the scanner does not know): start again
             seen.clear()
-        # From "args" on (the shapes are there), less the per-event members; JSON text holds no raw NUL.
-        texts = b"\x00".join(blobs).split(b"\x00")
-        args = [t[i:] if (i := t.find(b'"args"')) >= 0 else t for t in texts]
-        keys = _PER_EVENT.sub(b"", b"\x00".join(args)).split(b"\x00")
-        ids = [seen.get(k, -2) for k in keys]
-        new = [i for i, v in enumerate(ids) if v == -2]
+        ids = np.empty(len(picked), np.int32)
+        new = _native.scanner.shape_keys(batch.view, np.ascontiguousarray(batch.spans[at[picked]], np.int64), seen,
+                                         ids)
         if new:
-            for i, e in zip(new, _events_at(batch, at[picked][new])):
-                ids[i] = seen[keys[i]] = self._shape_id(e)
+            for (i, key), e in zip(new, _events_at(batch, at[picked][[i for i, _ in new]])):
+                ids[i] = self._shape_id(e)
+                if key is not None:  # None: an event the scanner leaves to the parser, never looked up
+                    seen[key] = int(ids[i])
         out[picked] = ids
         return out
 

@@ -1286,3 +1286,135 @@ def scan(data, start, limit, strings_interner, tracks_interner):
         break
     out.fromlist(flat)
     return status, count, stop, err_pos, msg, bytearray(out)
+
+
+# --- shape_keys: per CPU op, its args less the members that differ between repeats (_scanner.c) ---
+
+_PER_EVENT_KEYS = frozenset((b"External id", b"Ev Idx", b"Record function id", b"Sequence number", b"Fwd thread id",
+                             b"Python id", b"Python parent id"))
+_WS = b" \t\n\r"
+_VALUE_END = b",}] \t\n\r"
+
+
+class _NotRead(Exception):
+    """An event ``shape_keys`` leaves to the caller's parser."""
+
+
+def _sk_ws(b: bytes, i: int, n: int) -> int:
+    while i < n and b[i] in _WS:
+        i += 1
+    return i
+
+
+def _sk_string(b: bytes, i: int, n: int) -> tuple[int, bool]:
+    escaped, i = False, i + 1
+    while i < n:
+        c = b[i]
+        if c == 0x5C:  # backslash
+            escaped, i = True, i + 2
+            continue
+        if c == 0x22:
+            return i + 1, escaped
+        i += 1
+    raise _NotRead
+
+
+def _sk_value(b: bytes, i: int, n: int) -> int:
+    if i >= n:
+        raise _NotRead
+    c = b[i]
+    if c == 0x22:
+        return _sk_string(b, i, n)[0]
+    if c in b"{[":
+        depth = 0
+        while i < n:
+            c = b[i]
+            if c == 0x22:
+                i = _sk_string(b, i, n)[0]
+                continue
+            if c in b"{[":
+                depth += 1
+            elif c in b"}]":
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            i += 1
+        raise _NotRead
+    start = i
+    while i < n and b[i] not in _VALUE_END:
+        i += 1
+    if i == start:
+        raise _NotRead
+    return i
+
+
+def _sk_members(b: bytes, i: int, n: int, out: list | None) -> int:
+    """The members of the object at ``b[i]``: with ``out`` None, where the one "args" value starts
+    (-1 for none); else the members but the per-event ones appended to ``out``."""
+    if i >= n or b[i] != 0x7B:
+        raise _NotRead
+    args_at = -1
+    i = _sk_ws(b, i + 1, n)
+    if i < n and b[i] == 0x7D:
+        return args_at
+    while True:
+        if i >= n or b[i] != 0x22:
+            raise _NotRead
+        key = i
+        key_end, escaped = _sk_string(b, i, n)
+        if escaped:
+            raise _NotRead
+        i = _sk_ws(b, key_end, n)
+        if i >= n or b[i] != 0x3A:
+            raise _NotRead
+        value = _sk_ws(b, i + 1, n)
+        value_end = _sk_value(b, value, n)
+        if out is None:
+            if b[key:key_end] == b'"args"':
+                if args_at >= 0 or b[value] != 0x7B:
+                    raise _NotRead
+                args_at = value
+        elif b[key + 1:key_end - 1] not in _PER_EVENT_KEYS:
+            out.append(b[key:key_end] + b":" + b[value:value_end] + b",")
+        i = _sk_ws(b, value_end, n)
+        if i < n and b[i] == 0x7D:
+            return args_at
+        if i >= n or b[i] != 0x2C:
+            raise _NotRead
+        i = _sk_ws(b, i + 1, n)
+
+
+def shape_keys(data, spans, seen: dict, out) -> list:
+    """Per event span (int64 pairs): its args less the per-event members looked up in ``seen``:
+    ``out[i]`` (int32) its id, else -2 and ``(i, key)`` listed (key None: the caller parses it),
+    as ``_scanner.c``'s."""
+    b = bytes(_bytes_view(data))
+    pairs = memoryview(spans).cast("B").cast("q").tolist()
+    if len(pairs) % 2:
+        raise ValueError("spans: pairs of int64")
+    ids = memoryview(out).cast("B").cast("i")
+    if len(ids) != len(pairs) // 2:
+        raise ValueError("out: an int32 per span")
+    missing: list = []
+    for e, (lo, hi) in enumerate(zip(pairs[::2], pairs[1::2])):
+        if lo < 0 or hi < lo or hi > len(b):
+            raise ValueError("span outside the data")
+        key = _shape_key(b, lo, hi)
+        if key is not None and key in seen:
+            ids[e] = seen[key]
+        else:
+            ids[e] = -2
+            missing.append((e, key))
+    return missing
+
+
+def _shape_key(b: bytes, lo: int, hi: int) -> bytes | None:
+    try:
+        args_at = _sk_members(b, _sk_ws(b, lo, hi), hi, None)
+        if args_at < 0:
+            return b""
+        members: list = []
+        _sk_members(b, args_at, hi, members)
+        return b"".join(members)
+    except _NotRead:
+        return None

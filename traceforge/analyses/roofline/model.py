@@ -216,8 +216,8 @@ def split_by_duration(owner: np.ndarray, dur: np.ndarray, total: np.ndarray) -> 
 
 def _group_argmax(values: np.ndarray, group: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Per group (rows ``first[g]`` on, sorted by group): the row of its largest value, the first on ties."""
-    order = np.lexsort((np.arange(len(values)), -values, group))
-    return order[np.searchsorted(group[order], np.arange(len(first)))]
+    largest = np.flatnonzero(values == np.maximum.reduceat(values, first)[group])  # ascending, so by group
+    return largest[np.searchsorted(group[largest], np.arange(len(first)))]
 
 
 def _keys(works: list, labels: list[tuple[str, tuple | None]], widx: np.ndarray) -> tuple[list[OpKey], np.ndarray]:
