@@ -32,7 +32,7 @@ def test_no_flags_is_byte_identical(name, tmp_path, trace_path):
     assert out.read_bytes() == raw_json(trace_path(name))
 
 
-# Args that annotate --all adds to the trace's own events (launch delay, classify, counters, roofline).
+# Args that annotate --all --roofline adds to the trace's own events (launch delay, classify, counters, roofline).
 ADDED_ARGS = {"launch_delay_us", "launch_cpu_us", "category", "stage", "counters", "pattern", *ROOFLINE_ARGS}
 
 
@@ -107,7 +107,7 @@ def test_other_layouts(name, style, tmp_path, trace_path):
     assert run_cli("annotate", str(src), "--copy", "-o", str(plain)).returncode == 0
     assert plain.read_bytes() == data
     out = tmp_path / "out.json"
-    r = run_cli("annotate", str(src), "--all", "-o", str(out))
+    r = run_cli("annotate", str(src), "--all", "--roofline", "-o", str(out))
     assert r.returncode == 0, r.stderr
     written = out.read_bytes()
     doc_in, doc_out = orjson.loads(data), orjson.loads(written)

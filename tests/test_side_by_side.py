@@ -39,8 +39,8 @@ def _annotated(path, out, side_by_side: bool, monkeypatch) -> tuple[bytes, dict[
 def test_analyses_in_a_second_thread_write_what_one_at_a_time_writes(tmp_path, monkeypatch, name, trace_path):
     monkeypatch.setattr(schedule, "SIDE_BY_SIDE_BUDGET", 1 << 50)
     beside_copy, decided = _annotated(trace_path(name), tmp_path / "a.json.gz", True, monkeypatch)
-    # the roofline's args read the launch calls' stacks (CPU ops): those are picked before the args
-    assert decided == {"beside_copy": [True], "side_by_side": [], "picked in main thread": [True]}
+    # no args read CPU ops: those the tracks read are picked beside the copy too
+    assert decided == {"beside_copy": [True], "side_by_side": [], "picked in main thread": [False]}
     monkeypatch.setattr(schedule, "BESIDE_COPY_BYTES_PER_OP", 1 << 50)  # too much for the copy's side
     paired, decided = _annotated(trace_path(name), tmp_path / "b.json.gz", True, monkeypatch)
     assert decided == {"beside_copy": [False], "side_by_side": [True], "picked in main thread": [True]}
