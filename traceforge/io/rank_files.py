@@ -15,7 +15,7 @@ import orjson
 import zstandard
 
 from ..errors import UsageError
-from .codec import detect_codec
+from .codec import detect_codec, read_once
 from .limits import read_limits
 from .output_names import is_output
 
@@ -64,7 +64,9 @@ def head_rank(path: str) -> int | None:
     writes it), or None (no such key there, an array trace, unreadable: the job on the file
     reports that). Decompresses only the head, ``HEAD_READ_BYTES`` at a time, up to the
     top-level metadata limit (``io.limits``): a few ms a file, where a reader's first batch
-    decompresses megabytes."""
+    decompresses megabytes. Stdin or a FIFO is not looked at: it is read once, by its job."""
+    if read_once(path):
+        return None
     most = read_limits().max_metadata_bytes
     head = bytearray()
     searched = 0
