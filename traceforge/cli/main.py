@@ -34,6 +34,7 @@ from .commands import report as report_cmd
 from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
 from .options import add_limit_arguments, limits_of
+from .output_checks import refuse_outputs_onto_inputs
 
 QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
 DEBUG_HELP = "on an internal error (a bug in traceforge, exit code 3), also print the Python traceback"
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     tolerate_any_text()
     try:
         with progress.shown(not args.quiet), signals_unwind(), reading_limits(limits_of(args)):
+            refuse_outputs_onto_inputs(args)  # before anything is read
             return args.func(args)
     except Terminated as e:
         print(f"traceforge: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)

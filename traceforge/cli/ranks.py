@@ -165,7 +165,7 @@ def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
     directory = Path(out_dir)
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{out_dir}: with several inputs -o names a directory, and this is a file")
-    outputs = [str(directory / Path(default_output(p)).name) for p in paths]
+    outputs = outputs_in(out_dir, paths)
     seen: dict[str, str] = {}
     for p, out in zip(paths, outputs):
         if out in seen:
@@ -176,6 +176,11 @@ def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
     except OSError as e:
         raise UsageError(f"{out_dir}: cannot make the directory: {e.strerror or e}") from None
     return outputs
+
+
+def outputs_in(out_dir: str, paths: Sequence[str]) -> list[str]:
+    """The file each input is written to when ``-o`` names a directory (several inputs)."""
+    return [str(Path(out_dir) / Path(default_output(p)).name) for p in paths]
 
 
 def _captured(one: Callable[[argparse.Namespace], Figures], job: tuple[int, argparse.Namespace]) -> RankRun:

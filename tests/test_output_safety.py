@@ -1,0 +1,112 @@
+"""Outputs never replace an input (issue 54 item 1): every writing command, given an output
+that is one of the files it reads (the same name, a symlink, a hard link; a trace, a file in
+an input directory, a --rules file), refuses in one line before anything is read, and the
+input is unchanged. (``tests/test_hostile_same_output.py`` covers -o of the trace writers on
+their own input.)"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from traceforge.io import codec, rank_files
+
+from .conftest import run_cli
+
+RULES = '{"name": "mine", "rules": [{"category": "all", "match": ".*"}]}'
+
+# (command line with IN as the trace, OUT as the output, RULES as a rules file; which file OUT stands for)
+REFUSED = {
+    "annotate -o": (("annotate", "IN", "--queue-length", "-o", "OUT"), "trace"),
+    "repair -o": (("repair", "IN", "-o", "OUT"), "trace"),
+    "trim -o": (("trim", "IN", "--steps", "11", "-o", "OUT"), "trace"),
+    "patterns -o": (("patterns", "IN", "-o", "OUT"), "trace"),
+    "report -o": (("report", "IN", "-o", "OUT"), "trace"),
+    "classify --html": (("classify", "IN", "--html", "OUT"), "trace"),
+    "classify --html onto --rules": (("classify", "IN", "--rules", "RULES", "--html", "OUT"), "rules"),
+    "annotate --classify --rules": (("annotate", "IN", "--classify", "--rules", "RULES", "-o", "OUT"), "rules"),
+    "export --csv": (("export", "IN", "--csv", "OUTDIR"), "trace"),
+    "export --parquet": (("export", "IN", "--parquet", "OUTDIR"), "trace"),
+}
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def nothing_read(monkeypatch):
+    """Opening any trace (or its head, for the rank) fails the test: the refusal comes first."""
+    def refuse(path, *args, **kwargs):
+        raise AssertionError(f"{path} read before the outputs were checked")
+
+    monkeypatch.setattr(codec, "_open_raw", refuse)
+    monkeypatch.setattr(rank_files, "head_rank", refuse)
+
+
+def one_line_refusal(r) -> str:
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "refusing to overwrite the input" in err, err
+    return err
+
+
+@pytest.mark.parametrize("link", ["same name", "symlink", "hard link"])
+@pytest.mark.parametrize("case", REFUSED)
+def test_output_onto_an_input_is_refused_before_reading(case, link, tmp_path, sample, nothing_read):
+    args, target = REFUSED[case]
+    if "--parquet" in args and importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("Parquet needs pyarrow")
+    trace = tmp_path / "t.json.gz"
+    shutil.copyfile(sample.path, trace)
+    rules = tmp_path / "rules.json"
+    rules.write_text(RULES)
+    victim = trace if target == "trace" else rules
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / ("kernel.parquet" if "--parquet" in args else "kernel.csv" if "--csv" in args else "o.html")
+    if link == "same name":
+        out = victim
+        if "OUTDIR" in args:  # the directory holds the input under the name an export would give a table
+            out = out_dir / ("kernel.parquet" if "--parquet" in args else "kernel.csv")
+            trace = out
+            shutil.move(tmp_path / "t.json.gz", trace)
+            victim = trace
+    elif link == "symlink":
+        out.symlink_to(victim)
+    else:
+        os.link(victim, out)
+    before = {p: digest(p) for p in tmp_path.rglob("*") if p.is_file()}
+    argv = [{"IN": str(trace), "OUT": str(out), "RULES": str(rules), "OUTDIR": str(out_dir)}.get(a, a) for a in args]
+    one_line_refusal(run_cli(*argv))
+    assert {p: digest(p) for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", [("annotate", "--queue-length"), ("patterns",)], ids=lambda c: c[0])
+def test_many_inputs_one_output_onto_another_input_is_refused(command, tmp_path, sample, nothing_read):
+    """With several inputs, -o DIR gets <name>.annotated.json.gz per input: the one for a.json.gz
+    is (a hard link to) b.json.gz, which this run reads."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copyfile(sample.path, inputs / name)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    os.link(inputs / "b.json.gz", out_dir / "a.annotated.json.gz")
+    before = digest(inputs / "b.json.gz")
+    err = one_line_refusal(run_cli(command[0], str(inputs), *command[1:], "-o", str(out_dir), "--jobs", "2"))
+    assert f"{out_dir / 'a.annotated.json.gz'}: refusing to overwrite the input ({inputs / 'b.json.gz'})" in err, err
+    assert digest(inputs / "b.json.gz") == before
+
+
+def test_an_output_that_is_no_input_is_written(tmp_path, sample):
+    rules = tmp_path / "rules.json"
+    rules.write_text(RULES)
+    out = tmp_path / "o.html"
+    r = run_cli("classify", str(sample.path), "--rules", str(rules), "--html", str(out))
+    assert r.returncode == 0 and out.read_bytes().startswith(b"<!DOCTYPE html>"), r.stderr.decode()
