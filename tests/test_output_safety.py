@@ -6,17 +6,20 @@ their own input.)"""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from traceforge.io import codec, rank_files
 
-from .conftest import run_cli
+from .conftest import ROOT, run_cli
 
 RULES = '{"name": "mine", "rules": [{"category": "all", "match": ".*"}]}'
 
@@ -110,3 +113,103 @@ def test_an_output_that_is_no_input_is_written(tmp_path, sample):
     out = tmp_path / "o.html"
     r = run_cli("classify", str(sample.path), "--rules", str(rules), "--html", str(out))
     assert r.returncode == 0 and out.read_bytes().startswith(b"<!DOCTYPE html>"), r.stderr.decode()
+
+
+# -- item 2: a full disk leaves nothing behind --------------------------------------------------
+
+FULL_BYTES = 4096  # one page: every output here is larger
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A tmpfs of one page (root only: skipped where it cannot be mounted), unmounted after."""
+    where = tmp_path / "full"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FULL_BYTES}", "tmpfs", str(where)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.decode().strip() or r.returncode}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+# Every command that writes files, with OUT inside the full disk.
+WRITERS = {
+    "annotate": ("annotate", "IN", "--all", "-o", "OUT/o.json"),
+    "annotate --repair": ("annotate", "IN", "--queue-length", "--repair", "-o", "OUT/o.json"),
+    "annotate DIR": ("annotate", "DIR", "--queue-length", "-o", "OUT/annotated", "--jobs", "2"),
+    "repair": ("repair", "IN", "-o", "OUT/o.json"),
+    "trim": ("trim", "IN", "--steps", "11-12", "-o", "OUT/o.json"),
+    "patterns": ("patterns", "IN", "-o", "OUT/o.json"),
+    "report": ("report", "IN", "-o", "OUT/r.html"),
+    "classify --html": ("classify", "IN", "--html", "OUT/c.html"),
+    "export --csv": ("export", "IN", "--csv", "OUT/tables/csv"),
+    "export --parquet": ("export", "IN", "--parquet", "OUT/tables"),
+    "export into a directory there": ("export", "IN", "--csv", "OUT"),
+}
+
+
+def _tree(where: Path) -> list[str]:
+    return sorted(str(p.relative_to(where)) for p in where.rglob("*"))
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_full_disk_is_one_line_and_leaves_nothing(command, full_disk, tmp_path, sample):
+    args = WRITERS[command]
+    if "--parquet" in args and importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("Parquet needs pyarrow")
+    if command == "report":
+        pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for rank in (0, 1):
+        (ranks / f"rank{rank}.json.gz").write_bytes(gzip.compress(sample.raw.replace(
+            b'"distributedInfo": {"backend": "nccl", "rank": 0', b'"distributedInfo": {"backend": "nccl", "rank": %d' % rank), 1))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    argv = [a.replace("OUT", str(full_disk)).replace("DIR", str(ranks)).replace("IN", str(sample.path)) for a in args]
+    r = subprocess.run([sys.executable, "-m", "traceforge", "-q", *argv], capture_output=True, cwd=ROOT, timeout=300,
+                       env={**os.environ, "TMPDIR": str(temp)})
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("traceforge: error")]
+    if command == "annotate DIR":  # each rank's error, with the other ranks' results
+        assert len(lines) == 2 and all("No space left on device" in line for line in lines), err
+    else:
+        assert err.count("\n") == 1 and len(lines) == 1, err
+        assert "no space left on device" in err.lower(), err
+    assert _tree(full_disk) == [], _tree(full_disk)
+    assert _tree(temp) == []
+
+
+def test_full_temporary_directory_for_the_stdin_spool(full_disk, tmp_path, sample):
+    out = tmp_path / "o.json"
+    r = subprocess.run([sys.executable, "-m", "traceforge", "-q", "annotate", "-", "--queue-length", "-o", str(out)],
+                       input=sample.path.read_bytes(), capture_output=True, cwd=ROOT, timeout=300,
+                       env={**os.environ, "TMPDIR": str(full_disk)})
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "no space left on device" in err, err
+    assert _tree(full_disk) == [] and not out.exists()
+
+
+def test_export_into_a_new_directory_appears_whole(tmp_path, sample, monkeypatch):
+    """The tables are written inside a temporary directory beside the one asked for (and its
+    missing parents): while they are written, the directory is not there."""
+    from traceforge.io import table_files
+
+    seen = []
+    real = table_files.publish
+
+    def watched(tmp, out):
+        seen.append((Path(out).exists(), sorted(p.name for p in (tmp_path / "a").iterdir())))
+        real(tmp, out)
+
+    monkeypatch.setattr(table_files, "publish", watched)
+    (tmp_path / "a").mkdir()
+    r = run_cli("export", str(sample.path), "--csv", str(tmp_path / "a" / "b" / "c"))
+    assert r.returncode == 0, r.stderr.decode()
+    assert seen and not seen[-1][0] and all(name.startswith(".b.traceforge-") for name in seen[-1][1])
+    assert sorted(p.name for p in (tmp_path / "a" / "b" / "c").iterdir()) == sorted(
+        line.rsplit("/", 1)[1] for line in r.stdout.decode().split())
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b"]

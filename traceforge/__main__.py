@@ -6,4 +6,4 @@ except KeyboardInterrupt:  # Ctrl-C while the modules load: no traceback
     sys.stderr.write("traceforge: interrupted\n")
     sys.exit(130)
 
-sys.exit(main())
+sys.exit(main(process=True))
