@@ -106,6 +106,10 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
                     bar(f"{len(items)} traces", done, total)
             if failed and all(finished[:min(failed)]):
                 break
+    except BaseException as e:
+        if not isinstance(e, Exception):  # a signal (KeyboardInterrupt, Terminated): the workers stop now
+            _stop(completed, e)
+        raise
     finally:
         completed.close()  # the jobs not yet started are cancelled
     if failed:
@@ -135,6 +139,15 @@ def _size(path: str) -> int:
         return 0
 
 
+def _stop(completed: Generator, signal_error: BaseException) -> None:
+    """Hand ``signal_error`` to the jobs' generator where it waits, so that it stops its workers
+    (the generator may have raised it itself: then they are stopped already)."""
+    try:
+        completed.throw(signal_error)
+    except BaseException:
+        pass
+
+
 def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int) -> Generator[tuple[int, R]]:
     if min(jobs, len(items)) <= 1:
         for i, item in enumerate(items):
@@ -144,15 +157,81 @@ def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     limits = read_limits()  # the workers do not see this thread's context: they get the limits in force here
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job), initializer=worker_started)
     try:
         pending = {pool.submit(_limited, limits, job, items[i]): i for i in order}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 yield pending.pop(future), future.result()
-    finally:
+    except GeneratorExit:  # the caller has what it needs: the jobs running finish, the others are cancelled
         pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    except BaseException:  # a signal (or a worker gone): every worker stops now, unwinding as this process does
+        stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+STOP_GRACE_S = 10  # how long a stopped worker has to unwind (remove its temporary files) before it is killed
+
+
+def worker_started() -> None:
+    """Runs first in each worker process: SIGTERM and SIGHUP unwind its job (its temporary
+    files are removed) and end the worker quietly with 128 + the signal (``_limited``); SIGINT,
+    which a terminal's Ctrl-C sends to the worker too, is left to the parent, which then stops
+    the workers; and a worker ends when its parent does, however the parent ended."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise WorkerStopped(128 + signum)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+    _end_with_parent()
+
+
+def _end_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent ends (``prctl(PR_SET_PDEATHSIG)``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class WorkerStopped(SystemExit):
+    """A worker told to stop (SIGTERM): raised in its job, which unwinds; ``_limited`` then ends
+    the worker. A SystemExit, so a worker stopped between jobs ends without a traceback."""
+
+
+def stop_workers(pool: Any) -> None:
+    """SIGTERM every worker of ``pool`` and wait for each to end (``STOP_GRACE_S``, then SIGKILL),
+    with this thread's signals held meanwhile; then the pool is let go."""
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, held) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        for p in processes:
+            p.join(STOP_GRACE_S)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        pool.shutdown(wait=False, cancel_futures=True)
+    finally:
+        if saved is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, saved)
 
 
 def _context(job: Callable) -> Any:
@@ -194,8 +273,12 @@ def _modules(job: Any) -> list[str]:
 
 
 def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
-    with reading_limits(limits):
-        return job(item)
+    try:
+        with reading_limits(limits):
+            return job(item)
+    except WorkerStopped as e:  # the job has unwound: the worker ends here, sending nothing back
+        sys.stderr.flush()
+        os._exit(e.code if isinstance(e.code, int) else 1)
 
 
 def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str
