@@ -1,3 +1,4 @@
+import os
 import sys
 
 try:
@@ -6,4 +7,19 @@ except KeyboardInterrupt:  # Ctrl-C while the modules load: no traceback
     sys.stderr.write("traceforge: interrupted\n")
     sys.exit(130)
 
-sys.exit(main(process=True))
+
+def run() -> None:
+    """The ``traceforge`` command (and ``python -m traceforge``): the whole process."""
+    code = main(process=True)
+    if code > 128:  # stopped by a signal, and unwound: end now, not after waiting on workers stopped mid-reply
+        try:
+            sys.stdout.flush()
+        except OSError:
+            pass
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ..errors import TraceforgeError, UsageError
 from ..io.limits import ReadLimits, read_limits, reading_limits
 from ..io.rank_files import file_ranks, one_per_rank, trace_paths
-from ..util import progress
+from ..util import progress, signals
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -178,12 +178,16 @@ STOP_GRACE_S = 10  # how long a stopped worker has to unwind (remove its tempora
 
 def worker_started() -> None:
     """Runs first in each worker process: SIGTERM and SIGHUP unwind its job (its temporary
-    files are removed) and end the worker quietly with 128 + the signal (``_limited``); SIGINT,
+    files are removed) and end the worker quietly with 128 + the signal (``_limited``), or end
+    it at once between jobs (it may be sending a result: an exception there would be sent
+    back instead of ending it); SIGINT,
     which a terminal's Ctrl-C sends to the worker too, is left to the parent, which then stops
     the workers; and a worker ends when its parent does, however the parent ended."""
     import signal
 
     def stop(signum: int, frame: object) -> None:
+        if not _in_job:
+            os._exit(128 + signum)
         raise WorkerStopped(128 + signum)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -213,12 +217,8 @@ class WorkerStopped(SystemExit):
 
 def stop_workers(pool: Any) -> None:
     """SIGTERM every worker of ``pool`` and wait for each to end (``STOP_GRACE_S``, then SIGKILL),
-    with this thread's signals held meanwhile; then the pool is let go."""
-    import signal
-
-    held = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}
-    saved = signal.pthread_sigmask(signal.SIG_BLOCK, held) if hasattr(signal, "pthread_sigmask") else None
-    try:
+    another signal meanwhile ignored; then the pool is let go."""
+    with signals.ignored():
         processes = list((getattr(pool, "_processes", None) or {}).values())
         for p in processes:
             if p.is_alive():
@@ -229,9 +229,6 @@ def stop_workers(pool: Any) -> None:
                 p.kill()
                 p.join()
         pool.shutdown(wait=False, cancel_futures=True)
-    finally:
-        if saved is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, saved)
 
 
 def _context(job: Callable) -> Any:
@@ -272,13 +269,19 @@ def _modules(job: Any) -> list[str]:
     return [module] if isinstance(module, str) and module.startswith("traceforge.") else []
 
 
+_in_job = False  # in a worker: a job is running (a signal unwinds it)
+
+
 def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
+    global _in_job
     try:
+        _in_job = True
         with reading_limits(limits):
             return job(item)
     except WorkerStopped as e:  # the job has unwound: the worker ends here, sending nothing back
-        sys.stderr.flush()
         os._exit(e.code if isinstance(e.code, int) else 1)
+    finally:
+        _in_job = False
 
 
 def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str

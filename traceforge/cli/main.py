@@ -23,7 +23,7 @@ from .._version import __version__
 from ..errors import TraceforgeError
 from ..io import run_outputs
 from ..io.limits import reading_limits
-from ..util import progress
+from ..util import progress, signals
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import critical_path as critical_path_cmd
 from .commands import diff as diff_cmd
@@ -70,8 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *, process: bool = False) -> int:
     """Run the command line ``argv``; the exit code. ``process``: this is the whole process
     (``python -m traceforge``), so once the command has finished, or is unwinding from a
-    signal, further signals are held (never delivered: the process exits first) instead of
-    cutting the exit short."""
+    signal, further signals are ignored instead of cutting the exit short."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -89,10 +88,10 @@ def main(argv: list[str] | None = None, *, process: bool = False) -> int:
                 refuse_outputs_onto_inputs(args)  # before anything is read
                 code = args.func(args)
                 if process:
-                    hold_signals()  # done: a signal now is too late to stop anything, and exits 0 as it should
+                    signals.ignore()  # done: a signal now is too late to stop anything, and exits 0 as it should
             except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: a stopped run leaves no output
                 if process:
-                    hold_signals()  # a second signal does not cut the clean-up short
+                    signals.ignore()  # a second signal does not cut the clean-up short
                 run_outputs.withdraw()
                 raise
             return code
@@ -147,13 +146,6 @@ def signals_unwind() -> Iterator[None]:
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
-
-
-def hold_signals() -> None:
-    """Block SIGINT and the unwinding signals in this thread: one sent now waits, and is never
-    delivered if the process exits first."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *UNWINDING_SIGNALS})
 
 
 def tolerate_any_text() -> None:
