@@ -186,6 +186,7 @@ def worker_started() -> None:
     import signal
 
     def stop(signum: int, frame: object) -> None:
+        signals.ignore()  # the parent's SIGTERM after a group's one does not cut the unwinding short
         if not _in_job:
             os._exit(128 + signum)
         raise WorkerStopped(128 + signum)

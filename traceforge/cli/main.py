@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None, *, process: bool = False) -> int:
         return 2
     tolerate_any_text()
     try:
-        with progress.shown(not args.quiet), signals_unwind(), reading_limits(limits_of(args)), \
+        with progress.shown(not args.quiet), signals_unwind(process), reading_limits(limits_of(args)), \
                 run_outputs.recorded():
             try:
                 refuse_outputs_onto_inputs(args)  # before anything is read
@@ -130,22 +130,32 @@ UNWINDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP"
 
 
 @contextmanager
-def signals_unwind() -> Iterator[None]:
+def signals_unwind(process: bool = False) -> Iterator[None]:
     """While the command runs, SIGTERM and SIGHUP raise ``Terminated`` (SIGINT already raises
-    KeyboardInterrupt); the handlers are put back afterwards."""
+    KeyboardInterrupt); the handlers are put back afterwards. ``process`` (the whole process
+    is this run): the first signal also has the others ignored from then on, so a second one
+    cannot cut the unwinding (the removal of temporary files) short, and nothing is put back:
+    the interpreter's exit would put the default handlers back, under which a late signal
+    kills the process (``main`` ignores them once the command is done)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def raise_terminated(signum: int, frame: object) -> None:
+    def raise_stop(signum: int, frame: object) -> None:
+        if process:
+            signals.ignore()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(signum)
 
-    saved = {s: signal.signal(s, raise_terminated) for s in UNWINDING_SIGNALS}
+    ours = (*UNWINDING_SIGNALS, *((signal.SIGINT,) if process else ()))
+    saved = {s: signal.signal(s, raise_stop) for s in ours}
     try:
         yield
     finally:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
+        if not process:
+            for s, handler in saved.items():
+                signal.signal(s, handler)
 
 
 def tolerate_any_text() -> None:
