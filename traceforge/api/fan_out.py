@@ -179,10 +179,10 @@ STOP_GRACE_S = 10  # how long a stopped worker has to unwind (remove its tempora
 def worker_started() -> None:
     """Runs first in each worker process: SIGTERM and SIGHUP unwind its job (its temporary
     files are removed) and end the worker quietly with 128 + the signal (``_limited``), or end
-    it at once between jobs (it may be sending a result: an exception there would be sent
-    back instead of ending it); SIGINT,
-    which a terminal's Ctrl-C sends to the worker too, is left to the parent, which then stops
-    the workers; and a worker ends when its parent does, however the parent ended."""
+    it at once between jobs (it may be sending a result: an exception there would be sent back
+    instead of ending it); SIGINT, which a terminal's Ctrl-C sends to the worker too, is left
+    to the parent, which then stops the workers; and a worker ends when its parent does,
+    however the parent ended."""
     import signal
 
     def stop(signum: int, frame: object) -> None:

@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None, *, process: bool = False) -> int:
                 code = args.func(args)
                 if process:
                     signals.ignore()  # done: a signal now is too late to stop anything, and exits 0 as it should
-            except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: a stopped run leaves no output
+            except BaseException as e:
                 if process:
-                    signals.ignore()  # a second signal does not cut the clean-up short
-                run_outputs.withdraw()
+                    signals.ignore()  # a signal now does not cut the clean-up or the error's line short
+                if isinstance(e, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP: a stopped run leaves no output
+                    run_outputs.withdraw()
                 raise
             return code
     except Terminated as e:
