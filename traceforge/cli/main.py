@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import os
 import signal
 import sys
 import tempfile
@@ -142,7 +143,11 @@ def signals_unwind(process: bool = False) -> Iterator[None]:
         yield
         return
 
+    pid = os.getpid()
+
     def raise_stop(signum: int, frame: object) -> None:
+        if os.getpid() != pid:  # a worker just forked, before its own handlers (api.fan_out.worker_started)
+            return
         if process:
             signals.ignore()
         if signum == signal.SIGINT:
