@@ -38,7 +38,8 @@ def _stopped_while_starting(signum: int, frame: object) -> None:
 
 
 # ``python -m traceforge`` (argv[0] is "-m" while the package loads) or the ``traceforge`` script:
-# a signal before the command line's own handlers are in place (``cli.main``) ends it in one line.
+# a signal before the command line's own handlers are in place (``cli.main.signals_unwind``, which
+# replaces these) ends it in one line.
 _CLI_STARTING = _os.path.basename(_sys.argv[0]) in ("-m", "traceforge") if _sys.argv else False
 if _CLI_STARTING:
     for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
@@ -78,6 +79,3 @@ __all__ = [
     "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
     "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "scan", "stats", "trace_info", "trim",
 ]
-
-if _CLI_STARTING:  # Ctrl-C raises KeyboardInterrupt again, which the command line unwinds from
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)

@@ -3,9 +3,9 @@ import sys
 
 try:
     from .cli.main import main
-except KeyboardInterrupt:  # Ctrl-C while the modules load: no traceback
-    sys.stderr.write("traceforge: interrupted\n")
-    sys.exit(130)
+except KeyboardInterrupt:  # Ctrl-C while the modules load: no traceback, nothing to clean up
+    os.write(2, b"traceforge: interrupted\n")
+    os._exit(130)
 
 
 def run() -> None:
