@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -145,8 +146,11 @@ def signals_unwind(process: bool = False) -> Iterator[None]:
 
     pid = os.getpid()
 
-    def raise_stop(signum: int, frame: object) -> None:
+    def raise_stop(signum: int, frame: types.FrameType | None) -> None:
         if os.getpid() != pid:  # a worker just forked, before its own handlers (api.fan_out.worker_started)
+            return
+        if _in_fork_hook(frame):  # an exception there is swallowed ("Exception ignored"): again, once out of it
+            threading.Timer(0.01, os.kill, (pid, signum)).start()
             return
         if process:
             signals.ignore()
@@ -162,6 +166,16 @@ def signals_unwind(process: bool = False) -> Iterator[None]:
         if not process:
             for s, handler in saved.items():
                 signal.signal(s, handler)
+
+
+def _in_fork_hook(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` is logging's after-fork hook in the parent (``_releaseLock``, run by
+    ``os.fork`` as the workers start), which swallows any exception raised in it."""
+    while frame is not None:
+        if frame.f_code.co_name == "_releaseLock" and "logging" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def tolerate_any_text() -> None:
