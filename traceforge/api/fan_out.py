@@ -158,8 +158,10 @@ def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int
 
     limits = read_limits()  # the workers do not see this thread's context: they get the limits in force here
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job), initializer=worker_started)
+    workers: list[Any] = []
     try:
         pending = {pool.submit(_limited, limits, job, items[i]): i for i in order}
+        workers = list((getattr(pool, "_processes", None) or {}).values())  # a broken pool forgets them
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
@@ -167,8 +169,10 @@ def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int
     except GeneratorExit:  # the caller has what it needs: the jobs running finish, the others are cancelled
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    except BaseException:  # a signal (or a worker gone): every worker stops now, unwinding as this process does
-        stop_workers(pool)
+    except BaseException as e:  # a signal (or a worker gone): every worker stops now, unwinding as this process does
+        codes = stop_workers(pool, workers)
+        if type(e).__name__ == "BrokenProcessPool":
+            _pass_on_stop(codes)  # a worker told to stop first (a group's SIGTERM): this run stops as told
         raise
     pool.shutdown(wait=True)
 
@@ -216,11 +220,12 @@ class WorkerStopped(SystemExit):
     the worker. A SystemExit, so a worker stopped between jobs ends without a traceback."""
 
 
-def stop_workers(pool: Any) -> None:
-    """SIGTERM every worker of ``pool`` and wait for each to end (``STOP_GRACE_S``, then SIGKILL),
-    another signal meanwhile ignored; then the pool is let go."""
+def stop_workers(pool: Any, started: Sequence[Any] = ()) -> list[int | None]:
+    """SIGTERM every worker of ``pool`` (and those ``started``) and wait for each to end
+    (``STOP_GRACE_S``, then SIGKILL), another signal meanwhile ignored; then the pool is let go.
+    Returns the workers' exit codes."""
     with signals.ignored():
-        processes = list((getattr(pool, "_processes", None) or {}).values())
+        processes = list({id(p): p for p in (*started, *(getattr(pool, "_processes", None) or {}).values())}.values())
         for p in processes:
             if p.is_alive():
                 p.terminate()
@@ -230,6 +235,20 @@ def stop_workers(pool: Any) -> None:
                 p.kill()
                 p.join()
         pool.shutdown(wait=False, cancel_futures=True)
+    return [p.exitcode for p in processes]
+
+
+def _pass_on_stop(codes: list[int | None]) -> None:
+    """Where a worker ended as told by a signal (128 + SIGTERM or SIGHUP from ``worker_started``,
+    or killed by it), raise that signal here: the run stops as its parent would have been told to
+    (a process group's signal reaches the workers and the parent together)."""
+    import signal
+
+    for code in codes:
+        for s in signals.STOPPING:
+            if s != signal.SIGINT and code in (128 + s, -s):
+                signal.raise_signal(s)
+                return
 
 
 def _context(job: Callable) -> Any:
