@@ -25,6 +25,27 @@ not a readable trace; all derive from ``TraceforgeError``.
 
 from __future__ import annotations
 
+import os as _os
+import signal as _signal
+import sys as _sys
+
+
+def _stopped_while_starting(signum: int, frame: object) -> None:
+    """The command line stopped while its modules load: one line, no traceback, nothing to clean up."""
+    what = "interrupted" if signum == _signal.SIGINT else f"terminated by {_signal.Signals(signum).name}"
+    _os.write(2, f"traceforge: {what}\n".encode())
+    _os._exit(128 + signum)
+
+
+# ``python -m traceforge`` (argv[0] is "-m" while the package loads) or the ``traceforge`` script:
+# a signal before the command line's own handlers are in place (``cli.main.signals_unwind``, which
+# replaces these) ends it in one line.
+_CLI_STARTING = _os.path.basename(_sys.argv[0]) in ("-m", "traceforge") if _sys.argv else False
+if _CLI_STARTING:
+    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(_signal, _name):
+            _signal.signal(getattr(_signal, _name), _stopped_while_starting)
+
 from ._version import __version__
 from .analyses.filters import Filters
 from .annotator.registry import ANALYSES

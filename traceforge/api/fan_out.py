@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ..errors import TraceforgeError, UsageError
 from ..io.limits import ReadLimits, read_limits, reading_limits
 from ..io.rank_files import file_ranks, one_per_rank, trace_paths
-from ..util import progress
+from ..util import progress, signals
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -106,6 +106,10 @@ def run_jobs(job: Callable[[T], R], items: Sequence[T], paths: Sequence[str], *,
                     bar(f"{len(items)} traces", done, total)
             if failed and all(finished[:min(failed)]):
                 break
+    except BaseException as e:
+        if not isinstance(e, Exception):  # a signal (KeyboardInterrupt, Terminated): the workers stop now
+            _stop(completed, e)
+        raise
     finally:
         completed.close()  # the jobs not yet started are cancelled
     if failed:
@@ -135,6 +139,15 @@ def _size(path: str) -> int:
         return 0
 
 
+def _stop(completed: Generator, signal_error: BaseException) -> None:
+    """Hand ``signal_error`` to the jobs' generator where it waits, so that it stops its workers
+    (the generator may have raised it itself: then they are stopped already)."""
+    try:
+        completed.throw(signal_error)
+    except BaseException:
+        pass
+
+
 def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int) -> Generator[tuple[int, R]]:
     if min(jobs, len(items)) <= 1:
         for i, item in enumerate(items):
@@ -144,15 +157,98 @@ def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     limits = read_limits()  # the workers do not see this thread's context: they get the limits in force here
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=_context(job), initializer=worker_started)
+    workers: list[Any] = []
     try:
         pending = {pool.submit(_limited, limits, job, items[i]): i for i in order}
+        workers = list((getattr(pool, "_processes", None) or {}).values())  # a broken pool forgets them
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 yield pending.pop(future), future.result()
-    finally:
+    except GeneratorExit:  # the caller has what it needs: the jobs running finish, the others are cancelled
         pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    except BaseException as e:  # a signal (or a worker gone): every worker stops now, unwinding as this process does
+        codes = stop_workers(pool, workers)
+        if type(e).__name__ == "BrokenProcessPool":
+            _pass_on_stop(codes)  # a worker told to stop first (a group's SIGTERM): this run stops as told
+        raise
+    pool.shutdown(wait=True)
+
+
+STOP_GRACE_S = 10  # how long a stopped worker has to unwind (remove its temporary files) before it is killed
+
+
+def worker_started() -> None:
+    """Runs first in each worker process: SIGTERM and SIGHUP unwind its job (its temporary
+    files are removed) and end the worker quietly with 128 + the signal (``_limited``), or end
+    it at once between jobs (it may be sending a result: an exception there would be sent back
+    instead of ending it); SIGINT, which a terminal's Ctrl-C sends to the worker too, is left
+    to the parent, which then stops the workers; and a worker ends when its parent does,
+    however the parent ended."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        signals.ignore()  # the parent's SIGTERM after a group's one does not cut the unwinding short
+        if not _in_job:
+            os._exit(128 + signum)
+        raise WorkerStopped(128 + signum)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+    _end_with_parent()
+
+
+def _end_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent ends (``prctl(PR_SET_PDEATHSIG)``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class WorkerStopped(SystemExit):
+    """A worker told to stop (SIGTERM): raised in its job, which unwinds; ``_limited`` then ends
+    the worker. A SystemExit, so a worker stopped between jobs ends without a traceback."""
+
+
+def stop_workers(pool: Any, started: Sequence[Any] = ()) -> list[int | None]:
+    """SIGTERM every worker of ``pool`` (and those ``started``) and wait for each to end
+    (``STOP_GRACE_S``, then SIGKILL), another signal meanwhile ignored; then the pool is let go.
+    Returns the workers' exit codes."""
+    with signals.ignored():
+        processes = list({id(p): p for p in (*started, *(getattr(pool, "_processes", None) or {}).values())}.values())
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        for p in processes:
+            p.join(STOP_GRACE_S)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        pool.shutdown(wait=False, cancel_futures=True)
+    return [p.exitcode for p in processes]
+
+
+def _pass_on_stop(codes: list[int | None]) -> None:
+    """Where a worker ended as told by a signal (128 + SIGTERM or SIGHUP from ``worker_started``,
+    or killed by it), raise that signal here: the run stops as its parent would have been told to
+    (a process group's signal reaches the workers and the parent together)."""
+    import signal
+
+    for code in codes:
+        for s in signals.STOPPING:
+            if s != signal.SIGINT and code in (128 + s, -s):
+                signal.raise_signal(s)
+                return
 
 
 def _context(job: Callable) -> Any:
@@ -193,9 +289,19 @@ def _modules(job: Any) -> list[str]:
     return [module] if isinstance(module, str) and module.startswith("traceforge.") else []
 
 
+_in_job = False  # in a worker: a job is running (a signal unwinds it)
+
+
 def _limited(limits: ReadLimits, job: Callable[[T], R], item: T) -> R:
-    with reading_limits(limits):
-        return job(item)
+    global _in_job
+    try:
+        _in_job = True
+        with reading_limits(limits):
+            return job(item)
+    except WorkerStopped as e:  # the job has unwound: the worker ends here, sending nothing back
+        os._exit(e.code if isinstance(e.code, int) else 1)
+    finally:
+        _in_job = False
 
 
 def _on_cluster(job: Callable[[T], R], items: Sequence[T], order: list[int], address: str

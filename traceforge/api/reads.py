@@ -36,7 +36,7 @@ def declared_columns(path: str, analysis: str, options: Mapping[str, Any] | None
 def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:
     """The GPU ops of a Kineto trace (JSON, .gz, .zst) or an nsys ``cuda_gpu_trace`` CSV, told
     apart by content: no launch call or CPU op (classify and diff read none)."""
-    if path != "-" and is_nsys_gpu_trace(path):
+    if is_nsys_gpu_trace(path):
         return where.apply(read_nsys_gpu_trace(path)) if where else read_nsys_gpu_trace(path)
     return filtered_scan(path, where, cpu_ops=False, keep_launch=lambda name: False)
 
@@ -106,6 +106,6 @@ def diff_columns(path: str, *, cpu_ops: bool, where: Filters | None = None) -> T
     CPU ops, which wait on disk and are summed a chunk at a time; no launch call."""
     if not cpu_ops:
         return gpu_columns(path, where)
-    if path != "-" and is_nsys_gpu_trace(path):
+    if is_nsys_gpu_trace(path):
         return read_nsys_gpu_trace(path)
     return filtered_scan(path, where, cpu_ops=True, spill_cpu_ops=True, keep_launch=lambda name: False)

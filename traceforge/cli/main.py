@@ -11,18 +11,21 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import os
 import signal
 import sys
 import tempfile
 import threading
 import traceback
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .._version import __version__
 from ..errors import TraceforgeError
+from ..io import run_outputs
 from ..io.limits import reading_limits
-from ..util import progress
+from ..util import progress, signals
 from .commands import annotate, check, classify, counters, info, launch_stats
 from .commands import collectives as collectives_cmd
 from .commands import critical_path as critical_path_cmd
@@ -37,6 +40,7 @@ from .commands import roofline as roofline_cmd
 from .commands import stats as stats_cmd
 from .commands import trim as trim_cmd
 from .options import add_limit_arguments, limits_of
+from .output_checks import refuse_outputs_onto_inputs
 
 QUIET_HELP = "no progress bar (one is drawn on stderr only when stderr is a terminal)"
 DEBUG_HELP = "on an internal error (a bug in traceforge, exit code 3), also print the Python traceback"
@@ -76,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, process: bool = False) -> int:
+    """Run the command line ``argv``; the exit code. ``process``: this is the whole process
+    (``python -m traceforge``), so once the command has finished, or is unwinding from a
+    signal, further signals are ignored instead of cutting the exit short."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -88,8 +95,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     tolerate_any_text()
     try:
-        with progress.shown(not args.quiet), signals_unwind(), reading_limits(limits_of(args)):
-            return args.func(args)
+        with progress.shown(not args.quiet), signals_unwind(process), reading_limits(limits_of(args)), \
+                run_outputs.recorded():
+            try:
+                refuse_outputs_onto_inputs(args)  # before anything is read
+                code = args.func(args)
+                if process:
+                    signals.ignore()  # done: a signal now is too late to stop anything, and exits 0 as it should
+            except BaseException as e:
+                if process:
+                    signals.ignore()  # a signal now does not cut the clean-up or the error's line short
+                if isinstance(e, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP: a stopped run leaves no output
+                    run_outputs.withdraw()
+                raise
+            return code
     except Terminated as e:
         print(f"traceforge: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)
         return 128 + e.signum
@@ -125,22 +144,49 @@ UNWINDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP"
 
 
 @contextmanager
-def signals_unwind() -> Iterator[None]:
+def signals_unwind(process: bool = False) -> Iterator[None]:
     """While the command runs, SIGTERM and SIGHUP raise ``Terminated`` (SIGINT already raises
-    KeyboardInterrupt); the handlers are put back afterwards."""
+    KeyboardInterrupt); the handlers are put back afterwards. ``process`` (the whole process
+    is this run): the first signal also has the others ignored from then on, so a second one
+    cannot cut the unwinding (the removal of temporary files) short, and nothing is put back:
+    the interpreter's exit would put the default handlers back, under which a late signal
+    kills the process (``main`` ignores them once the command is done)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def raise_terminated(signum: int, frame: object) -> None:
+    pid = os.getpid()
+
+    def raise_stop(signum: int, frame: types.FrameType | None) -> None:
+        if os.getpid() != pid:  # a worker just forked, before its own handlers (api.fan_out.worker_started)
+            return
+        if _in_fork_hook(frame):  # an exception there is swallowed ("Exception ignored"): again, once out of it
+            threading.Timer(0.01, os.kill, (pid, signum)).start()
+            return
+        if process:
+            signals.ignore()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(signum)
 
-    saved = {s: signal.signal(s, raise_terminated) for s in UNWINDING_SIGNALS}
+    ours = (*UNWINDING_SIGNALS, *((signal.SIGINT,) if process else ()))
+    saved = {s: signal.signal(s, raise_stop) for s in ours}
     try:
         yield
     finally:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
+        if not process:
+            for s, handler in saved.items():
+                signal.signal(s, handler)
+
+
+def _in_fork_hook(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` is logging's after-fork hook in the parent (``_releaseLock``, run by
+    ``os.fork`` as the workers start), which swallows any exception raised in it."""
+    while frame is not None:
+        if frame.f_code.co_name == "_releaseLock" and "logging" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def tolerate_any_text() -> None:

@@ -30,6 +30,7 @@ import orjson
 from ..annotator.run import default_output
 from ..api.fan_out import cores, run_jobs
 from ..errors import TraceforgeError, UsageError
+from ..io import run_outputs
 from ..io.rank_files import file_ranks, one_per_rank, trace_paths
 from .output import json_text
 from .rank_summary import Figures, Summary, summarize
@@ -127,21 +128,44 @@ def run_command(args: argparse.Namespace, one: Callable[[argparse.Namespace], Fi
         one(argparse.Namespace(**{**vars(args), "input": args.input[0], "rank_figures": False}))
         return 0
     check_fan_out(args)
-    files = rank_files(args.input)
+    paths = trace_paths(args.input)
     out_dir = getattr(args, "output", None)
     if args.cluster is not None:  # the workers' working directories are not ours
-        files = [RankFile(os.path.abspath(f.path), f.rank, f.source) for f in files]
+        paths = [os.path.abspath(p) for p in paths]
         out_dir = os.path.abspath(out_dir) if out_dir not in (None, "-") else out_dir
-    outputs = output_paths(out_dir, [f.path for f in files])
-    jobs = []
-    for f, out in zip(files, outputs):
-        job_args = {**vars(args), "input": f.path}
-        if "output" in job_args:
-            job_args["output"] = out
-        jobs.append((f.rank, argparse.Namespace(**job_args)))
-    runs = run_jobs(partial(_captured, one), jobs, [f.path for f in files], jobs=args.jobs, cluster=args.cluster)
+    made = out_dir if out_dir not in (None, "-") and not os.path.exists(out_dir) else None
+    if made is not None:
+        run_outputs.watch(made)  # made here: gone again if the run leaves nothing in it
+    output_of = dict(zip(paths, output_paths(out_dir, paths)))  # before any trace (or head) is read
+    for out in output_of.values():
+        if out is not None:
+            run_outputs.watch(out)  # written by a worker: withdrawn here if the run is stopped
+    try:
+        files = rank_files(paths)
+        jobs = []
+        for f in files:
+            job_args = {**vars(args), "input": f.path}
+            if "output" in job_args:
+                job_args["output"] = output_of[f.path]
+            jobs.append((f.rank, argparse.Namespace(**job_args)))
+        runs = run_jobs(partial(_captured, one), jobs, [f.path for f in files], jobs=args.jobs, cluster=args.cluster)
+    except Exception:
+        _remove_if_empty(made)
+        raise
+    if all(r.error for r in runs):
+        _remove_if_empty(made)
     _print_runs(runs, getattr(args, "format", "text"))
     return 1 if any(r.error for r in runs) else 0
+
+
+def _remove_if_empty(directory: str | None) -> None:
+    """An output directory the run made but wrote nothing into (every job failed) is not left behind."""
+    if directory is None:
+        return
+    try:
+        os.rmdir(directory)
+    except OSError:  # not empty (or not made here, or gone)
+        pass
 
 
 def default_output_dir(inputs: Sequence[str], kind: str) -> str | None:
@@ -165,7 +189,7 @@ def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
     directory = Path(out_dir)
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{out_dir}: with several inputs -o names a directory, and this is a file")
-    outputs = [str(directory / Path(default_output(p)).name) for p in paths]
+    outputs = outputs_in(out_dir, paths)
     seen: dict[str, str] = {}
     for p, out in zip(paths, outputs):
         if out in seen:
@@ -176,6 +200,11 @@ def output_paths(out_dir: str | None, paths: list[str]) -> list[str | None]:
     except OSError as e:
         raise UsageError(f"{out_dir}: cannot make the directory: {e.strerror or e}") from None
     return outputs
+
+
+def outputs_in(out_dir: str, paths: Sequence[str]) -> list[str]:
+    """The file each input is written to when ``-o`` names a directory (several inputs)."""
+    return [str(Path(out_dir) / Path(default_output(p)).name) for p in paths]
 
 
 def _captured(one: Callable[[argparse.Namespace], Figures], job: tuple[int, argparse.Namespace]) -> RankRun:

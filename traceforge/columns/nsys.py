@@ -17,7 +17,7 @@ from itertools import islice
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..io.codec import detect_codec, iter_decompressed
+from ..io.codec import detect_codec, iter_decompressed, read_once
 from ..util.lazy_pandas import pd
 from .scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 from .table import Table
@@ -59,7 +59,10 @@ def _header_line(lines: list[str]) -> int | None:
 
 
 def is_nsys_gpu_trace(path: str) -> bool:
-    """True when ``path`` holds an nsys ``cuda_gpu_trace`` CSV (judged by content, not name)."""
+    """True when ``path`` holds an nsys ``cuda_gpu_trace`` CSV (judged by content, not name).
+    Stdin or a FIFO is read once, as a trace: never sniffed (its head would be gone)."""
+    if read_once(path):
+        return False
     text = _head_text(path).lstrip("\ufeff \t\r\n")
     if text[:1] in ("{", "["):
         return False

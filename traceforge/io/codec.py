@@ -34,7 +34,7 @@ from .. import _native
 from ..errors import TraceFormatError, TraceNotFoundError, UsageError
 from ..util import progress
 from ..util.scoped import scoped
-from . import tempfiles
+from . import run_outputs, tempfiles
 from .background import BackgroundSink, prefetched
 from .heap import HeapTrimmer
 from .limits import ReadLimits, read_limits
@@ -476,9 +476,12 @@ def output_codec(out: str) -> str:
 
 
 def publish(tmp: str, out: str | Path) -> None:
-    """Rename a finished temporary file onto ``out``, with an ordinary file's permissions
-    (``mkstemp`` makes it private)."""
-    os.chmod(tmp, 0o666 & ~_umask())
+    """Rename a finished temporary file (or directory) onto ``out``, with an ordinary file's (or
+    directory's) permissions (``mkstemp`` and ``mkdtemp`` make them private). The run notes what
+    was at ``out`` first (``run_outputs``): stopped by a signal after this, it removes the output."""
+    directory = os.path.isdir(tmp)
+    os.chmod(tmp, (0o777 if directory else 0o666) & ~_umask())
+    run_outputs.watch(out, whole_directory=directory)
     os.replace(tmp, out)
 
 
@@ -550,11 +553,13 @@ def check_writable(out: str, inputs: Iterable[str] = ()) -> None:
 class AtomicOutput:
     """Context manager: a Compressor over a temp file renamed onto ``out`` only on success.
 
-    ``-`` writes to stdout (uncompressed, not atomic: a pipe has no rename).
+    ``-`` writes to stdout (uncompressed, not atomic: a pipe has no rename). ``codec``: "plain"
+    (an HTML page), "gzip" or "zstd" whatever the suffix; by default the suffix picks it.
     """
 
-    def __init__(self, out: str, inputs: tuple[str, ...] = ()):
+    def __init__(self, out: str, inputs: tuple[str, ...] = (), codec: str | None = None):
         self.out = out
+        self._codec = codec
         refuse_input(out, inputs)
         self._tmp: str | None = None
         self._in_place: BinaryIO | None = None
@@ -569,12 +574,12 @@ class AtomicOutput:
         if written_in_place(self.out):  # a device or FIFO: never replaced by a rename
             self._in_place = open(self.out, "wb", buffering=READ_SIZE)
             self._file = self._in_place
-            self._sink = Compressor(self._file, output_codec(self.out))
+            self._sink = Compressor(self._file, self._codec or output_codec(self.out))
             return self._sink
         fd, self._tmp = _temp_beside(self.out)
         try:
             self._file = os.fdopen(fd, "wb", buffering=READ_SIZE)
-            self._sink = Compressor(self._file, output_codec(self.out))
+            self._sink = Compressor(self._file, self._codec or output_codec(self.out))
         except BaseException:  # __exit__ is not called when __enter__ fails
             _remove(self._tmp)
             raise
@@ -608,6 +613,14 @@ class AtomicOutput:
             _remove(self._tmp)
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # ulimit -f, or the file system's limit
                 raise UsageError(f"{self.out}: cannot write: {exc.strerror}") from None
+
+
+def write_file(out: str, data: bytes, inputs: Iterable[str] = ()) -> None:
+    """Write ``data`` to ``out`` as it is (no compression, whatever the suffix) through
+    ``AtomicOutput``: a failure (a full disk, a signal) leaves no partial file and any old one
+    as it was."""
+    with AtomicOutput(out, inputs=tuple(inputs), codec="plain") as sink:
+        sink.write(data)
 
 
 def _remove(path: str) -> None:

@@ -15,7 +15,7 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import UsageError
-from .codec import detect_codec
+from .codec import detect_codec, read_once
 from .jsontext import json_int
 from .limits import read_limits
 from .output_names import is_output
@@ -33,9 +33,7 @@ def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            listed = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-            found = [f for f in listed if not is_output(f)]
-            skipped = [Path(f).name for f in listed if is_output(f)]
+            found, skipped = _listed_traces(p)
             if not found:
                 only = f" (only traceforge's outputs: {', '.join(skipped)})" if skipped else ""
                 raise UsageError(f"{item}: no trace files (*.json, *.json.gz, *.json.zst) in this directory{only}")
@@ -45,6 +43,25 @@ def trace_paths(inputs: Iterable[str | os.PathLike]) -> list[str]:
             paths.extend(found)
         else:
             paths.append(str(item))
+    return paths
+
+
+def _listed_traces(directory: Path) -> tuple[list[str], list[str]]:
+    """The trace files in ``directory`` (sorted), and the names of those traceforge wrote."""
+    listed = sorted(str(f) for f in directory.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+    return [f for f in listed if not is_output(f)], [Path(f).name for f in listed if is_output(f)]
+
+
+def trace_files(inputs: Iterable[str | os.PathLike]) -> list[str]:
+    """``trace_paths`` without its notes and errors: the files a run over ``inputs`` would read
+    (a directory that holds none stands for nothing)."""
+    paths = []
+    for item in inputs:
+        p = Path(item)
+        try:
+            paths.extend(_listed_traces(p)[0] if p.is_dir() else [str(item)])
+        except OSError:  # an unreadable directory: the run itself says so
+            pass
     return paths
 
 
@@ -65,7 +82,10 @@ def head_rank(path: str) -> int | None:
     reports that). Decompresses only the head, ``HEAD_READ_BYTES`` first, then doubling while
     the keys before ``traceEvents`` run past it, up to the top-level metadata limit
     (``io.limits``): a few ms a file, where a reader's first batch decompresses megabytes. Each
-    try walks the keys once: time linear in the head, whatever its values hold."""
+    try walks the keys once: time linear in the head, whatever its values hold. Stdin or a FIFO is not
+    looked at: it is read once, by its job."""
+    if read_once(path):
+        return None
     most = read_limits().max_metadata_bytes
     head = b""
     try:

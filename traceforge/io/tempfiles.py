@@ -1,8 +1,9 @@
 """Temporary files with recognisable names, and the clean-up of those a killed run left.
 
 Every temporary file traceforge makes on disk (the output being written, beside it; the stdin
-spool and annotate --repair's intermediate trace, in the temporary directory) is named
-``<prefix>traceforge-<pid>-<random><suffix>``. SIGTERM, SIGINT and SIGHUP unwind the run
+spool and annotate --repair's intermediate trace, in the temporary directory), and every
+temporary directory (an export's tables, renamed onto the directory asked for once complete),
+is named ``<prefix>traceforge-<pid>-<random><suffix>``. SIGTERM, SIGINT and SIGHUP unwind the run
 (``cli.main``), which removes them; SIGKILL cannot be caught, so each new temporary file
 first removes the ones of the same kind whose process is gone (never another live run's:
 concurrent writers to one output each finish their own).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,6 +24,12 @@ def make(directory: str | Path, prefix: str, suffix: str) -> tuple[int, str]:
     """``mkstemp`` in ``directory`` with a recognisable name, after removing stale ones like it."""
     remove_stale(directory, prefix, suffix)
     return tempfile.mkstemp(prefix=f"{prefix}{TAG}{os.getpid()}-", suffix=suffix, dir=directory)
+
+
+def make_dir(directory: str | Path, prefix: str, suffix: str) -> str:
+    """``mkdtemp`` in ``directory`` with a recognisable name, after removing stale ones like it."""
+    remove_stale(directory, prefix, suffix)
+    return tempfile.mkdtemp(prefix=f"{prefix}{TAG}{os.getpid()}-", suffix=suffix, dir=directory)
 
 
 def make_in_tempdir(prefix: str, suffix: str) -> tuple[int, str]:
@@ -43,7 +51,10 @@ def remove_stale(directory: str | Path, prefix: str, suffix: str) -> list[str]:
             continue
         path = os.path.join(directory, name)
         try:
-            os.unlink(path)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed.append(path)
         except OSError:
             pass

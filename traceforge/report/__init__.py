@@ -9,7 +9,7 @@ from functools import partial
 
 from ..api.fan_out import ranked
 from ..api.trace import Trace
-from ..io.codec import check_writable
+from ..io.codec import check_writable, write_file
 from ..io.rank_files import trace_paths
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
@@ -30,9 +30,7 @@ def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int 
     job = partial(_rank_report, buckets)
     reports = [report for _, _, report in ranked(paths, job, jobs=jobs, cluster=cluster)]
     reports.sort(key=lambda r: r.rank)
-    text = render(reports)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_file(out, render(reports).encode("utf-8", "backslashreplace"), paths)
     return reports
 
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...errors import TraceFormatError, UsageError
-from ...io.codec import iter_decompressed
+from ...io.codec import iter_decompressed, read_once
 from ...util.lazy_pandas import pd
 
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
@@ -118,7 +118,10 @@ def _exact_ns(cells: pd.Series, unit: str, path: str) -> np.ndarray:
 
 def looks_like_ncu_csv(path: str) -> bool:
     """Whether ``path`` (plain, .gz or .zst) starts like an ncu CSV: its first line that is
-    not blank nor a ``==PROF==`` tool line names the ``ID`` and ``Kernel Name`` columns."""
+    not blank nor a ``==PROF==`` tool line names the ``ID`` and ``Kernel Name`` columns.
+    Stdin or a FIFO is read once, as a trace: never sniffed (its head would be gone)."""
+    if read_once(path):
+        return False
     try:
         for block in iter_decompressed(path):
             for line in bytes(block[:1 << 16]).decode("utf-8", "replace").splitlines():

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from functools import partial
-from pathlib import Path
 
 from ...analyses.classify import Classified
 from ...analyses.filters import Filters
 from ...analyses.rules import DEFAULT_RULES, PRESETS, RuleSet, load_rules
 from ...api.files import classified
 from ...errors import UsageError
+from ...io.codec import check_writable, write_file
 from .. import ranks
 from ..classify_report import render_csv, render_html, render_json, render_text
 from ..options import add_filter_arguments, add_hta_argument, filters_of, output_path
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed = elapsed * len(files) if len(elapsed) == 1 else elapsed
     rules = load_rules(args.rules)
     paths = [f.path for f in files]
+    if args.html:
+        check_writable(args.html, paths)  # said now, not after every trace is read
     results = ranks.run_jobs(partial(_classify, rules, filters_of(args), bool(args.hta)), list(zip(paths, elapsed)),
                              paths, jobs=args.jobs, cluster=args.cluster)
     for r in results:
@@ -65,10 +67,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(_RENDER[args.format](results, kernels=args.kernels))
     sys.stdout.flush()
     if args.html:
-        try:
-            Path(args.html).write_text(render_html(results), encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{args.html}: cannot write: {e.strerror or e}") from None
+        write_file(args.html, render_html(results).encode("utf-8", "backslashreplace"), paths)
         print(f"{args.html}: stacked bar chart of {len(results)} input(s)", file=sys.stderr)
     if many:
         ranks.print_summary(summarize([(f.rank, f.path, classified_figures(r)) for f, r in zip(files, results)]),

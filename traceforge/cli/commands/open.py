@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from ...errors import UsageError
+from ...io.codec import read_once
 from ...io.reader import check_start
 from ..options import port_number
 from ..serve import DEFAULT_PORT, MEMORY_PER_JSON_BYTE, UI, json_size, trace_server, ui_url
@@ -29,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if read_once(args.file):  # the browser fetches the file (again on a reload): a pipe's bytes are gone once read
+        raise UsageError(f"{args.file}: open serves a file the browser can fetch again, not standard input or a FIFO "
+                         "(write it to a file first)")
     check_start(args.file)  # what the UI would refuse at the first bytes: said here, not in the browser
     server = trace_server(args.file, args.port, log=lambda line: print(line, file=sys.stderr, flush=True))
     port = server.server_address[1]  # the one chosen where --port is 0
