@@ -1,4 +1,4 @@
-"""``repair`` then ``check`` on the real traces (issue 55 item 3, integration tier): what
+"""``repair`` (plain, ``--rebase-time``, ``annotate --all --repair``) then ``check`` on the real traces (issue 55 item 3, integration tier): what
 ``check`` reports on repair's output is only what ``rewrite.repair.NOT_REPAIRED`` says repair
 leaves, and nothing at all where every loss in the input is one repair fixes (spilled slices,
 flow ends without a start or bound to another slice, out-of-range pids/tids). Its warnings
@@ -28,13 +28,14 @@ def _check(path: Path) -> dict:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("flags", [(), ("--rebase-time",)], ids=["plain", "rebase_time"])
+@pytest.mark.parametrize("command", [("repair",), ("repair", "--rebase-time"), ("annotate", "--all", "--repair")],
+                         ids=["repair", "rebase_time", "annotate_repair"])
 @pytest.mark.parametrize("name", list(TRACES))
-def test_check_after_repair_reports_only_not_repaired(name, flags, tmp_path):
+def test_check_after_repair_reports_only_not_repaired(name, command, tmp_path):
     path = TRACES[name]
     before = _check(path)
     out = tmp_path / "repaired.json.gz"
-    r = run_cli("repair", str(path), *flags, "-o", str(out), "-q")
+    r = run_cli(command[0], str(path), *command[1:], "-o", str(out), "-q")
     assert r.returncode == 0, r.stderr.decode()
     after = _check(out)
     left = after["stats"]
