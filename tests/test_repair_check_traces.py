@@ -1,8 +1,9 @@
 """``repair`` (plain, ``--rebase-time``, ``annotate --all --repair``) then ``check`` on the
-real traces (issue 55 item 3, integration tier): what ``check`` reports on repair's output is only what ``rewrite.repair.NOT_REPAIRED`` says repair
-leaves, and nothing at all where every loss in the input is one repair fixes (spilled slices,
-flow ends without a start or bound to another slice, out-of-range pids/tids). Its warnings
-are a subset of the input's, less the ones repair removes."""
+real traces (issue 55 item 3, integration tier): what ``check`` reports on repair's output
+is only what ``rewrite.repair.NOT_REPAIRED`` says repair leaves, and nothing at all where
+every loss in the input is one repair fixes (spilled slices, flow ends without a start or
+bound to another slice, out-of-range pids/tids). Its warnings are a subset of the input's,
+less the ones repair removes."""
 
 from __future__ import annotations
 
