@@ -25,6 +25,7 @@ def _commands(a: str, b: str, tmp: str) -> list[tuple[str, ...]]:
         ("counters", a), ("diff", a, b),
         ("annotate", a, "--all", "-o", f"{tmp}/a.json.gz"), ("repair", a, "-o", f"{tmp}/r.json.gz"),
         ("trim", a, "--steps", "3-4", "-o", f"{tmp}/t.json.gz"), ("export", a, "--csv", f"{tmp}/csv"),
+        ("roofline", a), ("collectives", a, b), ("merge", a, b, "-o", f"{tmp}/m.json.gz"),
     ]
 
 

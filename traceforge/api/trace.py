@@ -33,7 +33,7 @@ from ..annotator.run import AnnotateResult, annotate
 from ..columns.info import summarize
 from ..columns.scan import TraceColumns, scan
 from ..errors import UsageError
-from ..io.codec import input_codec
+from ..io.codec import input_codec, read_once
 from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
@@ -192,8 +192,9 @@ class Trace:
         again by the analysis's own scan plan."""
         if declared.op_shapes is None:
             return self._view(where)
-        if self.path == "-":
-            raise UsageError(f"{declared.name} reads the trace again for the CPU ops' shapes: give a file, not stdin")
+        if read_once(self.path):
+            raise UsageError(f"{declared.name} reads the trace again for the CPU ops' shapes: give a file, not "
+                             "stdin or a FIFO")
         return declared_columns(self.path, declared.name, options, where)
 
     def table(self, analysis: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:

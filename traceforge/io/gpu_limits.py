@@ -19,6 +19,8 @@ def read_gpu_limits_file(path: str) -> dict:
         table = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not a JSON GPU limits file: {e}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: GPU limits file nested too deep to read") from None
     if type(table) is not dict:
         raise UsageError(f"{path}: a GPU limits file is a JSON object of GPUs by deviceProperties name")
     return table

@@ -9,7 +9,7 @@ from functools import partial
 
 from ..api.fan_out import ranked
 from ..api.trace import Trace
-from ..io.codec import check_writable, write_file
+from ..io.codec import check_writable, readable_twice, write_file
 from ..io.rank_files import trace_paths
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
@@ -35,5 +35,7 @@ def write_report(inputs: Iterable[str | os.PathLike], out: str, *, buckets: int 
 
 
 def _rank_report(buckets: int, path: str, rank: int) -> RankReport:
-    """One trace's report data (a ``ranked`` job: runs where the trace is read)."""
-    return rank_report(rank, path, Trace.read(path), buckets=buckets)
+    """One trace's report data (a ``ranked`` job: runs where the trace is read). The roofline reads
+    the trace again: stdin or a FIFO is spooled to a file first."""
+    with readable_twice(path) as readable:
+        return rank_report(rank, path, Trace.read(readable), buckets=buckets)
