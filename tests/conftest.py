@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import io
 import os
+import pty
 import subprocess
 import sys
 import traceback
@@ -379,3 +380,23 @@ def backend(request):
         yield request.param
     finally:
         switched.__exit__(None, None, None)
+
+
+def stderr_on_a_terminal(*args: str) -> str:
+    """Run the CLI with stderr on a pseudo-terminal; what it drew there."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "traceforge", *args], stdout=subprocess.DEVNULL, stderr=follower,
+                            cwd=ROOT)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    return drawn.decode()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from traceforge.cli.ranks import rank_files
 from traceforge.columns.scan import scan
 from traceforge.util.progress import ProgressBar
 
-from .conftest import ROOT, TRACES, raw_json
+from .conftest import ROOT, TRACES, raw_json, stderr_on_a_terminal
 
 RANK_KEY = b'"distributedInfo": {"rank": 0}'
 # File names in another order than the ranks, so the order must come from distributedInfo.
@@ -193,35 +192,15 @@ def test_cluster_results_equal_the_local_run(rank_dir, tmp_path, capsys, monkeyp
     assert all(p.read_bytes() == (tmp_path / "local" / p.name).read_bytes() for p in remote_files)
 
 
-def _stderr_on_a_terminal(*args: str) -> str:
-    """Run the CLI with stderr on a pseudo-terminal; what it drew there."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "traceforge", *args], stdout=subprocess.DEVNULL, stderr=follower,
-                            cwd=ROOT)
-    os.close(follower)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(leader, 1 << 16)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    os.close(leader)
-    assert proc.wait(timeout=120) == 0
-    return drawn.decode()
-
-
 def test_progress_bar_on_a_terminal_only(tmp_path):
     trace = str(TRACES["nccl"])
-    drawn = _stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "a.json.gz"))
+    drawn = stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "a.json.gz"))
     for pass_name in ("scan", "write"):  # launch delay patches args: the trace is read twice
         # the speed is of the JSON, uncompressed (issue 39 item 5): its size is the trace's raw size
         json_mb = f"{len(raw_json(TRACES['nccl'])) / 1e6:,.1f}"
         assert re.search(rf"\r{pass_name}  100% \[#+\] {json_mb} MB JSON  [\d.,]+ MB/s  ETA 0:00", drawn)
     assert drawn.index("\rscan") < drawn.index("\rwrite")
-    quiet = _stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "b.json.gz"), "-q")
+    quiet = stderr_on_a_terminal("annotate", trace, "--launch-delay", "-o", str(tmp_path / "b.json.gz"), "-q")
     assert "MB/s" not in quiet and "a.json.gz" not in quiet
     assert "b.json.gz: " in quiet and "\n  launch delay: " in quiet
     piped = subprocess.run([sys.executable, "-m", "traceforge", "annotate", trace, "--queue-length", "-o",

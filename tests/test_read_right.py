@@ -9,7 +9,7 @@ import pytest
 from traceforge.columns.scan import scan
 from traceforge.util.union import union_ns
 
-from .conftest import TRACES, run_cli
+from .conftest import TRACES, run_cli, stderr_on_a_terminal
 
 
 def test_union_counts_each_instant_once():
@@ -73,36 +73,10 @@ def test_missing_values_alike_in_csv_and_parquet(sample, tmp_path):
     assert missing > 0  # the sample has GPU ops without a launching CPU op
 
 
-def _on_a_terminal(*args: str) -> str:
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    from .conftest import ROOT
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "traceforge", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=follower, cwd=ROOT)
-    os.close(follower)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(leader, 1 << 16)
-        except OSError:
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    os.close(leader)
-    assert proc.wait(timeout=120) == 0
-    return drawn.decode()
-
-
 @pytest.mark.parametrize("cut", [("--steps", "11-12"), ("--window", "1ms:3ms")])
 def test_no_pass_reaches_100_percent_twice(sample, tmp_path, cut):
     import re
 
-    drawn = _on_a_terminal("trim", str(sample.path), *cut, "-o", str(tmp_path / "t.json.gz"))
+    drawn = stderr_on_a_terminal("trim", str(sample.path), *cut, "-o", str(tmp_path / "t.json.gz"))
     done = re.findall(r"\r(\w+)\s+100%", drawn)
     assert "write" in done and len(done) == len(set(done)), done
