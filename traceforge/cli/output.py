@@ -69,6 +69,11 @@ def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
 
 
+def note(text: str) -> None:
+    """``traceforge: note: text`` on stderr, wrapped to ``WIDTH`` columns."""
+    print("\n".join(wrap(f"traceforge: note: {text}")), file=sys.stderr)
+
+
 def render(df: pd.DataFrame, cols: list[Col], indent: str = "  ", width: int = WIDTH) -> list[str]:
     """Aligned rows under a header line; a table wider than ``width`` as several such blocks
     (a blank line between), each with the key columns (``Col.repeat``, else the first) and as

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ...api.collectives import collectives
 from .. import ranks
-from ..output import Col, check_one_csv_table, emit, ms, pct, render, us
+from ..output import Col, check_one_csv_table, emit, ms, note, pct, render, us
 
 TABLES = ("summary", "instances", "clocks", "waits", "last", "kernels")
 
@@ -35,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     check_one_csv_table("collectives", args.format, args.table or [], TABLES)
     found = collectives(args.input, align=not args.no_align, **ranks.fan_out_of(args, args.input))
     tables = found.tables()
-    for note in found.notes:
-        print(f"traceforge: note: {note}", file=sys.stderr)
+    for text in found.notes:
+        note(text)
     emit({t: tables[t] for t in wanted}, args.format, lambda: _text(found, tables, wanted))
     return 0
 

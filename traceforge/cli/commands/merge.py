@@ -9,6 +9,7 @@ from ...api.merge import merge
 from ...io.codec import output_compression
 from ...io.heap import hold_freed
 from .. import ranks
+from ..output import note
 from . import add_compression_argument, note_plain_output
 
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         result = merge(args.input, args.output, align=not args.no_align, ranks=args.ranks, window=args.window,
                        steps=args.steps, draw_collectives=args.collectives or args.all,
                        **ranks.fan_out_of(args, args.input))
-    for note in result.collectives.notes:
-        print(f"traceforge: note: {note}", file=sys.stderr)
+    for text in result.collectives.notes:
+        note(text)
     print(f"{args.output}: {result.summary()}", file=sys.stderr)
     return 0

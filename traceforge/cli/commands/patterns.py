@@ -18,7 +18,7 @@ from ...errors import UsageError
 from ...io.codec import output_compression
 from .. import ranks
 from ..options import FILTER_OPTIONS, add_filter_arguments, add_hta_argument, add_options, filters_of, output_path
-from ..output import Col, count, json_text, render, wrap
+from ..output import Col, count, json_text, note, render, wrap
 from ..rank_summary import Figures, gpu_figures, pattern_figures
 from . import add_compression_argument, note_plain_output
 
@@ -74,18 +74,14 @@ def patterns_one(args: argparse.Namespace) -> Figures:
         result = found[0]
         print(written.text(), file=sys.stderr)
     if not len(result.table):
-        _note(f"{args.input}: {no_pattern_hint(result, args)}")
+        note(f"{args.input}: {no_pattern_hint(result, args)}")
     elif len(result.table) < args.top_k and result.short_instances:
-        _note(f"{len(result.table)} of the {args.top_k} patterns asked for: {result.short_instances:,} instances "
+        note(f"{len(result.table)} of the {args.top_k} patterns asked for: {result.short_instances:,} instances "
               f"launched fewer than {result.min_len} GPU ops and were left out (--min-len, default "
               f"{DEFAULT_MIN_LEN}); --min-len 1 counts them")
     table = {"text": format_text, "csv": format_csv, "json": format_json}[args.format](result, args.input)
     (sys.stderr if args.output == "-" else sys.stdout).write(table)
     return {**figures, **pattern_figures(result)}
-
-
-def _note(text: str) -> None:
-    print("\n".join(wrap(f"traceforge: note: {text}")), file=sys.stderr)
 
 
 def no_pattern_hint(result: Patterns, args: argparse.Namespace) -> str:
