@@ -19,7 +19,7 @@ import numpy as np
 
 from ..columns.scan import GPU_KIND_NAMES, TraceColumns
 from ..columns.table import Table
-from ..util.lazy_pandas import pd, python_strings
+from ..util.lazy_pandas import pd
 from .launches import join_gpu_to_launch, joinable_rows, stream_launch_rows
 from .stacks import nest_calls
 
@@ -88,26 +88,25 @@ def launch_table(
         return (table.cols.pop(column) if consume else table.cols[column])[rows]
 
     names = np.array(cols.names + [""], dtype=object)
-    with python_strings():
-        df = pd.DataFrame({
-            "device": take(gpu, "device", gpu_rows),
-            "stream": take(gpu, "stream", gpu_rows),
-            "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
-            "name": names[take(gpu, "name", gpu_rows)],
-            "gpu_ts": take(gpu, "ts", gpu_rows),
-            "gpu_duration": take(gpu, "dur", gpu_rows),
-            "api": names[take(launches, "name", launch_rows)],
-            "launch_ts": take(launches, "ts", launch_rows),
-            "cpu_duration": take(launches, "dur", launch_rows),
-            "launch_delay": delay,
-            "queue_wait": wait,
-            "launch_overhead": delay - wait,
-            "negative_delay": delay < 0,
-            "correlation": take(gpu, "correlation", gpu_rows),
-            "cpu_op": names[cpu_op_names],
-            "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
-            "launch_ordinal": take(launches, "ordinal", launch_rows),
-        }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
+    df = pd.DataFrame({
+        "device": take(gpu, "device", gpu_rows),
+        "stream": take(gpu, "stream", gpu_rows),
+        "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
+        "name": names[take(gpu, "name", gpu_rows)],
+        "gpu_ts": take(gpu, "ts", gpu_rows),
+        "gpu_duration": take(gpu, "dur", gpu_rows),
+        "api": names[take(launches, "name", launch_rows)],
+        "launch_ts": take(launches, "ts", launch_rows),
+        "cpu_duration": take(launches, "dur", launch_rows),
+        "launch_delay": delay,
+        "queue_wait": wait,
+        "launch_overhead": delay - wait,
+        "negative_delay": delay < 0,
+        "correlation": take(gpu, "correlation", gpu_rows),
+        "cpu_op": names[cpu_op_names],
+        "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
+        "launch_ordinal": take(launches, "ordinal", launch_rows),
+    }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table
     if message is not None:
         df.attrs["message"] = message
     return df

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..columns.scan import KERNEL, TraceColumns
-from ..util.lazy_pandas import pd, python_strings
+from ..util.lazy_pandas import pd
 from .launches import launch_of_gpu
 
 COLUMNS = [
@@ -48,20 +48,19 @@ def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
     del calls, start, hit
 
     names = np.asarray(cols.names, dtype=object)
-    with python_strings():  # a big trace has ~a million overlapping pairs
-        table = pd.DataFrame({
-            "correlation": launches.correlation[first],
-            "api": names[launches.name[first]],
-            "kernel": names[kernel_name],
-            "launch_start": launch_start,
-            "launch_end": launch_start + np.maximum(launches.dur[first], 0),
-            "kernel_start": kernel_start,
-            "kernel_end": kernel_end,
-            "next_correlation": launches.correlation[second],
-            "next_api": names[launches.name[second]],
-            "next_launch_start": next_start,
-            "overlap_ns": overlap,
-        }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
+    table = pd.DataFrame({
+        "correlation": launches.correlation[first],
+        "api": names[launches.name[first]],
+        "kernel": names[kernel_name],
+        "launch_start": launch_start,
+        "launch_end": launch_start + np.maximum(launches.dur[first], 0),
+        "kernel_start": kernel_start,
+        "kernel_end": kernel_end,
+        "next_correlation": launches.correlation[second],
+        "next_api": names[launches.name[second]],
+        "next_launch_start": next_start,
+        "overlap_ns": overlap,
+    }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one
     return pairs, table
 
 

@@ -14,8 +14,6 @@ the same with and without pyarrow.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 
@@ -36,11 +34,3 @@ if TYPE_CHECKING:  # type checkers see pandas itself
 else:
     pd = _LazyPandas()
 
-
-@contextmanager
-def python_strings() -> Iterator[None]:
-    """String columns made meanwhile hold Python str objects (shared: 8 bytes a row), also where
-    pyarrow is installed, which pandas 3 would otherwise use to copy each row's text: for the
-    tables of a row per launch or launch pair, ~450 MB more per 2 M rows of kernel names."""
-    with pd.option_context("mode.string_storage", "python"):
-        yield
