@@ -53,6 +53,14 @@ def add_hta_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
                         help=f"HTA's choices of this version ({', '.join(HTA_VERSIONS)}); implies --hta")
 
 
+def count_arg(text: str) -> int:
+    """An argparse ``type`` for a count: an integer, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 FILTER_OPTIONS = ("steps", "window", "kernel", "op")
 
 

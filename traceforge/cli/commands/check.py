@@ -10,6 +10,7 @@ from ...perfetto import DEFAULT_MAX_EXAMPLES, CheckReport, check_trace
 from ...perfetto import trace_processor as tp
 from ...perfetto.replay import DANGLING
 from ...perfetto.rules import RULES
+from ..options import count_arg
 from ..output import json_text, wrap
 
 END_WITHOUT_START = "flow_end_without_start"  # Perfetto's stat; DANGLING is a kind of it
@@ -25,20 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", help="trace file (.json, .json.gz, .json.zst) or - for stdin")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--max-examples", type=_count, default=DEFAULT_MAX_EXAMPLES, metavar="N",
+    p.add_argument("--max-examples", type=count_arg, default=DEFAULT_MAX_EXAMPLES, metavar="N",
                    help=f"examples kept per problem (default {DEFAULT_MAX_EXAMPLES})")
     p.add_argument("--trace-processor", nargs="?", const="", default=None, metavar="PATH",
                    help="also import the trace with Perfetto's own trace_processor_shell and print its stats "
                    f"beside the prediction (PATH, else ${tp.ENV}, else trace_processor_shell or trace_processor "
                    "on PATH, else the perfetto Python package's)")
     p.set_defaults(func=run)
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,12 +17,11 @@ from ...analyses.launch_delay import (
     outliers,
 )
 from ...api.reads import launch_columns
-from ...errors import UsageError
 from ...util.durations import duration_arg
 from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, add_hta_argument, filters_of
+from ..options import add_filter_arguments, add_hta_argument, count_arg, filters_of
 from ..output import Col, count, json_text, ms, render, short, wrap
 from ..rank_summary import Figures, gpu_figures, launch_figures
 
@@ -50,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="launch calls slower than this are outliers (default 50us)")
     p.add_argument("--delay-cutoff", type=duration_arg, default=DEFAULT_DELAY_CUTOFF_NS, metavar="DURATION",
                    help="launch delays above this are outliers (default 100us)")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="worst N of each outlier list (default 10)")
+    p.add_argument("--top", type=count_arg, default=10, metavar="N", help="worst N of each outlier list (default 10)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="text (default); csv: the --table chosen; json: everything. Times in ns in both, the unit "
                    "in each column's name; gpu_ts_rel_ns is the GPU op's start from the trace start (as Perfetto "
@@ -64,8 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        raise UsageError(f"--top must be 0 or more, not {args.top}")
     return ranks.run_command(args, launch_stats_one)
 
 

@@ -7,10 +7,9 @@ import sys
 
 from ...annotator.registry import ANALYSES
 from ...api.files import roofline
-from ...errors import UsageError
 from ...util.lazy_pandas import pd
 from .. import ranks
-from ..options import add_filter_arguments, add_options, filters_of
+from ..options import add_filter_arguments, add_options, count_arg, filters_of
 from ..output import Col, count, json_text, ms, render, short, wrap
 from ..rank_summary import Figures
 
@@ -32,14 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="text (default); csv: the --table chosen; json: every table, coverage and notes")
     p.add_argument("--table", choices=TABLES, default="ops",
                    help="the table --format csv writes: ops (default), families, steps or unmodelled")
-    p.add_argument("--top", type=int, default=15, metavar="N", help="ops shown in the text output (default 15)")
+    p.add_argument("--top", type=count_arg, default=15, metavar="N", help="ops shown in the text output (default 15)")
     add_filter_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        raise UsageError(f"--top must be 0 or more, not {args.top}")
     return ranks.run_command(args, roofline_one)
 
 
