@@ -55,13 +55,14 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     empty table says why in ``df.attrs["message"]``."""
     from ..analyses.hta_choices import hta_launch_table, keeps_hta_launch
     from ..analyses.launch_delay import launch_table_consuming
+    from ..analyses.launches import calls_of
 
     if hta:
         if apis is not None or launched_before_ns is not None:
             raise UsageError("launch_stats: hta=True makes HTA's choices of apis and launched_before_ns")
         return hta_launch_table(reads.launch_columns(path, where=where, keep_launch=keeps_hta_launch))
-    return launch_table_consuming(reads.launch_columns(path, apis or None, where), apis=apis or None,
-                                  launched_before_ns=launched_before_ns)
+    cols = reads.launch_columns(path, where, keep_launch=calls_of(apis) if apis else None)
+    return launch_table_consuming(cols, apis=apis or None, launched_before_ns=launched_before_ns)
 
 
 def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None = None) -> RooflineTables:

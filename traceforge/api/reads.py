@@ -13,7 +13,6 @@ from typing import Any
 from ..analyses.counters.tables import has_counters
 from ..analyses.filters import Filters
 from ..analyses.hta_choices import hta_view
-from ..analyses.launches import calls_of
 from ..analyses.patterns import operator_marks
 from ..analyses.stacks import NameMask, stack_ops
 from ..analyses.stats import reads_memory
@@ -85,14 +84,12 @@ def export_columns(path: str, where: Filters | None = None) -> TraceColumns:
     return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True, op_args=True)
 
 
-def launch_columns(path: str, apis: frozenset[str] | None = None, where: Filters | None = None, *,
+def launch_columns(path: str, where: Filters | None = None, *,
                    keep_launch: Callable[[str], bool] | None = None) -> TraceColumns:
-    """What ``launch_table`` reads: the launch calls (those a GPU op joins, whatever their name; the
-    calls of ``apis``, HTA's sets; or those whose name ``keep_launch`` keeps) and their stacks."""
+    """What ``launch_table`` reads: the launch calls (those a GPU op joins, whatever their name, or
+    those whose name ``keep_launch`` keeps: ``launches.calls_of`` HTA's sets, say) and their stacks."""
     if keep_launch is not None:
         return stack_columns(path, keep_launch=keep_launch, where=where)
-    if apis is not None:
-        return stack_columns(path, keep_launch=calls_of(apis), where=where)
     return stack_columns(path, joined_launches=True, where=where)
 
 
