@@ -325,17 +325,17 @@ def test_file_size_limit_is_one_line(command, tmp_path, sample):
 
 
 def test_output_directory_removed_before_the_rename(monkeypatch, tmp_path, sample):
-    from traceforge.io.read import codec
+    from traceforge.io.write import output
 
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    real = codec.publish
+    real = output.publish
 
     def removed_first(tmp, out):
         shutil.rmtree(out_dir)
         real(tmp, out)
 
-    monkeypatch.setattr(codec, "publish", removed_first)
+    monkeypatch.setattr(output, "publish", removed_first)
     err = one_line_error(run_cli("annotate", str(sample.path), "--all", "-o", str(out_dir / "o.json")))
     assert f"{out_dir / 'o.json'}: cannot write: No such file or directory" in err, err
 

@@ -2,7 +2,7 @@
 ``--html``, the files ``--csv DIR`` / ``--parquet DIR`` could replace, each file of an
 output directory for several inputs) is checked against every file it reads (the traces,
 the files in an input directory, ``--rules`` and ``--ncu`` files) before anything is read.
-The check is ``io.codec.refuse_input`` (the same file by device and inode: also a symlink or
+The check is ``io.write.output.refuse_input`` (the same file by device and inode: also a symlink or
 a hard link to it), the one the writers themselves run on their own input.
 """
 

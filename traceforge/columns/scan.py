@@ -5,7 +5,7 @@ understood: new (``kernel``, ``gpu_memcpy``, ``cuda_runtime``, ``cpu_op``, ...) 
 (``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``, string tids like ``"stream 7"``).
 Times are integer ns (see ``exacttime``).
 
-The reader's C scanner gives one int64 row per event (``io.rows``); this module turns
+The reader's C scanner gives one int64 row per event (``io.read.rows``); this module turns
 batches of rows into columns with numpy, decoding each distinct string or (pid, tid)
 once. Rows the scanner flags as odd are recomputed from the parsed event.
 """

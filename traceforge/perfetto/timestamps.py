@@ -29,7 +29,7 @@ _INT64_MAX = 2**63 - 1
 def time_ns(value: object) -> tuple[int, int] | None:
     """(Perfetto's ns, exact ns) of a JSON ts/dur value, or None if Perfetto sees no number.
 
-    The reader hands fractional values over as their text (see ``io.reader``).
+    The reader hands fractional values over as their text (see ``io.read.reader``).
     """
     if type(value) is int:
         if abs(value) < 2**63 // 1000:

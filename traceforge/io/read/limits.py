@@ -12,7 +12,7 @@ the same way (``with traceforge.reading_limits(ReadLimits(max_event_bytes=...))`
 - ``max_size``: decompressed bytes in all (None: no absolute cap).
 
 Runs of whitespace between events are never held: the reader drops a run longer than
-``WS_RUN_KEPT`` as it streams (see ``io.reader``).
+``WS_RUN_KEPT`` as it streams (see ``io.read.reader``).
 """
 
 from __future__ import annotations

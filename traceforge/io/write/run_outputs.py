@@ -1,7 +1,7 @@
 """What a run has put in place, so that a run stopped by a signal leaves none of it.
 
 A file is written under a temporary name and renamed onto its own only once complete
-(``codec.publish``); a signal before the rename leaves nothing. One after it (the command
+(``output.publish``); a signal before the rename leaves nothing. One after it (the command
 still printing, or other files still to come: several ranks, an export's tables) would leave
 a complete output from a run that exits 130/143. So, while a run is ``recorded``, each path an
 output may take is ``watch``ed before it is written (by this process, or by a worker writing
