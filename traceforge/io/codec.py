@@ -46,7 +46,7 @@ BLOCK = 4 << 20  # bytes read (or decompressed) at a time: as large as a reader'
 GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
 ZSTD_LEVEL = 3
 # --compression small: gzip's own default level through zlib (ISA-L stops at level 3, no
-# smaller than its level 1 on traces) and zstd 9; 24-32 % smaller, 10-15x slower to write.
+# smaller than its level 1 on traces) and zstd 9: smaller, much slower to write (docs/benchmarks.md).
 SMALL_GZIP_LEVEL, SMALL_ZSTD_LEVEL = 6, 9
 COMPRESSIONS = ("fast", "small")
 _compression: ContextVar[str] = ContextVar("traceforge_compression", default="fast")
@@ -185,7 +185,7 @@ def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterat
     spare bytes.
 
     Reading into blocks of one size lets malloc hand back the same memory each time; the
-    decompressors' own outputs (new, growing buffers) page-faulted for about half of the
+    decompressors' own outputs (new, growing buffers) page-faulted for much of the
     decompression time.
     """
     reader = _decompressing_reader(source, codec)

@@ -8,7 +8,7 @@ the same way (``with traceforge.reading_limits(ReadLimits(max_event_bytes=...))`
   much of it is in hand, never held whole).
 - ``max_metadata_bytes``: the top-level keys other than ``traceEvents`` (before and after it).
 - ``max_ratio``: decompressed bytes per compressed byte read, checked once the decompressed
-  bytes pass ``ratio_floor`` (real traces compress 5-40x; bombs 1,000x and more).
+  bytes pass ``ratio_floor`` (bombs compress by orders of magnitude more than real traces).
 - ``max_size``: decompressed bytes in all (None: no absolute cap).
 
 Runs of whitespace between events are never held: the reader drops a run longer than
