@@ -33,7 +33,7 @@ from ..util.distinct import unique
 from .table import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
-MAX_ROWS = 1 << 20  # ~100 MB for a window of repair's slices, sorted
+MAX_ROWS = 1 << 20  # rows a window holds at most: the memory bound of a window of repair's slices, sorted
 BLOCK = 1 << 16  # rows read from the spill at a time (fewer windows each, where the spill is read again)
 REREADS = 4
 

@@ -4,8 +4,8 @@ One definition of each limit and its default; the CLI sets them for a run (``--m
 ``--max-metadata-mb``, ``--max-size``, ``--max-ratio``) through ``reading_limits``, API callers
 the same way (``with traceforge.reading_limits(ReadLimits(max_event_bytes=...))``).
 
-- ``max_event_bytes``: one event's bytes (a 1 GB name is refused at its first byte once this
-  much of it is in hand, never held whole).
+- ``max_event_bytes``: one event's bytes (a longer name is refused once this much of it is in
+  hand, never held whole).
 - ``max_metadata_bytes``: the top-level keys other than ``traceEvents`` (before and after it).
 - ``max_ratio``: decompressed bytes per compressed byte read, checked once the decompressed
   bytes pass ``ratio_floor`` (bombs compress by orders of magnitude more than real traces).
