@@ -31,3 +31,117 @@ def test_ci_runs_the_readme_command_and_can_install_chromium():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert ci[-1] == command  # exactly the README's command, last
     assert any("apt-get install" in line and "chromium" in line for line in ci)
+
+
+# -- no measurements in code comments and docstrings -----------------------------------------------
+# A measured figure (a time, a size, a share, a speed-up) goes stale as the code changes: it belongs
+# in docs/benchmarks.md (current numbers) or a commit message (history), never in a comment. What
+# the pattern cannot tell from a measurement is a definition or a limit the code enforces; those are
+# ALLOWED, each by its file and its words. Text in ``...`` or "..." is an example of a format (what
+# a user types, what a command prints) and is not read.
+MEASUREMENT = re.compile(
+    r"(?<![\w.])(?<!e-)\d+(?:[.,]\d+)*\s*(?:MB|GB|KB|MiB|GiB|KiB|TB|ms|µs|us|s|sec|seconds|minutes)\b"
+    r"|(?<![\w.])\d+(?:\.\d+)?\s*%"
+    r"|\d\s*x\s+(?:faster|slower|smaller|larger)\b|\bx\s+faster\b")
+LITERALS = re.compile(r"``.*?``|\"[^\"\n]*\"")
+ALLOWED = {  # path under traceforge/ -> the words that hold a definition or a limit, not a measurement
+    "_native/_counter_text.c": ["1683564901548726 us", "every 100 s"],  # which digits of a time change
+    "analyses/classify.py": ["passes 100 %", "pass 100 %"],  # a share of the window: its whole
+    "analyses/counters/derived.py": ["40 GB parts", "100 % if some kernel exceeds 50 %",
+                                     "else 50 %"],  # a GPU model's name; the tensor peak's rule
+    "analyses/gpu_annotations.py": ["up to 100 %"],
+    "analyses/gpu_busy.py": ["Default 30 µs", "acts as 30 µs"],  # the default and HTA's
+    "analyses/idle_intervals.py": ["shorter than 10 µs"],  # the track's default
+    "analyses/launch_delay.py": ["above 50 µs", "above 100 µs"],  # HTA's cutoffs, the defaults
+    "analyses/queue_summary.py": ["(25, 50, 75, 100 %)"],  # the quantiles reported
+    "analyses/stats.py": ["add up to 100 %", "top 1/5/10 %"],
+    "analyses/stragglers.py": ["(10 %)"],  # STRAGGLER_SHARE
+    "annotator/plugins/classify.py": ["it is 100 %", "it is 50 %"],  # the track's definition
+    "annotator/plugins/idle_gaps.py": ["below 30 µs"],  # the default
+    "annotator/plugins/launch_delay.py": ["from 1 ms up"],  # the label's format
+    "cli/rank_summary.py": ["more than 10 %"],  # STRAGGLER_SHARE
+}
+
+
+def comment_lines(path: Path):
+    """(line number, text) of each comment and each line of each docstring of ``path`` (a Python or
+    C source)."""
+    import ast
+    import io
+    import tokenize
+
+    source = path.read_text(encoding="utf-8")
+    if path.suffix in (".c", ".h"):
+        for m in re.finditer(r"/\*.*?\*/|//[^\n]*", source, re.S):
+            first = source.count("\n", 0, m.start()) + 1
+            for i, line in enumerate(m.group().splitlines()):
+                yield first + i, line
+        return
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = node.body[0] if node.body else None
+            if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+                for i, line in enumerate(doc.value.value.splitlines()):
+                    yield doc.lineno + i, line
+
+
+def measurements(path: Path, allowed=()) -> list[str]:
+    """``path:line: text`` for each comment or docstring line of ``path`` with a measurement-like
+    number, less the ``allowed`` words."""
+    found = []
+    for number, line in comment_lines(path):
+        text = LITERALS.sub("", line)
+        for words in allowed:
+            text = text.replace(words, "")
+        if MEASUREMENT.search(text):
+            found.append(f"{path}:{number}: {line.strip()}")
+    return found
+
+
+def test_code_comments_keep_no_measurements():
+    package = ROOT / "traceforge"
+    sources = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".c", ".h") and p.is_file())
+    assert len(sources) > 100  # the walk found the package
+    found = [hit for p in sources for hit in measurements(p, ALLOWED.get(p.relative_to(package).as_posix(), ()))]
+    assert not found, "measurements in comments (move them to docs/benchmarks.md):\n" + "\n".join(found)
+
+
+def test_every_allowed_phrase_is_still_there():
+    for name, phrases in ALLOWED.items():
+        text = "\n".join(line for _, line in comment_lines(ROOT / "traceforge" / name))
+        for words in phrases:
+            assert words in text, f"traceforge/{name}: {words!r} is no longer there: drop it from ALLOWED"
+
+
+@pytest.mark.parametrize("snippet", [
+    '# the merge held ~80 MB at 2 GB\nx = 1\n',
+    'def f():\n    """Sorting takes 0.04 s against 4 CPU s for hashing."""\n',
+    '# 2-6x faster than numpy\n',
+    '"""Importing pandas is a third (33 %) of a run."""\n',
+    '# a 1,242.5 MiB peak\n',
+])
+def test_a_planted_measurement_is_found(tmp_path, snippet):
+    planted = tmp_path / "planted.py"
+    planted.write_text(snippet, encoding="utf-8")
+    assert len(measurements(planted)) == 1
+
+
+def test_a_planted_measurement_in_c_is_found(tmp_path):
+    planted = tmp_path / "planted.c"
+    planted.write_text("/* As a Python loop\n * the walk took ~1 µs an event. */\nint x; // 5 ms\n", encoding="utf-8")
+    assert [hit.split(":")[1] for hit in measurements(planted)] == ["2", "3"]
+
+
+@pytest.mark.parametrize("snippet", [
+    '# int64 ns, 1e-6 GB/s units\n',
+    '"""Bytes from ``"8GB"``, ``"500MB"``; ``scan  42% [###] 2,104.6 MB JSON``."""\n',
+    'LABEL = "took 3 s"  # a string of the code, not a comment\n',
+    '# the rate units of 1e-6 GB/s; zstd blocks expand 32,768x\n',
+])
+def test_definitions_and_formats_pass(tmp_path, snippet):
+    planted = tmp_path / "planted.py"
+    planted.write_text(snippet, encoding="utf-8")
+    assert measurements(planted) == []
