@@ -1,5 +1,5 @@
 /* Codes of 64-bit values in order of first appearance: pandas.factorize for the pattern
- * mining (analyses/pattern_mining.py) without importing pandas (a cost every process would
+ * mining (analyses/patterns/mining.py) without importing pandas (a cost every process would
  * pay; docs/benchmarks.md).
  *
  * factorize(values, codes, first) -> number of distinct values. `values` is a buffer of

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..analyses.stacks import NameMask
+from ..analyses.structure.stacks import NameMask
 from ..emit.tracks import CounterTrack, Injections, TidAllocator
 
 if TYPE_CHECKING:

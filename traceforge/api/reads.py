@@ -11,16 +11,16 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..analyses.counters.tables import has_counters
-from ..analyses.filters import Filters
-from ..analyses.hta_choices import hta_view
-from ..analyses.patterns import operator_marks
-from ..analyses.stacks import NameMask, stack_ops
-from ..analyses.stats import reads_memory
+from ..analyses.cross_trace.stats import reads_memory
+from ..analyses.hta.choices import hta_view
+from ..analyses.patterns.by_op import operator_marks
+from ..analyses.structure.filters import Filters
+from ..analyses.structure.stacks import NameMask, stack_ops
 from ..annotator.plan import ScanPlan, filtered_scan
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
-from ..io.reader import TraceReader
+from ..io.read.reader import TraceReader
 
 
 def declared_columns(path: str, analysis: str, options: Mapping[str, Any] | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.memory_timeline import CPU_DEVICE_TYPE, device_memory, device_type_name, memory_timeline
+from ...analyses.memory.timeline import CPU_DEVICE_TYPE, device_memory, device_type_name, memory_timeline
 from ...columns.scan import MEMORY_EVENT, TraceColumns
 from ...emit.tracks import CounterTrack, Injections, PackedTimes
 from ..plugin import Analysis, AnnotateContext
