@@ -23,7 +23,7 @@ HTA reads ``.json`` and ``.json.gz`` only), and the table adds HTA's time, its p
 many times faster traceforge was. A run past ``--hta-timeout`` is stopped and shown as such.
 
 With ``--repeat N`` each command runs N times and its fastest run is reported, as the floors'
-are (single runs on the VM of docs/benchmarks.md vary by 10-25 %).
+are (single runs on a shared VM vary widely: docs/benchmarks.md, "Machine and traces").
 
     python scripts/bench.py TRACE [TRACE ...] [--jobs tracks,all] [--repeat N] [--out-dir DIR] [--hta PYTHON]
 
@@ -233,7 +233,7 @@ def child_env() -> dict[str, str]:
 def compile_package(env: dict[str, str]) -> None:
     """Compile the package's bytecode before any measured run, as ``pip install`` does. Where
     the environment sets ``PYTHONDONTWRITEBYTECODE``, each run of a checkout otherwise compiled
-    the ~95 modules the CLI imports before doing anything: ~0.13 s of every row."""
+    every module the CLI imports before doing anything, a cost in every row."""
     run = run_child([sys.executable, "-m", "compileall", "-q", str(REPO / "traceforge")], env)
     if run.returncode:
         print(f"bench: could not compile {REPO / 'traceforge'} (exit {run.returncode}): the rows include "

@@ -2,7 +2,7 @@
 
     python3 scripts/hostile_inputs.py [--dir /tmp/traceforge-hostile] [--only NAME ...]
 
-Each input is written once (kept for reruns; a few minutes and ~100 MB of disk in all), then
+Each input is written once (kept for reruns: making them takes minutes and some disk), then
 every command runs on it under /usr/bin/time, with the default limits unless the input's entry
 says otherwise. Prints one table row per (input, command): exit code, seconds (wall, CPU),
 peak RSS, and the error line if there is one. Not a test: the acceptance bound (under 500 MB
@@ -42,13 +42,13 @@ def _repeat(chunk: bytes, total: int):
 
 
 def name_1gb(path: Path) -> None:
-    """One event whose name is 1 GB of 'A' (a ~1 MB .gz)."""
+    """One event whose name is 1 GB of 'A' (a small .gz)."""
     _gzip_stream(path, [HEAD, b'{"ph":"X","cat":"kernel","name":"', *_repeat(b"A", 1 << 30),
                         b'","pid":0,"tid":7,"ts":1,"dur":1}', TAIL])
 
 
 def spaces_2gb(path: Path) -> None:
-    """2 GB of spaces between an event and its comma (a ~2 MB .gz)."""
+    """2 GB of spaces between an event and its comma (a small .gz)."""
     _gzip_stream(path, [HEAD, KERNEL % (1, 1, 1), *_repeat(b" ", 2 << 30), b",", KERNEL % (2, 1, 2), TAIL])
 
 

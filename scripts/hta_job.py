@@ -45,7 +45,8 @@ def run(feature: str, trace: str, out_dir: str, operator: str | None = None) -> 
         analyzer.generate_trace_with_counters(ranks=[0])
     elif feature == "sequences":
         # Its default renaming of other kernels labels the one "PyTorch Profiler" span and
-        # fails on a tiled trace, which has one per copy; without it: the same time at 54 MB.
+        # fails on a tiled trace, which has one per copy; without it, the time on an untiled trace
+        # is the same (docs/benchmarks.md, "Against HTA").
         analyzer.get_frequent_cuda_kernel_sequences(operator, out_dir, rank=0, compress_other_kernels=False)
     elif feature == "breakdown":
         analyzer.get_gpu_kernel_breakdown(visualize=False)

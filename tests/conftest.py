@@ -122,7 +122,7 @@ class _Bytes(io.BytesIO):
 
 def run_cli(*args: str, stdin: bytes | None = None, process: bool = False) -> subprocess.CompletedProcess:
     """``traceforge ARGS``: exit code, stdout and stderr bytes. Run in this process
-    (``cli.main.main``, what ``python -m traceforge`` runs, less the ~0.4 s CPU of starting an
+    (``cli.main.main``, what ``python -m traceforge`` runs, less the CPU of starting an
     interpreter); in a ``python -m traceforge`` process with ``process=True``, or where stdin or
     stdout is the trace (``-``: read and written through file descriptors). An exception that
     escapes main() is a traceback on stderr and exit code 1, as in a process."""

@@ -140,8 +140,8 @@ def _imports_pandas(*args: str) -> bool:
 
 
 def test_writing_tracks_never_imports_pandas(tmp_path):
-    """Importing pandas costs ~0.35 s a process (the core tracks of a 50 MB trace took 0.7 s with
-    it, 0.35 s without): only the commands that build tables import it, when they do."""
+    """Importing pandas is a large share of a command on a small trace (docs/benchmarks.md): only
+    the commands that build tables import it, when they do."""
     trace, out = str(TRACES["df_index"]), str(tmp_path / "out.json.gz")
     assert not _imports_pandas("annotate", trace, "--all", "-o", out)  # mined patterns and counters too
     assert not _imports_pandas("check", out)

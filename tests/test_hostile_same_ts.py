@@ -1,6 +1,6 @@
 """Many events at one timestamp (issue 41 item 12): ``check`` replays events a window of times at
-a time, and all the events of one time used to be one window (1 GB of events at one ts: 3 GB).
-Such a time is now split across windows in Perfetto's order at equal times (E first, then
+a time; one window of all the events of one time would hold them whole, several times their
+bytes. Such a time is split across windows in Perfetto's order at equal times (E first, then
 longer first, then file order), so windows stay bounded and the findings do not change."""
 
 from __future__ import annotations

@@ -217,9 +217,10 @@ def test_trace_without_counters_says_what_to_check(sample, tmp_path, capsys):
 
 
 def test_kernel_name_cleaning_is_linear():
-    """A 100,000-character template took 57 s in short_kernel_name (a backtracking regex);
-    read quadratically, 400,000 characters take about 15 minutes, and linearly 0.05 s. The
-    bound is not a speed measurement (bench.py does those) but that gap, with 400x to spare."""
+    """A 100,000-character template took most of a minute in short_kernel_name (a backtracking
+    regex); read quadratically, 400,000 characters take far longer than the bound, and linearly a
+    small fraction of it. The bound is not a speed measurement (bench.py does those) but that gap,
+    with orders of magnitude to spare."""
     name = "void k<" + "A" * 400_000 + ">(int)"
     start = time.perf_counter()
     assert short_kernel_name(name) == "k" and kernel_kind(name) == "k"

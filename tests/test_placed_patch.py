@@ -50,7 +50,7 @@ VARIANTS = ("as_written", "trailing_comma", "key_present", "empty_args", "escape
 # Chunks of 97 bytes cut every event several times, inside keys, args and numbers, and put
 # targets across 3+ chunks; 331 moves the cuts; 64 KiB is what the reader reads. The sample
 # (300 KB) takes every size at little cost; the real trace (33 MB) takes 64 KiB, and 4093
-# bytes once (in 97-byte chunks it took 15-28 s a variant, its cuts no different in kind).
+# bytes once (97-byte chunks over it would take long, its cuts no different in kind).
 PLACED_CASES = ([(v, SAMPLE, chunk) for v in VARIANTS for chunk in (97, 331, 1 << 16)]
                 + [(v, "trace_diff", 1 << 16) for v in VARIANTS] + [("as_written", "trace_diff", 4093)])
 

@@ -46,7 +46,7 @@ COMMANDS = {
 
 @pytest.fixture(scope="module")
 def rank_dir(tmp_path_factory, sample) -> Path:
-    """Two ranks, the sample tiled to ~8 MB each: runs of a second or two."""
+    """Two ranks, the sample tiled to ~8 MB each: runs long enough to signal midway."""
     where = tmp_path_factory.mktemp("signals")
     ranks = where / "ranks"
     ranks.mkdir()

@@ -1,8 +1,8 @@
 """Memory on tiny events (issue 55 item 5): a scanned batch's rows are NFIELDS int64 per event,
-so batches sized in bytes alone made 2 MB of ``{}`` events hold ~160 MB of rows (2x10^7 empty
-events peaked at 740-850 MB). The reader sizes each scan from the last one's events per byte
-(``io.reader.MAX_BATCH_EVENTS``): ``info`` and ``stats`` on 2x10^6 empty events stay under
-300 MB peak RSS (a subprocess, measured by ``resource``'s children's maxrss)."""
+so a batch sized in bytes alone holds rows many times its bytes where events are tiny. The reader
+sizes each scan from the last one's events per byte (``io.reader.MAX_BATCH_EVENTS``): ``info``
+and ``stats`` on 2x10^6 empty events stay under 300 MB peak RSS (a subprocess, measured by
+``resource``'s children's maxrss)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Cheapest design: one trace_processor run per file answers every question (one st
 in threads while the next output is written. Each analysis alone runs on the traces below
 ``ALONE_MAX_EVENTS`` events (the large ones get every analysis through ``--all`` and
 ``--all --repair``); ``TRACEFORGE_TP_FULL=1`` runs every analysis alone on every trace too
-(~2x the time). Skipped, saying why, where the binary cannot run.
+(longer). Skipped, saying why, where the binary cannot run.
 """
 
 from __future__ import annotations

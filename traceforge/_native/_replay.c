@@ -3,7 +3,7 @@
  * Perfetto's importer keeps a stack of open slices per thread track and binds flow events
  * to the top of it; which slices spill, which B events end early and which arrows are
  * dropped depends on that order alone, so it is walked once, sequentially. As a Python
- * loop the walk took ~1 µs an event (half of `check` on a Kineto trace). This walks the
+ * loop the walk was a large share of `check` on a Kineto trace. This walks the
  * same rules over the columns and writes what it finds as (rule, ordinal, other ordinal,
  * other's name, flags) records; check/replay.py turns them into findings. The rules follow
  * trace_processor's slice_tracker.cc and flow_tracker.cc, including where they pop the top

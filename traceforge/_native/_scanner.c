@@ -759,8 +759,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 
     Parser p = {(const unsigned char *)view.buf + start, view.len - start, 0, 0, -1, NULL, 0, NULL};
     /* Rows go straight into the bytearray returned, sized for an event every 200 bytes of the run
-     * (Kineto's average is 250-400) and grown with the GIL for denser runs. Room for an event
-     * every 64 bytes touched twice the pages in a whole annotate run: the heap's reuse of
+     * (denser than Kineto's events are on average) and grown with the GIL for denser runs. Far
+     * more room than that touches more pages over a whole annotate run: the heap's reuse of
      * freed rows (glibc's mmap threshold) depends on their size. */
     const Py_ssize_t row_bytes = NFIELDS * sizeof(int64_t);
     Py_ssize_t cap = (limit < p.n ? limit : p.n) / 200 + 64, count = 0, stop = 0, keycap = 256;

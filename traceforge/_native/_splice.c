@@ -2,8 +2,8 @@
  * buffers to fill.
  *
  * The second read of an annotate run adds args to about every GPU op: a few hundred
- * insertions per 2 MB of input. Done with a bytes object and a Python call per event
- * that cost ~5 us an event; here the pieces come as columns (numpy arrays of starts and
+ * insertions per reader batch. Done with a bytes object and a Python call per event, that
+ * was a Python step per insertion; here the pieces come as columns (numpy arrays of starts and
  * lengths) and one call copies them, with the GIL released.
  */
 #define PY_SSIZE_T_CLEAN

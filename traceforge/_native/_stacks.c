@@ -7,8 +7,8 @@
  * thread's times and durations for a numpy lexsort held ~35 bytes an item, the largest
  * working set of `launch-stats` and `patterns --op` (one thread holds nearly every item).
  * A thread's ops, and its calls, are nearly in time order in the file, so a merge sort of
- * the runs already in order does a few passes. The walk is sequential by nature: as a
- * Python loop it took ~1 s per 5 M items.
+ * the runs already in order does a few passes. The walk is sequential by nature, so it is
+ * here rather than a Python loop.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -151,7 +151,7 @@ class BesideCopy:
 
     def start(self) -> None:
         """Start making the tracks in a thread, as the copy starts: not before, where the serial
-        steps between the reads would wait for the GIL behind the thread's (~0.04 s at 2 GB)."""
+        steps between the reads would wait for the GIL behind the thread's."""
         if self._done is None:
             pool = ThreadPoolExecutor(1, thread_name_prefix="traceforge-analyses")
             self._done = pool.submit(self._tracks)
@@ -175,8 +175,8 @@ class BesideCopy:
 
 
 # The GPU-side analyses run beside the CPU-side ones only while the estimated peak stays
-# under this: both working sets are held at once (beyond the RSS after the scan, about 140-180
-# bytes a GPU op, against 90-125 one at a time).
+# under this: both working sets are held at once (beyond the RSS after the scan,
+# SIDE_BY_SIDE_BYTES_PER_OP a GPU op: the most measured, docs/benchmarks.md "Memory").
 SIDE_BY_SIDE_BUDGET = 400 << 20
 SIDE_BY_SIDE_BYTES_PER_OP = 180
 
@@ -188,8 +188,8 @@ def side_by_side(cols: TraceColumns, options: dict[str, Any]) -> bool:
 
 # The tracks are made beside the copy only while this estimate stays under the same budget: the
 # columns are held through the copy, beside one analysis's working set and the copy's buffers
-# (beyond the RSS after the scan, up to about 320 bytes a GPU op; the biggest traces run the
-# analyses before the copy).
+# (beyond the RSS after the scan, BESIDE_COPY_BYTES_PER_OP a GPU op at most; the biggest
+# traces run the analyses before the copy).
 BESIDE_COPY_BYTES_PER_OP = 320
 
 

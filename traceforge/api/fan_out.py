@@ -153,7 +153,7 @@ def _here(job: Callable[[T], R], items: Sequence[T], order: list[int], jobs: int
         for i, item in enumerate(items):
             yield i, job(item)
         return
-    # imported here: multiprocessing is ~10 ms of every command's start-up, needed only for files in parallel
+    # imported here: multiprocessing would add to every command's start-up, needed only for files in parallel
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     limits = read_limits()  # the workers do not see this thread's context: they get the limits in force here

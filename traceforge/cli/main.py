@@ -200,7 +200,7 @@ def tolerate_any_text() -> None:
 
 def os_error_line(e: OSError) -> str:
     """One line for an error of the system (a file that cannot be read or written, a full disk)."""
-    if e.errno == errno.ENOSPC:  # large traces spill columns to temporary files (GBs at 10 GB for check and repair)
+    if e.errno == errno.ENOSPC:  # large traces spill columns to temporary files (check and repair the most)
         return (f"no space left on device, for the output or for temporary files in {tempfile.gettempdir()} "
                 "(set TMPDIR to a larger disk)")
     where = f"{e.filename}: " if e.filename is not None else ""

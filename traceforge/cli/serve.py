@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
 UI_MEMORY_BYTES = 2 << 30  # what the browser's wasm engine can count on
-MEMORY_PER_JSON_BYTE = 2  # it holds every JSON event until the end: 2-4x the JSON
+MEMORY_PER_JSON_BYTE = 2  # it holds every JSON event until the end: at least twice the JSON
 _SAMPLE_BYTES = 4 << 20
 _PIECE_BYTES = 1 << 10  # compressed bytes decompressed at a time (zstd's densest blocks expand 32,768x)
 _MOST_DECOMPRESSED = 64 << 20
@@ -70,7 +70,7 @@ def ui_url(name: str, port: int = DEFAULT_PORT) -> str:
 
 def trace_server(path: str, port: int = DEFAULT_PORT, log=lambda line: None) -> TraceServer:
     """A server (not yet serving: call ``serve_forever``) for the file at ``path``."""
-    from .serve_http import TraceServer  # here: http.server is ~20 ms of every command's start-up
+    from .serve_http import TraceServer  # here: http.server would add to every command's start-up
 
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file")

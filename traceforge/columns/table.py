@@ -35,7 +35,7 @@ class _MappedColumn:
     copied once.
 
     Not a heap buffer grown by reallocation: that leaves freed blocks between the batches'
-    temporaries which the heap never gives back (measured: +60 MB of peak RSS at 2 GB).
+    temporaries which the heap never gives back (a higher peak RSS).
     A map is returned to the system the moment it is replaced, and untouched capacity
     costs no memory. A big map is a temporary file's (``io.paged``): its pages leave resident
     memory whenever ``paged.page_out`` runs, and fault back in when read. A ``narrow``

@@ -12,9 +12,9 @@ keys are always in the same window.
 A window is then gathered one of two ways. Where the spill is mostly in key order already
 (a trace's events are written roughly in time order, thread by thread), each window reads
 back the blocks whose keys reach into it; otherwise each row is written once more, to its
-window's temporary file. Writing costs ~9x what reading back costs (a file here is written
-at ~450 MB/s, read at ~4 GB/s), so the blocks are read again while that reads each block
-at most ``REREADS`` times on average.
+window's temporary file. Writing costs several times what reading back costs
+(docs/benchmarks.md), so the blocks are read again while that reads each block at most
+``REREADS`` times on average.
 
 One key repeated on more rows than a window holds (a trace whose events share one time) would
 make one window of them all. Given a second key (``then``), such a table is windowed by
@@ -33,7 +33,7 @@ from ..util.distinct import unique
 from .table import SpilledColumns, Table
 
 SAMPLE_EVERY = 64  # rows per sampled key when setting the bounds
-MAX_ROWS = 1 << 20  # ~100 MB for a window of repair's slices, sorted
+MAX_ROWS = 1 << 20  # rows a window holds at most: the memory bound of a window of repair's slices, sorted
 BLOCK = 1 << 16  # rows read from the spill at a time (fewer windows each, where the spill is read again)
 REREADS = 4
 

@@ -52,7 +52,7 @@ class FlowKeys:
 
     def _find(self, rows: SpilledColumns) -> None:
         """Every distinct key, and which of them an s event has, by a pass over the rows (on
-        the progress bar: a few seconds at 5 GB)."""
+        the progress bar: long enough to show on a big trace)."""
         keys, starts = [], []
         bar, width, done = progress.active(), len(rows.fields) * 8, 0
         for chunk in rows.chunks():
@@ -91,7 +91,7 @@ class FlowKeys:
 
 def _distinct(parts: list[np.ndarray]) -> np.ndarray:
     """The distinct values of the arrays in ``parts``, sorted; ``parts`` is emptied as they
-    are joined. By sorting: numpy 2's ``np.unique`` hashes, and took 1.6 s on 1.5 M ids."""
+    are joined. By sorting: numpy 2's ``np.unique`` hashes, much slower on millions of ids."""
     values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     parts.clear()
     values.sort()

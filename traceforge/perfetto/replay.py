@@ -13,7 +13,7 @@ longest first, then file order) and keeps a stack of open slices per thread trac
 This follows trace_processor's slice_tracker.cc and flow_tracker.cc, including the places
 where they pop the top of the stack rather than the slice they looked at. The walk itself
 is in C (``traceforge/_replay.c``): it is sequential, one step per event, and in Python it
-was half of the time of a check. The rows come back from disk a window of Perfetto start
+was a large share of a check's time. The rows come back from disk a window of Perfetto start
 times at a time (``windows.windows_by``), and the walk's state carries from one window to
 the next, so memory holds one window, not the trace.
 """
@@ -48,8 +48,8 @@ _RULES = {
 }
 _SPILL = _RULES[_native.replay.SPILL]
 DANGLING = "dangling_flow_end"
-# rows per window: ~27 MB read back, sorted and walked (a window of a million rows held twice
-# that while gathered, for no gain in speed)
+# rows per window read back, sorted and walked (a window of four times as many rows held
+# that much more while gathered, for no gain in speed)
 WINDOW_ROWS = 1 << 18
 _CAUSES = ("merged thread ids", "float rounding", "overlap")
 

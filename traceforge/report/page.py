@@ -3,9 +3,10 @@ the page makes no network request). Each plot comes with where to find the same 
 Perfetto: the track ``traceforge annotate`` writes, and times in ms from the trace start, as
 Perfetto's timeline shows them.
 
-Bokeh was chosen by measurement (docs/report.md): the same ten plots make a 1.4 MB page that
-renders in ~1 s with pan, zoom and hover; Plotly's inlined library alone is 4.8 MB (a 5.0 MB
-page, 2.2 s); hand-drawn SVG is smallest (0.4 MB, 0.1 s) but has no zoom into a time series.
+Bokeh was chosen by measurement (docs/report.md has the page sizes and render times): the same
+ten plots make a page that renders quickly with pan, zoom and hover; Plotly's inlined library
+alone is larger than Bokeh's whole page; hand-drawn SVG is smallest and fastest but has no
+zoom into a time series.
 """
 
 from __future__ import annotations

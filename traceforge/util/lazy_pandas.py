@@ -1,6 +1,6 @@
 """pandas, imported where it is first used rather than when traceforge is.
 
-Importing pandas takes ~0.35 s of CPU, a third of a run on a 50 MB trace, and what writes
+Importing pandas is a large share of a run on a small trace (docs/benchmarks.md), and what writes
 traces (``annotate``, ``check``, ``repair``, ``trim``) never needs it. Modules
 write ``from .lazy_pandas import pd`` and use ``pd.DataFrame`` as usual; the first attribute
 looked up imports pandas (the import system makes that safe from any thread).

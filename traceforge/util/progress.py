@@ -1,12 +1,12 @@
-"""A progress bar on stderr while traces are read: multi-GB traces take minutes per pass.
+"""A progress bar on stderr while traces are read: a pass over a multi-GB trace takes a while.
 
 Shown only when stderr is a terminal and not ``-q``. The reader asks ``reader_hook(path)``
 for a callback of the compressed bytes it has read (the share done and the ETA), which the
 reader also tells the JSON bytes it has decompressed (``PassHook.decompressed``): the speed
-shown is that of the JSON, uncompressed, per pass (a trace compresses 10-30x, so compressed
-MB/s would make a 500 MB/s pass look like 20 MB/s). The first read of a path is the ``scan``
-pass, later reads of it the ``write`` pass (annotate's second pass copies the trace). A run
-over many files draws one bar over all of them (``ranks``).
+shown is that of the JSON, uncompressed, per pass (a trace compresses many times over, so
+compressed MB/s would understate a pass's speed by that ratio). The first read of a path is
+the ``scan`` pass, later reads of it the ``write`` pass (annotate's second pass copies the
+trace). A run over many files draws one bar over all of them (``ranks``).
 """
 
 from __future__ import annotations

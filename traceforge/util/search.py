@@ -2,8 +2,8 @@
 
 Columns are looked up in file order: their times mostly rise by a few places of the sorted
 array from one row to the next, so each search starting where the last one ended stays in
-cache (2-6x faster than numpy's bisection of the rest of the array for such needles, within
-~10 % for random ones). Other dtypes, mixed ones and small lookups go to numpy.
+cache (faster than numpy's bisection of the rest of the array for such needles, about as fast
+for random ones). Other dtypes, mixed ones and small lookups go to numpy.
 """
 
 from __future__ import annotations

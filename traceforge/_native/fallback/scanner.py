@@ -29,7 +29,8 @@ gets the same ids. orjson accepts no JSON the C parser refuses, bar nesting deep
 Numbers are taken from their text, never through a float: ts/dur in exact ns, ints as ints.
 Bytes >= 0x80 are passed through as they are (as the C scanner does; no UTF-8 check).
 
-Speed (``docs/benchmarks.md``): 10-20 MB/s of events; the C scanner does 200-500.
+Speed: an order of magnitude below the C scanner's (``docs/benchmarks.md``, "Pure-Python event
+path").
 """
 
 from __future__ import annotations

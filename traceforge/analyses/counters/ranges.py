@@ -7,7 +7,7 @@ name for it), on ``pid`` = device, with the counters in ``args``. The events car
 correlation id, no stream, and **no real time**: Kineto splits the profiling session's
 span evenly over the ranges (range i starts at session start + i x span / N, all equal
 length, back to back). So every range starts at or near the session start, long before the
-kernel it measured was launched (23 ms to 3 s before on the shared A100 trace), and its
+kernel it measured was launched, and its
 ``ts``/``dur`` say nothing about the kernel. Order is all there is.
 
 Pairing: per device, the i-th range (by ts, then file order) with the i-th kernel launched

@@ -76,7 +76,7 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     """The critical path of each instance of ``annotation`` (None: each ProfilerStep#N; a
     name: CPU ops and ranges whose name contains it; "": the whole trace), or of the one
     numbered ``step`` (N of ProfilerStep#N, else the index from 0). Reads the columns in memory.
-    ``segments=False`` leaves the segments table empty (the summary alone: a 2 GB trace's paths
+    ``segments=False`` leaves the segments table empty (the summary alone: a big trace's paths
     have millions of segments). Instances are solved a batch at a time (``_batches``), so the
     graph in memory is a batch's."""
     if cols.spilled_cpu_ops is not None:  # the graph reads the operators: bring them back
@@ -116,7 +116,7 @@ def critical_path(cols: TraceColumns, annotation: str | None = None, step: int |
     return CriticalPath(summary, table, len(cols.syncs) > 0, cols.metadata, trace_start(cols))
 
 
-BATCH_EVENTS = 1 << 19  # CPU operators and calls per graph held at once (~0.3 GB of graph at most)
+BATCH_EVENTS = 1 << 19  # CPU operators and calls per graph held at once (the graph's memory bound)
 
 
 def _batches(cols: TraceColumns, inst: Instances) -> list[tuple[int, Instances]]:

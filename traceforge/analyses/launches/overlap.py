@@ -68,7 +68,7 @@ def _calls_by_thread(cols: TraceColumns) -> tuple[np.ndarray, np.ndarray, np.nda
     """The launch calls that launched a kernel, by thread, then start, then file order: each
     call's row, its kernels' first start and last end (a graph launch's span), and the name
     of its first kernel (by start). Each array of a row per kernel goes once used: a big trace
-    has millions of kernels, and stats held ~200 MB of them at once at 5 GB."""
+    has millions of kernels, and holding them all at once set stats' peak."""
     gpu, launches = cols.gpu, cols.launches
     launch_of = launch_of_gpu(cols)
     gpu_rows = np.flatnonzero((launch_of >= 0) & (gpu.kind == KERNEL))

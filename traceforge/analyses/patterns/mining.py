@@ -104,7 +104,8 @@ class _Sequence:
 
 def _symbols(count: int) -> np.ndarray:
     """A well-mixed odd 64-bit number per name code (splitmix64's finaliser): numpy's random
-    module costs a 20 ms import, and any mixing will do, as windows are compared name by name."""
+    module's import is a cost every run would pay, and any mixing will do, as windows are
+    compared name by name."""
     z = np.arange(1, count + 1, dtype=np.uint64) * np.uint64(_BASE)
     z ^= z >> np.uint64(30)
     z *= np.uint64(0xBF58476D1CE4E5B9)

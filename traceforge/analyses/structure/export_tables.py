@@ -115,7 +115,7 @@ def tables_by_kind(cols: TraceColumns) -> Iterator[TableChunk]:
     spilled and ``op_args=True``. Consumes the spilled tables."""
     names = _Strings(cols.names)
     calls, joined, tracks = _merged_calls(cols)
-    give_back()  # the merge's chunks left holes in the heap (~80 MB at 2 GB)
+    give_back()  # the merge's chunks left holes in the heap
     launch_op = np.full(len(joined), -1, np.int32)  # per joined call: its innermost op's name id
     yield from _nested_calls(calls, joined.ordinal, launch_op, names, cat_kinds(cols), tracks)
     gpu_launch = launch_of_gpu(replace(cols, launches=joined))

@@ -3,7 +3,7 @@
 Per (pid, tid) thread, a CPU op's parent is the innermost earlier op that really contains
 it: starts at or before it and ends at or after its end. An op that ended before another
 starts is not its parent, and a zero-duration op contains nothing (HTA gets both wrong
-and hangs thousands of events under a 1 µs ``aten::select``). Equal starts: the longer
+and hangs thousands of events under a short ``aten::select``). Equal starts: the longer
 op is the parent; equal intervals: file order.
 """
 

@@ -232,8 +232,8 @@ ANALYSIS = Analysis(
     "on every event on it (not in --all: it reads every CPU op)",
     build, order=100,
     # Not in --all: it reads every CPU op and launch call and builds tables (pandas), which
-    # doubles --all's time and memory on df_index (1.6 s -> 3.4 s, 105 -> 200 MB; the sample
-    # 42 -> 83 MB), and patches args on CPU-side events (the copy's slower path).
+    # would about double --all's time and memory, and patches args on CPU-side events (the
+    # copy's slower path).
     in_all=False,
     options=(Option("critical_path_annotation", "--critical-path: instances of CPU ranges whose name contains "
                     "NAME instead of each ProfilerStep#N (\"\": the whole trace)", metavar="NAME"),

@@ -57,8 +57,8 @@ class BackgroundSink(Generic[T]):
     """Calls ``consume(item)`` in a thread, in order; ``close()`` waits and re-raises errors."""
 
     def __init__(self, consume: Callable[[T], None], depth: int = 3):
-        # Three chunks in flight keep the compressor busy; each more is ~3.4 MB held
-        # (depth 8 cost ~40 MB of peak RSS on `--all` at 5 GB, no speed).
+        # Three chunks in flight keep the compressor busy; each more is a chunk more held,
+        # for no speed.
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(consume,), name="traceforge-write", daemon=True)

@@ -8,8 +8,8 @@ disk once written out, and faults back in when next read. ``page_out`` drops the
 every such map: the scan calls it as it reads (with the heap trim, ``io.heap``) and annotate
 between analyses, so resident memory holds what the running analysis reads, not every column.
 
-Only maps of ``PAGED_BYTES`` or more are file-backed (a 10 GB trace's columns are 16-33 MB
-each), and only where that helps and is safe (``is_paged``): on Linux, with the temporary
+Only maps of ``PAGED_BYTES`` or more are file-backed (a big trace's GPU-side columns are),
+and only where that helps and is safe (``is_paged``): on Linux, with the temporary
 directory (``$TMPDIR``) on a disk. On a RAM file system (tmpfs, ramfs) the pages would stay
 in the machine's memory, and reserving a map's blocks there takes that memory at once; on
 other systems a full disk could not be caught before a write faults. Where the temporary

@@ -169,7 +169,7 @@ def _blocks(source: _Source, codec: str, headroom: int, cap: _SizeCap) -> Iterat
     spare bytes.
 
     Reading into blocks of one size lets malloc hand back the same memory each time; the
-    decompressors' own outputs (new, growing buffers) page-faulted for about half of the
+    decompressors' own outputs (new, growing buffers) page-faulted for much of the
     decompression time.
     """
     reader = _decompressing_reader(source, codec)

@@ -4,11 +4,11 @@ One definition of each limit and its default; the CLI sets them for a run (``--m
 ``--max-metadata-mb``, ``--max-size``, ``--max-ratio``) through ``reading_limits``, API callers
 the same way (``with traceforge.reading_limits(ReadLimits(max_event_bytes=...))``).
 
-- ``max_event_bytes``: one event's bytes (a 1 GB name is refused at its first byte once this
-  much of it is in hand, never held whole).
+- ``max_event_bytes``: one event's bytes (a longer name is refused once this much of it is in
+  hand, never held whole).
 - ``max_metadata_bytes``: the top-level keys other than ``traceEvents`` (before and after it).
 - ``max_ratio``: decompressed bytes per compressed byte read, checked once the decompressed
-  bytes pass ``ratio_floor`` (real traces compress 5-40x; bombs 1,000x and more).
+  bytes pass ``ratio_floor`` (bombs compress by orders of magnitude more than real traces).
 - ``max_size``: decompressed bytes in all (None: no absolute cap).
 
 Runs of whitespace between events are never held: the reader drops a run longer than

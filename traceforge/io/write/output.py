@@ -27,7 +27,7 @@ from . import run_outputs
 GZIP_LEVEL = 1  # speed over size: traces are rewritten often and read once by the UI
 ZSTD_LEVEL = 3
 # --compression small: gzip's own default level through zlib (ISA-L stops at level 3, no
-# smaller than its level 1 on traces) and zstd 9; 24-32 % smaller, 10-15x slower to write.
+# smaller than its level 1 on traces) and zstd 9: smaller, much slower to write (docs/benchmarks.md).
 SMALL_GZIP_LEVEL, SMALL_ZSTD_LEVEL = 6, 9
 COMPRESSIONS = ("fast", "small")
 _compression: ContextVar[str] = ContextVar("traceforge_compression", default="fast")
