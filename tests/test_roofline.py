@@ -276,6 +276,59 @@ def test_unknown_gpu_and_no_shapes_say_so_in_one_line(tmp_path):
     assert b"coverage: 0.0%" in done.stdout
 
 
+# What each case lacks: (the _trace arguments, a word of its note, its note's how-to).
+MISSING = {
+    "no shapes": ({"shapes": False}, "no CPU op carries shapes", "record_shapes=True"),
+    "unknown GPU": ({"gpu": "NVIDIA A100-PG509-200"}, "not in the GPU limits table", "--gpu-limits"),
+    "no deviceProperties": ({"gpu": None}, "no deviceProperties", "torch.profiler traces have them"),
+}
+
+
+def _missing_trace(tmp_path: Path, case: str) -> tuple[Path, str, str]:
+    kwargs, what, how = MISSING[case]
+    return _trace(tmp_path, **kwargs), what, how
+
+
+@pytest.mark.parametrize("case", MISSING)
+def test_every_entry_point_says_what_is_missing_once_and_invents_nothing(tmp_path, case):
+    import traceforge
+
+    path, what, how = _missing_trace(tmp_path, case)
+    done = run_cli("roofline", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.decode().splitlines() if what in line]
+    assert len(lines) == 1 and how in lines[0]
+    for result in (traceforge.roofline(path), traceforge.load(path).roofline()):
+        assert len(result.notes) == 1 and what in result.notes[0] and how in result.notes[0]
+        if case == "no shapes":
+            assert result.modelled_ns == 0 and len(result.ops) == 0
+        else:  # the work is known, the roofline is not
+            assert result.ops["flops"].sum() == 2 * M * N * K + M * N
+            assert result.ops["roofline_ns"].isna().all() and (result.ops["bound"] == "").all()
+            assert result.steps.empty or result.steps["roofline_ns"].isna().all()
+    out = tmp_path / "out.json"
+    done = run_cli("annotate", str(path), "--roofline", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = " ".join(done.stderr.decode().split())  # one summary line, wrapped
+    assert summary.count(what) == 1 and how in summary
+    kernels = [e["args"] for e in orjson.loads(out.read_bytes())["traceEvents"] if e.get("cat") == "kernel"]
+    assert not any({"bound", "roofline_ns", "roofline_pct"} & set(k) for k in kernels)
+    assert all(("flops" in k) == (case != "no shapes") for k in kernels)
+
+
+@pytest.mark.parametrize("case", MISSING)
+def test_the_report_section_says_what_is_missing(tmp_path, case):
+    pytest.importorskip("bokeh")
+    import traceforge
+    from traceforge.report import rank_report, render
+
+    path, what, how = _missing_trace(tmp_path, case)
+    page = render([rank_report(0, str(path), traceforge.load(path))])
+    assert what in page and how in page
+    assert "no op with both FLOPs and bytes" in page and "no roofline (no shapes or an unknown GPU)" in page
+    assert ("Roofline on H100 SXM" in page) == (case == "no shapes")  # no chart drawn; the GPU named where known
+
+
 # --- the real traces -----------------------------------------------------------------------------
 
 MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::addmv",

@@ -279,9 +279,9 @@ def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, 
         limits = limits_for(name, extra) if name is not None else None
         gpus[d] = limits
         if limits is None:
-            what = f"GPU {d} ({name}): not in the GPU limits table" if name else \
-                f"GPU {d}: not named (no deviceProperties)"
-            notes.append(f"{what}, so no roofline (add it: --gpu-limits)")
+            notes.append(f"GPU {d} ({name}): not in the GPU limits table, so no roofline (add it: --gpu-limits)"
+                         if name is not None else
+                         f"GPU {d}: no deviceProperties name it, so no roofline (torch.profiler traces have them)")
             continue
         missing = set()
         for unit in np.unique(units[on]).tolist():
@@ -295,7 +295,8 @@ def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, 
             roof[mine] = np.ceil(np.maximum(compute, memory)).astype(np.int64)
             bound[mine] = np.where(compute >= memory, COMPUTE, MEMORY)
         if missing:
-            notes.append(f"{limits.name} has no peak for {', '.join(sorted(missing))}: those kernels get no roofline")
+            notes.append(f"{limits.name} has no peak for {', '.join(sorted(missing))}: those kernels get no roofline "
+                         f"(give it: --gpu-limits)")
     return roof, bound, gpus, notes
 
 
