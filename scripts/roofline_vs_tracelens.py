@@ -2,7 +2,7 @@
 
 1. In TraceLens' own environment (docs/roofline.md says how to make it), per trace:
    /work/venv-tracelens/bin/python scripts/tracelens_perf_model.py TRACE tracelens.csv
-2. Here: python scripts/roofline_vs_tracelens.py TRACE tracelens.csv
+2. Here, from the project's root: PYTHONPATH=. python scripts/roofline_vs_tracelens.py TRACE tracelens.csv
 
 Per op name + Input Dims that both model: FLOPs and bytes per op instance from each, and their
 ratio; the rows outside 1 % first. Then the kernel time each covers.
@@ -23,6 +23,9 @@ def compare(trace: str, tracelens_csv: str) -> pd.DataFrame:
     ops = ours.ops.assign(flops_each=lambda f: f["flops"] / f["count"], bytes_each=lambda f: f["bytes"] / f["count"])
     ops["dims"] = ops["shapes"].map(lambda s: json.dumps(json.loads(s), separators=(",", ":")))
     theirs = pd.read_csv(tracelens_csv)
+    # rows TraceLens gave no number (its model failed) or no Input Dims are not ops it models
+    theirs = theirs.dropna(subset=["GFLOPS", "Data Moved (MB)"])
+    theirs = theirs[theirs["dims"].map(lambda s: isinstance(s, str))]
     theirs["dims"] = theirs["dims"].map(lambda s: _trimmed(json.loads(s)))
     theirs = theirs.groupby(["name", "dims"], as_index=False).agg(
         tl_flops=("GFLOPS", lambda g: g.iloc[0] * 1e9), tl_bytes=("Data Moved (MB)", lambda g: g.iloc[0] * 1048576),

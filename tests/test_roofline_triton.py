@@ -75,29 +75,33 @@ def compiled_trace(tmp_path: Path, gpu: str | None = "NVIDIA H100 80GB HBM3", sh
         args.update(extra or {})
         events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
                        "args": args})
+        return args["External id"]
 
-    def launch(api, ts, kernel, start, dur):
+    def launch(owner, api, ts, kernel, start, dur):
         nonlocal corr
         corr += 1
         cat = "cuda_driver" if api == "cuLaunchKernel" else "cuda_runtime"
-        events.append({"ph": "X", "cat": cat, "name": api, "pid": 1, "tid": 1, "ts": ts, "dur": 2,
-                       "args": {"correlation": corr}})
+        ids = {"External id": owner, "correlation": corr}  # as Kineto links a launch to its op
+        events.append({"ph": "X", "cat": cat, "name": api, "pid": 1, "tid": 1, "ts": ts, "dur": 2, "args": ids})
         events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": start, "dur": dur,
-                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+                       "args": {**ids, "device": 0, "stream": 7}})
+        events.append({"ph": "s", "id": corr, "pid": 1, "tid": 1, "ts": ts, "cat": "ac2g", "name": "ac2g"})
+        events.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": start, "cat": "ac2g", "name": "ac2g",
+                       "bp": "e"})
 
     triton = {"kernel_backend": "triton", "kernel_hash": "c7abc", "stream": 0, "num_warps": 4}
     events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000,
                    "dur": 400, "args": {}})
     op("Torch-Compiled Region: 0/0", 1010, 300)
     op("CompiledFunction", 1020, 280, [[4096, 1024], [1024], [1024, 256]], [BF16] * 3)
-    op("## Call CompiledFxGraph fz3 ##", 1030, 260)
-    op("triton_poi_fused_add_0", 1040, 20, POI_DIMS, POI_TYPES, ["", "", "", "4194304"], triton)
-    launch("cuLaunchKernel", 1045, "triton_poi_fused_add_0", 1100, 10)
-    op("aten::mm", 1070, 20, [[MM[0], MM[2]], [MM[2], MM[1]]], [BF16, BF16])
-    launch("cudaLaunchKernel", 1075, "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", 1115, 4)
-    op("triton_tem_fused_mm_1", 1100, 20, [[512, 256], [256, 1024], [512, 1024], []], POI_TYPES, None, triton)
-    launch("cuLaunchKernel", 1105, "triton_tem_fused_mm_1", 1125, 6)
-    launch("cuLaunchKernel", 1130, "triton_per_fused_sum_2", 1135, 5)  # no record of its own
+    graph = op("## Call CompiledFxGraph fz3 ##", 1030, 260)
+    poi = op("triton_poi_fused_add_0", 1040, 20, POI_DIMS, POI_TYPES, ["", "", "", "4194304"], triton)
+    launch(poi, "cuLaunchKernel", 1045, "triton_poi_fused_add_0", 1100, 10)
+    mm = op("aten::mm", 1070, 20, [[MM[0], MM[2]], [MM[2], MM[1]]], [BF16, BF16])
+    launch(mm, "cudaLaunchKernel", 1075, "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", 1115, 4)
+    tem = op("triton_tem_fused_mm_1", 1100, 20, [[512, 256], [256, 1024], [512, 1024], []], POI_TYPES, None, triton)
+    launch(tem, "cuLaunchKernel", 1105, "triton_tem_fused_mm_1", 1125, 6)
+    launch(graph, "cuLaunchKernel", 1130, "triton_per_fused_sum_2", 1135, 5)  # no record of its own
     doc = {"schemaVersion": 1, "traceEvents": events}
     if gpu is not None:
         doc["deviceProperties"] = [{"id": 0, "name": gpu}]
