@@ -41,7 +41,9 @@ def compare(trace: str, tracelens_csv: str) -> pd.DataFrame:
     print(f"{trace}: traceforge models {ours.modelled_ns / 1e6:.3f} ms of {ours.kernel_ns / 1e6:.3f} ms kernel time; "
           f"TraceLens {kernels:.3f} ms (and {copies:.3f} ms of memcpy/memset); "
           f"{len(joined)} op shapes both model, {int(off.sum())} outside 1 %")
-    return joined.sort_values(["within_1pct", "time_ns"], ascending=[True, False])
+    out = joined.sort_values(["within_1pct", "time_ns"], ascending=[True, False])
+    out.attrs.update(traceforge_ns=ours.modelled_ns, tracelens_ns=round(kernels * 1e6))  # the kernel time each models
+    return out
 
 
 def _trimmed(dims: list) -> str:
