@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from traceforge.analyses.roofline import work as W
+from traceforge.cli.output import WIDTH
 
 from .conftest import TRACES, run_cli
 
@@ -124,10 +125,12 @@ def test_a_compiled_trace_models_the_pointwise_triton_kernel_and_says_how_much(t
     assert mm["flops"] == 2 * MM[0] * MM[1] * MM[2]  # the extern kernel inside the region keeps its own op
     why = {u["name"]: u["why"] for u in doc["unmodelled"]}
     assert why == {"triton_tem_fused_mm_1": W.TRITON_TEMPLATE, "## Call CompiledFxGraph fz3 ##": W.COMPILED_REGION}
-    text = run_cli("roofline", str(path)).stdout.decode()
-    coverage = [line for line in text.splitlines() if line.startswith("coverage:")]
-    assert coverage == ["coverage: 56.0% of kernel time modelled (0.014 of 0.025 ms; 2 kernels not modelled); "
-                        "40.0% of kernel time as Triton kernels, memory-bound from their shapes"]
+    lines = run_cli("roofline", str(path)).stdout.decode().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("coverage:"))
+    coverage = " ".join(line.strip() for line in lines[at:at + 2])  # wrapped to 100 columns
+    assert coverage == ("coverage: 56.0% of kernel time modelled (0.014 of 0.025 ms; 2 kernels not modelled); "
+                        "40.0% of kernel time as Triton kernels, memory-bound from their shapes")
+    assert max(len(line) for line in lines) <= WIDTH
     families = pd.read_csv(io.BytesIO(run_cli("roofline", str(path), "--format", "csv", "--table", "families")
                                       .stdout))
     assert families.set_index("family").loc[W.TRITON, "time_ns"] == 10_000

@@ -87,8 +87,8 @@ def _text(args: argparse.Namespace, result) -> list[str]:
         lines += wrap(note)
     unmodelled = int(result.unmodelled["kernels"].sum()) if len(result.unmodelled) else 0
     triton = triton_share(result.triton_ns, result.kernel_ns)
-    lines.append(f"coverage: {result.coverage_pct:.1f}% of kernel time modelled ({ms(result.modelled_ns)} of "
-                 f"{ms(result.kernel_ns)} ms; {unmodelled:,} kernels not modelled)" + (f"; {triton}" if triton else ""))
+    lines += wrap(f"coverage: {result.coverage_pct:.1f}% of kernel time modelled ({ms(result.modelled_ns)} of "
+                  f"{ms(result.kernel_ns)} ms; {unmodelled:,} kernels not modelled)" + (f"; {triton}" if triton else ""))
     if not result.modelled_ns and result.notes:  # nothing modelled: the notes say why
         return lines
     ops = result.ops.head(args.top).assign(label=lambda f: [f"{short(o, 34)} {short(s, 40)}" for o, s in
