@@ -175,3 +175,17 @@ def test_the_hta_triton_example_is_modelled_from_its_launch_shapes(tmp_path):
     limits.write_text(json.dumps({"NVIDIA A100-PG509-200": {"memory_gbps": 1555, "tflops": {"fp32": 19.5}}}))
     doc = json.loads(run_cli("roofline", str(path), "--gpu-limits", str(limits), "--format", "json").stdout)
     assert (doc["ops"][0]["bound"], doc["ops"][0]["roofline_ns"]) == ("memory", 1)  # 1,200 B at 1,555 GB/s
+
+
+def test_the_report_and_the_api_say_how_much_is_modelled_from_triton_shapes(tmp_path):
+    import traceforge
+
+    path = compiled_trace(tmp_path)
+    tables = traceforge.load(path).roofline()
+    assert (tables.triton_ns, tables.triton_pct) == (10_000, 40.0)
+    assert tables.families.set_index("family").loc[W.TRITON, "bytes"] == POI_BYTES
+    pytest.importorskip("bokeh")
+    from traceforge.report import rank_report, render
+
+    page = render([rank_report(0, str(path), traceforge.load(path))])
+    assert "40.0% of kernel time as Triton kernels, memory-bound from their shapes" in page
