@@ -22,7 +22,6 @@ from ..analyses.cross_trace.stragglers import (
     stragglers,
 )
 from ..analyses.gpu_time.classify import NON_GPU
-from ..analyses.roofline.model import triton_share
 from ..analyses.roofline.tables import RooflineTables
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
@@ -307,7 +306,7 @@ def _roofline_blocks(t: RooflineTables) -> list[Any]:
     hint = ("<code>annotate --roofline</code>: args flops, bytes, tflops, gbps, intensity, bound and roofline_pct "
             "on each modelled kernel, and counter tracks <i>Roofline TFLOP/s</i>, <i>Roofline GB/s</i>, "
             "<i>Roofline %</i> in the GPU process")
-    triton = triton_share(t.triton_ns, t.kernel_ns)
+    triton = t.triton_share
     note = f"coverage {t.coverage_pct:.1f}% of kernel time" + (f", {triton}" if triton else "") + \
         "".join(f"; {n}" for n in t.notes)
     blocks = []

@@ -17,7 +17,7 @@ from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
 from ..structure.steps import gpu_steps, profiler_steps
 from .limits import GpuLimits
-from .model import BOUNDS, NO_BOUND, Roofline
+from .model import BOUNDS, NO_BOUND, Roofline, triton_share
 
 TABLES = ("ops", "families", "steps", "unmodelled")
 NOT_MODELLED = "(not modelled)"
@@ -48,6 +48,11 @@ class RooflineTables:
     def triton_pct(self) -> float:
         """The share of kernel time modelled as Triton kernels bound by memory (``work.TRITON``)."""
         return 100 * self.triton_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+    @property
+    def triton_share(self) -> str:
+        """What the coverage line says of that share ("" where there are none: ``model.triton_share``)."""
+        return triton_share(self.triton_ns, self.kernel_ns)
 
     def table(self, name: str) -> pd.DataFrame:
         return getattr(self, name)

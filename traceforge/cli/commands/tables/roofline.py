@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from ....annotator.registry import ANALYSES
-from ....analyses.roofline.model import triton_share
 from ....api.files import roofline
 from ....util.lazy_pandas import pd
 from ... import ranks
@@ -86,7 +85,7 @@ def _text(args: argparse.Namespace, result) -> list[str]:
     for note in result.notes:
         lines += wrap(note)
     unmodelled = int(result.unmodelled["kernels"].sum()) if len(result.unmodelled) else 0
-    triton = triton_share(result.triton_ns, result.kernel_ns)
+    triton = result.triton_share
     lines += wrap(f"coverage: {result.coverage_pct:.1f}% of kernel time modelled ({ms(result.modelled_ns)} of "
                   f"{ms(result.kernel_ns)} ms; {unmodelled:,} kernels not modelled)" + (f"; {triton}" if triton else ""))
     if not result.modelled_ns and result.notes:  # nothing modelled: the notes say why
