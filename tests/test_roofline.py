@@ -143,6 +143,43 @@ def test_gpu_limits_by_name_and_user_file():
         parse_limits({"x": {"memory_gbps": -1}}, "f.json")
 
 
+# The datasheet figures of docs/roofline.md's table, dense (a "with sparsity" figure halved), as
+# (fp64, fp64 tensor, fp32, tf32 tensor, bf16 tensor, fp16 tensor, fp8 tensor, int8 tensor, GB/s).
+DATASHEETS = {
+    "Tesla V100-SXM2-32GB": ("7.8", None, "15.7", None, None, "125", None, None, "900"),
+    "Tesla V100-PCIE-16GB": ("7", None, "14", None, None, "112", None, None, "900"),
+    "Tesla V100S-PCIE-32GB": ("8.2", None, "16.4", None, None, "130", None, None, "1134"),
+    "NVIDIA A100-SXM4-40GB": ("9.7", "19.5", "19.5", "156", "312", "312", None, "624", "1555"),
+    "NVIDIA A100-PCIE-40GB": ("9.7", "19.5", "19.5", "156", "312", "312", None, "624", "1555"),
+    "NVIDIA A100-SXM4-80GB": ("9.7", "19.5", "19.5", "156", "312", "312", None, "624", "2039"),
+    "NVIDIA A100 80GB PCIe": ("9.7", "19.5", "19.5", "156", "312", "312", None, "624", "1935"),
+    "NVIDIA A10": (None, None, "31.2", "62.5", "125", "125", None, "250", "600"),
+    "NVIDIA L4": (None, None, "30.3", "60", "121", "121", "242.5", "242.5", "300"),
+    "NVIDIA L40S": (None, None, "91.6", "183", "362.05", "362.05", "733", "733", "864"),
+    "NVIDIA H100 80GB HBM3": ("34", "67", "67", "494.5", "989.5", "989.5", "1979", "1979", "3350"),
+    "NVIDIA H100 PCIe": ("26", "51", "51", "378", "756.5", "756.5", "1513", "1513", "2000"),
+    "NVIDIA H200": ("34", "67", "67", "494.5", "989.5", "989.5", "1979", "1979", "4800"),
+    "NVIDIA B200": ("37", "37", "75", "1125", "2250", "2250", "4500", "4500", "8000"),
+    "AMD Instinct MI250X": ("23.95", "47.85", "23.95", None, "191.5", "191.5", None, "191.5", "1638.4"),
+    "AMD Instinct MI300X": ("81.7", "163.4", "163.4", "653.7", "1307.4", "1307.4", "2614.9", "2614.9", "5300"),
+}
+UNITS = ("fp64", "fp64_tensor", "fp32", "tf32_tensor", "bf16_tensor", "fp16_tensor", "fp8_tensor", "int8_tensor")
+
+
+@pytest.mark.parametrize("name", DATASHEETS)
+def test_gpu_limits_are_the_datasheets_dense_figures(name):
+    limits = limits_for(name)
+    *peaks, gbps = DATASHEETS[name]
+    assert limits is not None and limits.memory_gbps == Fraction(gbps)
+    assert {u: limits.peak(u) for u in UNITS} == {u: (Fraction(p) if p else None) for u, p in zip(UNITS, peaks)}
+
+
+def test_variants_the_datasheets_do_not_give_get_no_limits():
+    for name in ("Tesla V100-SXM3-32GB", "Tesla V100-FHHL-16GB", "NVIDIA H100 NVL", "NVIDIA H200 NVL",
+                 "NVIDIA GH200 480GB", "NVIDIA GB200", "NVIDIA A10G", "NVIDIA L40", "NVIDIA A100-PG509-200"):
+        assert limits_for(name) is None, name
+
+
 # --- a trace made here ---------------------------------------------------------------------------
 
 M, N, K = 256, 512, 128
@@ -185,7 +222,7 @@ def test_tables_on_a_made_trace(tmp_path):
     assert (mm["kernels"], mm["time_ns"], mm["flops"]) == (2, 4000, 2 * M * N * K)
     flops, nbytes = 2 * M * N * K, 2 * (M * K + K * N + M * N)
     # the 3 µs kernel has 3/4 of the work, the 1 µs one 1/4: each at its roof, rounded up to a ns
-    roof = sum(int(np.ceil(max(f * flops / 989.4e3, f * nbytes / 3350))) for f in (0.75, 0.25))
+    roof = sum(int(np.ceil(max(f * flops / 989.5e3, f * nbytes / 3350))) for f in (0.75, 0.25))
     assert mm["bound"] == "memory" and mm["roofline_ns"] == roof and mm["bytes"] == nbytes
     assert mm["lost_ns"] == mm["time_ns"] - mm["roofline_ns"]
     text = run_cli("roofline", str(path))
@@ -237,6 +274,59 @@ def test_unknown_gpu_and_no_shapes_say_so_in_one_line(tmp_path):
     done = run_cli("roofline", str(bare))
     assert done.returncode == 0 and b"record_shapes=True" in done.stdout
     assert b"coverage: 0.0%" in done.stdout
+
+
+# What each case lacks: (the _trace arguments, a word of its note, its note's how-to).
+MISSING = {
+    "no shapes": ({"shapes": False}, "no CPU op carries shapes", "record_shapes=True"),
+    "unknown GPU": ({"gpu": "NVIDIA A100-PG509-200"}, "not in the GPU limits table", "--gpu-limits"),
+    "no deviceProperties": ({"gpu": None}, "no deviceProperties", "torch.profiler traces have them"),
+}
+
+
+def _missing_trace(tmp_path: Path, case: str) -> tuple[Path, str, str]:
+    kwargs, what, how = MISSING[case]
+    return _trace(tmp_path, **kwargs), what, how
+
+
+@pytest.mark.parametrize("case", MISSING)
+def test_every_entry_point_says_what_is_missing_once_and_invents_nothing(tmp_path, case):
+    import traceforge
+
+    path, what, how = _missing_trace(tmp_path, case)
+    done = run_cli("roofline", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.decode().splitlines() if what in line]
+    assert len(lines) == 1 and how in lines[0]
+    for result in (traceforge.roofline(path), traceforge.load(path).roofline()):
+        assert len(result.notes) == 1 and what in result.notes[0] and how in result.notes[0]
+        if case == "no shapes":
+            assert result.modelled_ns == 0 and len(result.ops) == 0
+        else:  # the work is known, the roofline is not
+            assert result.ops["flops"].sum() == 2 * M * N * K + M * N
+            assert result.ops["roofline_ns"].isna().all() and (result.ops["bound"] == "").all()
+            assert result.steps.empty or result.steps["roofline_ns"].isna().all()
+    out = tmp_path / "out.json"
+    done = run_cli("annotate", str(path), "--roofline", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = " ".join(done.stderr.decode().split())  # one summary line, wrapped
+    assert summary.count(what) == 1 and how in summary
+    kernels = [e["args"] for e in orjson.loads(out.read_bytes())["traceEvents"] if e.get("cat") == "kernel"]
+    assert not any({"bound", "roofline_ns", "roofline_pct"} & set(k) for k in kernels)
+    assert all(("flops" in k) == (case != "no shapes") for k in kernels)
+
+
+@pytest.mark.parametrize("case", MISSING)
+def test_the_report_section_says_what_is_missing(tmp_path, case):
+    pytest.importorskip("bokeh")
+    import traceforge
+    from traceforge.report import rank_report, render
+
+    path, what, how = _missing_trace(tmp_path, case)
+    page = render([rank_report(0, str(path), traceforge.load(path))])
+    assert what in page and how in page
+    assert "no op with both FLOPs and bytes" in page and "no roofline (no shapes or an unknown GPU)" in page
+    assert ("Roofline on H100 SXM" in page) == (case == "no shapes")  # no chart drawn; the GPU named where known
 
 
 # --- the real traces -----------------------------------------------------------------------------

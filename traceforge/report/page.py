@@ -307,7 +307,9 @@ def _roofline_blocks(t: RooflineTables) -> list[Any]:
     hint = ("<code>annotate --roofline</code>: args flops, bytes, tflops, gbps, intensity, bound and roofline_pct "
             "on each modelled kernel, and counter tracks <i>Roofline TFLOP/s</i>, <i>Roofline GB/s</i>, "
             "<i>Roofline %</i> in the GPU process")
-    note = f"coverage {t.coverage_pct:.1f}% of kernel time" + "".join(f"; {n}" for n in t.notes)
+    triton = t.triton_share
+    note = f"coverage {t.coverage_pct:.1f}% of kernel time" + (f", {triton}" if triton else "") + \
+        "".join(f"; {n}" for n in t.notes)
     blocks = []
     models = {lim.name: lim for lim in t.limits.values()}
     for name, limits in sorted(models.items()) or [("", None)]:

@@ -14,7 +14,8 @@ of an op's kernels run at the op's achieved rate. Per kernel:
 - % of roofline = roofline time / dur.
 
 Memcpy and memset events are not kernels and stay out (``memcpy_bw`` covers copies). Coverage is
-the share of kernel time whose kernels are modelled.
+the share of kernel time whose kernels are modelled; ``triton_ns`` is the part of it modelled as
+memory-bound from a Triton kernel's launch shapes (``work.TRITON``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .limits import GpuLimits, limits_for
 from .work import (
     COLLECTIVE,
     FUSED_OPTIMIZERS,
+    TRITON,
     Work,
     allreduce_elements,
     fused_adam_of_elements,
@@ -74,6 +76,7 @@ class Roofline:
     reasons: list[tuple[str, str]]  # (op or kernel name, why)
     kernel_ns: int
     modelled_ns: int
+    triton_ns: int = 0  # of modelled_ns: Triton kernels modelled as memory-bound from their launch's shapes
     notes: list[str] = field(default_factory=list)
     gpus: dict[int, str] = field(default_factory=dict)  # device -> the GPU's limits name ("" unknown)
     limits: dict[int, GpuLimits] = field(default_factory=dict)  # device -> its limits, where known
@@ -81,6 +84,14 @@ class Roofline:
     @property
     def coverage(self) -> float:
         return self.modelled_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+
+def triton_share(triton_ns: int, kernel_ns: int) -> str:
+    """What the coverage line adds on Triton kernels modelled as memory-bound from their launch's
+    shapes: their share of kernel time ("" where there are none)."""
+    if not triton_ns or not kernel_ns:
+        return ""
+    return f"{100 * triton_ns / kernel_ns:.1f}% of kernel time as Triton kernels, memory-bound from their shapes"
 
 
 def device_names(cols: TraceColumns) -> dict[int, str]:
@@ -132,8 +143,9 @@ def roofline(cols: TraceColumns, extra_limits: Mapping[str, GpuLimits] | None = 
     roof_ns, bound, limits, notes = _roofs(cols, gpu.device[kernels], ok, units, flops, nbytes, extra_limits)
     if has.any() and not (shape[owner[has]] >= 0).any():  # no op that owns a kernel has shapes
         notes.insert(0, "no CPU op carries shapes (Input Dims): nothing modelled; profile with record_shapes=True")
+    triton = np.array([isinstance(w, Work) and w.family == TRITON for w in works] + [False])[widx]
     return Roofline(rows, own, key, keys, flops, nbytes, roof_ns, bound, kernels[~ok], reason, reasons,
-                    int(dur.sum()), int(kdur.sum()), notes,
+                    int(dur.sum()), int(kdur.sum()), int(kdur[triton].sum()), notes,
                     {d: (lim.name if lim else "") for d, lim in limits.items()}, {d: l for d, l in limits.items() if l})
 
 
@@ -267,9 +279,9 @@ def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, 
         limits = limits_for(name, extra) if name is not None else None
         gpus[d] = limits
         if limits is None:
-            what = f"GPU {d} ({name}): not in the GPU limits table" if name else \
-                f"GPU {d}: not named (no deviceProperties)"
-            notes.append(f"{what}, so no roofline (add it: --gpu-limits)")
+            notes.append(f"GPU {d} ({name}): not in the GPU limits table, so no roofline (add it: --gpu-limits)"
+                         if name is not None else
+                         f"GPU {d}: no deviceProperties name it, so no roofline (torch.profiler traces have them)")
             continue
         missing = set()
         for unit in np.unique(units[on]).tolist():
@@ -283,7 +295,8 @@ def _roofs(cols: TraceColumns, kernel_device: np.ndarray, modelled: np.ndarray, 
             roof[mine] = np.ceil(np.maximum(compute, memory)).astype(np.int64)
             bound[mine] = np.where(compute >= memory, COMPUTE, MEMORY)
         if missing:
-            notes.append(f"{limits.name} has no peak for {', '.join(sorted(missing))}: those kernels get no roofline")
+            notes.append(f"{limits.name} has no peak for {', '.join(sorted(missing))}: those kernels get no roofline "
+                         f"(give it: --gpu-limits)")
     return roof, bound, gpus, notes
 
 

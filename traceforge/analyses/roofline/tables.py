@@ -17,7 +17,7 @@ from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
 from ..structure.steps import gpu_steps, profiler_steps
 from .limits import GpuLimits
-from .model import BOUNDS, NO_BOUND, Roofline
+from .model import BOUNDS, NO_BOUND, Roofline, triton_share
 
 TABLES = ("ops", "families", "steps", "unmodelled")
 NOT_MODELLED = "(not modelled)"
@@ -26,7 +26,8 @@ NOT_MODELLED = "(not modelled)"
 @dataclass
 class RooflineTables:
     """``ops``, ``families``, ``steps`` and ``unmodelled`` (see the module docstring); coverage: the
-    share of kernel time modelled; ``notes``: what is missing and how to get it."""
+    share of kernel time modelled, ``triton_ns`` of it as Triton kernels memory-bound from their
+    launch's shapes; ``notes``: what is missing and how to get it."""
 
     ops: pd.DataFrame
     families: pd.DataFrame
@@ -34,6 +35,7 @@ class RooflineTables:
     unmodelled: pd.DataFrame
     kernel_ns: int
     modelled_ns: int
+    triton_ns: int = 0
     notes: list[str] = field(default_factory=list)
     gpus: dict[int, str] = field(default_factory=dict)
     limits: dict[int, GpuLimits] = field(default_factory=dict)  # by device, where known
@@ -41,6 +43,16 @@ class RooflineTables:
     @property
     def coverage_pct(self) -> float:
         return 100 * self.modelled_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+    @property
+    def triton_pct(self) -> float:
+        """The share of kernel time modelled as Triton kernels bound by memory (``work.TRITON``)."""
+        return 100 * self.triton_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+    @property
+    def triton_share(self) -> str:
+        """What the coverage line says of that share ("" where there are none: ``model.triton_share``)."""
+        return triton_share(self.triton_ns, self.kernel_ns)
 
     def table(self, name: str) -> pd.DataFrame:
         return getattr(self, name)
@@ -50,7 +62,7 @@ def roofline_tables(cols: TraceColumns, r: Roofline) -> RooflineTables:
     """The tables of ``r`` (made from ``cols``)."""
     dur = np.maximum(cols.gpu.dur[r.rows], 0).astype(np.int64)
     return RooflineTables(_ops(r, dur), _families(r, dur), _steps(cols, r, dur), _unmodelled(cols, r),
-                          r.kernel_ns, r.modelled_ns, list(r.notes), dict(r.gpus), dict(r.limits))
+                          r.kernel_ns, r.modelled_ns, r.triton_ns, list(r.notes), dict(r.gpus), dict(r.limits))
 
 
 def _sums(group: np.ndarray, n: int, **columns: np.ndarray) -> dict[str, np.ndarray]:

@@ -11,7 +11,11 @@ FLOPs and bytes, per op family. docs/roofline.md states every rule; in short:
   then the four gradient products);
 - memory-bound ops (elementwise, copies, reductions, softmax, norms, embedding, pooling, optimizer steps):
   bytes of every tensor read once and every output written once (the compulsory traffic); elementwise
-  arithmetic counts one FLOP per output element, data movement none.
+  arithmetic counts one FLOP per output element, data movement none;
+- Triton kernels Inductor generates for pointwise, reduction, scan and foreach work (``triton_poi_``,
+  ``triton_red_``, ``triton_per_``, ``triton_spl_``, ``triton_for_``), from the CPU op Inductor records
+  around each launch (named after the kernel; its args are the kernel's arguments): memory-bound, every
+  tensor argument moved once, FLOPs not counted (family ``TRITON``).
 
 An op the model does not know, or whose shapes are missing, gets a reason instead of work.
 """
@@ -28,8 +32,9 @@ from .dtypes import DTYPE_BYTES, FP32, is_dtype, matrix_unit
 MATMUL, CONV, ATTENTION = "matmul", "convolution", "attention"
 ELEMENTWISE, REDUCTION, NORM, SOFTMAX, COPY = "elementwise", "reduction", "norm", "softmax", "copy"
 EMBEDDING, INDEXING, POOLING, OPTIMIZER, LOSS = "embedding", "indexing", "pooling", "optimizer", "loss"
+TRITON = "triton (memory-bound from shapes)"  # the family says how it is modelled: the tables show it as is
 FAMILIES = (MATMUL, CONV, ATTENTION, ELEMENTWISE, REDUCTION, NORM, SOFTMAX, COPY, EMBEDDING, INDEXING, POOLING,
-            OPTIMIZER, LOSS)
+            OPTIMIZER, LOSS, TRITON)
 
 
 @dataclass(frozen=True)
@@ -161,10 +166,42 @@ COMMUNICATION = "communication: outside the roofline model (bound by the network
 _COMMUNICATION_PREFIXES = ("nccl:", "c10d::", "rccl:", "gloo:")
 
 
+TRITON_TEMPLATE = ("a Triton template kernel (Inductor's matrix multiply, convolution or attention): compute-bound "
+                   "work its args do not name")
+COMPILED_REGION = ("a torch.compile region: its Input Dims are the compiled graph's inputs, not one kernel's "
+                   "(a Triton kernel is modelled from the op Inductor records around its launch, named after it)")
+
+
 def no_model_reason(name: str) -> str:
     """Why an op the model has no rule for is not modelled."""
-    communication = name.startswith(_COMMUNICATION_PREFIXES) or name == COLLECTIVE
-    return COMMUNICATION if communication else "no work model for this op"
+    if name.startswith(_COMMUNICATION_PREFIXES) or name == COLLECTIVE:
+        return COMMUNICATION
+    if name.startswith(_TRITON_TEMPLATE_PREFIX):
+        return TRITON_TEMPLATE
+    if is_compiled_region(name):
+        return COMPILED_REGION
+    return "no work model for this op"
+
+
+# Inductor names a kernel it generates "triton_" + the first 3 letters of its category + "_" + the ops it
+# fuses + a number (torch/_inductor/codegen/triton.py, define_kernel); the categories are its decorators
+# (pointwise, reduction, persistent_reduction, split_scan, foreach: memory-bound work; template: GEMM,
+# convolution and attention templates, not).
+_TRITON_MEMORY_BOUND = re.compile(r"triton_(poi|red|per|spl|for)_")
+_TRITON_TEMPLATE_PREFIX = "triton_tem_"
+# The CPU ops of a torch.compile region (Dynamo's frame, AOTAutograd's forward and backward nodes,
+# Inductor's call of the compiled graph): they enclose many kernels, and their shapes are the graph's.
+_COMPILED_REGION_PREFIXES = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction",
+                             "autograd::engine::evaluate_function: CompiledFunction")
+
+
+def is_triton_memory_bound(name: str) -> bool:
+    """An op Inductor records around a launch of one of its memory-bound Triton kernels (by its name)."""
+    return _TRITON_MEMORY_BOUND.match(name) is not None
+
+
+def is_compiled_region(name: str) -> bool:
+    return name.startswith(_COMPILED_REGION_PREFIXES)
 
 
 def _base(name: str) -> str:
@@ -172,9 +209,10 @@ def _base(name: str) -> str:
 
 
 def rule_of(name: str) -> Callable | None:
-    """The rule for an op name (``aten::`` ops only), or None when the model has none."""
+    """The rule for an op name (``aten::`` ops and Inductor's memory-bound Triton kernels), or None when
+    the model has none."""
     if not name.startswith("aten::"):
-        return None
+        return _triton if is_triton_memory_bound(name) else None
     base = _base(name)
     rule = _RULES.get(base)
     if rule is None and base.startswith("_foreach_"):
@@ -659,6 +697,17 @@ def _foreach(a: _Args, base: str, kernels: Sequence[str]) -> Work:
     size = _list_element_size(kernels)
     elems = [sum(numel(s) for s in shapes) for shapes in lists]
     return Work(OPTIMIZER, elems[0], (sum(elems) + elems[0]) * size, f"{size}-byte elements", FP32)
+
+
+def _triton(a: _Args, base: str, kernels: Sequence[str]) -> Work:
+    """An Inductor Triton kernel's launch (its args: the kernel's pointers as tensors, then its sizes
+    ``xnumel``, ``rnumel`` as scalars): each tensor argument is read or written once (one the kernel
+    both reads and writes, Inductor's ``in_out_ptr``, is counted once: the profiler does not say
+    which it is); FLOPs are not counted, so the kernel is bound by memory."""
+    tensors = a.tensors()
+    if not tensors:
+        raise _Missing("no tensor argument")
+    return Work(TRITON, 0, sum(a.nbytes(i) for i in tensors), a.dtype(tensors[0]), FP32)
 
 
 def _nll_loss(a: _Args, base: str, kernels: Sequence[str]) -> Work:

@@ -1,7 +1,8 @@
 """``annotate --roofline``: what each GPU kernel achieves against its GPU's limits
 (``analyses.roofline``). Args on each modelled kernel: ``flops``, ``bytes``, ``intensity``
 (FLOP/byte), ``tflops`` and ``gbps`` (achieved), and where the GPU's limits are known ``bound``
-(compute or memory), ``roofline_ns`` and ``roofline_pct``; per GPU, counter tracks of the achieved
+(compute or memory), ``roofline_ns`` and ``roofline_pct``; ``roofline_model`` on a Triton kernel modelled
+as memory-bound from its launch's shapes (``work.TRITON``, its family); per GPU, counter tracks of the achieved
 TFLOP/s, GB/s and % of roofline of the kernels running at each moment (summed where they overlap).
 """
 
@@ -14,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ...analyses.roofline.limits import GpuLimits, parse_limits
-from ...analyses.roofline.model import BOUNDS, Roofline, roofline
+from ...analyses.roofline.model import BOUNDS, Roofline, roofline, triton_share
 from ...analyses.roofline.tables import RooflineTables, roofline_tables
-from ...analyses.roofline.work import COLLECTIVE, reads_shapes
+from ...analyses.roofline.work import COLLECTIVE, TRITON, reads_shapes
 from ...analyses.structure.series import net_steps
 from ...analyses.structure.stacks import stack_ops
 from ...columns.scan import TraceColumns
@@ -25,7 +26,8 @@ from ...io.read.gpu_limits import read_gpu_limits_file
 from ...io.write.jsontext import ArgColumns, FixedPoint
 from ..plugin import Analysis, AnnotateContext, Figure, Option
 
-KERNEL_ARGS = ("flops", "bytes", "intensity", "tflops", "gbps", "bound", "roofline_ns", "roofline_pct")  # on kernels
+KERNEL_ARGS = ("flops", "bytes", "intensity", "tflops", "gbps", "bound", "roofline_ns", "roofline_pct",
+               "roofline_model")  # on kernels; roofline_model only on those modelled by a rule of its own (TRITON)
 COUNTER = "Roofline"  # the tracks: "Roofline TFLOP/s", "Roofline GB/s", "Roofline %" in each GPU's process
 COUNTERS = (("TFLOP/s", "tflops", 3), ("GB/s", "gbps", 3), ("%", "roofline_pct", 1))
 
@@ -54,7 +56,9 @@ def kernel_rates(cols: TraceColumns, r: Roofline) -> dict[str, np.ndarray]:
 
 def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     r = roofline(cols, user_limits(ctx.options["gpu_limits"]))
-    covered = f"{100 * r.coverage:.1f}% of kernel time modelled ({len(r.unmodelled_rows):,} kernels not)"
+    triton = triton_share(r.triton_ns, r.kernel_ns)
+    covered = f"{100 * r.coverage:.1f}% of kernel time modelled ({len(r.unmodelled_rows):,} kernels not" + \
+        (f"; {triton})" if triton else ")")
     notes = "".join(f"; {note}" for note in r.notes)
     figures = {"roofline_coverage": round(100 * r.coverage, 1)}
     if not len(r.rows):
@@ -69,6 +73,10 @@ def build(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
         ArgColumns(ordinal[rates["row"]], {"tflops": rates["tflops"], "gbps": rates["gbps"]},
                    {"tflops": FixedPoint(3), "gbps": FixedPoint(3)}),
     ]
+    marked = np.flatnonzero(np.array([k.family == TRITON for k in r.keys] + [False])[r.key])
+    if len(marked):
+        columns.append(ArgColumns(ordinal[r.rows[marked]], {"roofline_model": np.zeros(len(marked), np.int8)},
+                                  {"roofline_model": partial(np.take, np.asarray([TRITON], dtype=object))}))
     known = np.flatnonzero(r.roof_ns >= 0)
     if len(known):
         columns.append(ArgColumns(ordinal[r.rows[known]], {

@@ -44,7 +44,8 @@ def roofline_one(args: argparse.Namespace) -> Figures:
     result = roofline(args.input, gpu_limits=args.gpu_limits, where=filters_of(args))
     if args.format == "json":
         doc = {"path": args.input, "kernel_ns": result.kernel_ns, "modelled_ns": result.modelled_ns,
-               "coverage_pct": round(result.coverage_pct, 3), "gpus": {str(k): v for k, v in result.gpus.items()},
+               "coverage_pct": round(result.coverage_pct, 3), "triton_ns": result.triton_ns,
+               "triton_pct": round(result.triton_pct, 3), "gpus": {str(k): v for k, v in result.gpus.items()},
                "notes": result.notes, **{name: _records(result.table(name)) for name in TABLES}}
         print(json_text(doc))
     elif args.format == "csv":
@@ -84,8 +85,9 @@ def _text(args: argparse.Namespace, result) -> list[str]:
     for note in result.notes:
         lines += wrap(note)
     unmodelled = int(result.unmodelled["kernels"].sum()) if len(result.unmodelled) else 0
-    lines.append(f"coverage: {result.coverage_pct:.1f}% of kernel time modelled ({ms(result.modelled_ns)} of "
-                 f"{ms(result.kernel_ns)} ms; {unmodelled:,} kernels not modelled)")
+    triton = result.triton_share
+    lines += wrap(f"coverage: {result.coverage_pct:.1f}% of kernel time modelled ({ms(result.modelled_ns)} of "
+                  f"{ms(result.kernel_ns)} ms; {unmodelled:,} kernels not modelled)" + (f"; {triton}" if triton else ""))
     if not result.modelled_ns and result.notes:  # nothing modelled: the notes say why
         return lines
     ops = result.ops.head(args.top).assign(label=lambda f: [f"{short(o, 34)} {short(s, 40)}" for o, s in
