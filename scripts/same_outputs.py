@@ -7,11 +7,15 @@ Take a snapshot of each tree, then compare the two snapshots:
     python scripts/same_outputs.py snapshot --tree . --out /tmp/snap-b
     python scripts/same_outputs.py compare /tmp/snap-a /tmp/snap-b
 
-``snapshot`` runs every command (annotate with each analysis alone and with --all, check,
-repair, trim, open, info, launch-stats, patterns, classify, counters, stats, export, diff),
-in each --format, on every ``*.json.gz`` under --traces (default ``../shared/traces`` of
-this checkout) and on the tree's ``samples/train_step.json.gz``, plus option variants,
-several-trace (per-rank) runs, stdin input, --help texts and expected errors. Each run is
+``snapshot`` runs every command that the tree's ``traceforge --help`` lists, with each
+``--format`` and each ``--table`` its --help names, annotate with each analysis alone and with
+--all, ``--hta``/``--hta-version`` and the filters (--steps, --window, --kernel, --op) wherever a
+command has them, on every ``*.json.gz`` under --traces (default ``../shared/traces`` of this
+checkout) and on the tree's ``samples/train_step.json.gz``, plus option variants, several-trace
+(per-rank) runs with --jobs 2, the commands across ranks (collectives, merge, report) on the
+trace_filter pair and on ranks made by ``make_ranks.py`` (this script's), stdin input, --help
+texts and expected errors; it stops before running if a command, an analysis or a table of
+--help would not run. ``--only REGEX`` runs just the runs whose name matches. Each run is
 ``python -m traceforge ...`` in a subprocess with ``PYTHONPATH=TREE`` (checked to import
 traceforge from TREE), so only the command line is used and the tree's layout does not
 matter. Every run has its own working directory in which ``in/`` holds copies of the
@@ -20,10 +24,11 @@ traces; arguments are relative paths, so the two trees' runs have identical argv
 Per run the manifest (``SNAPDIR/manifest.json``) records argv, exit code, the sha256 of
 stdout and stderr, and for every file the run wrote the sha256 and size of its content:
 ``.gz`` and ``.zst`` files are decompressed first (their compressed bytes may differ from
-run to run), other files (CSV, HTML, plain JSON) are hashed as written. Only what varies
-between identical runs is normalised in stdout and stderr: elapsed seconds ("checked in
-0.6 s", "(0.5 s)", ``"seconds": 0.612``), the tree's and the scratch directory's absolute
-paths, and the port ``open`` serves on. The normalised texts (and small text outputs) are
+run to run), other files (CSV, HTML, plain JSON) are hashed as written, except that in HTML
+every uuid (the random element ids of report's Bokeh plots) becomes ``<UUID-k>``, numbered in
+order of first use. Only what varies between identical runs is normalised in stdout and
+stderr: elapsed seconds ("checked in 0.6 s", "(0.5 s)", ``"seconds": 0.612``), the tree's and
+the scratch directory's absolute paths, and the port ``open`` serves on. The normalised texts (and small text outputs) are
 kept in ``SNAPDIR/text/`` for the diffs ``compare`` prints.
 
 ``compare`` prints every difference (a missing run, argv, exit code, stdout, stderr, an
