@@ -134,4 +134,7 @@ ANALYSIS = Analysis(
     patches_args=True, launch_apis=frozenset(), stack_marks=lambda options: collectives,
     op_shapes=reads_shapes, figures=(Figure("roofline_coverage", "roofline coverage %"),),
     table=lambda cols, options: tables(cols, options).ops, result=tables,
+    # Not in --all yet: it keeps the CPU ops' call stacks and shapes for every kernel's args, which
+    # costs --all more time and memory than the speed rule allows (docs/benchmarks.md, Roofline).
+    in_all=False,
 )
