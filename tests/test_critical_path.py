@@ -143,7 +143,7 @@ def test_nested_instances_each_agree_with_hta():
 
 def test_paths_solved_in_batches_equal_one_graph(sample, monkeypatch):
     """A big trace's instances are solved a batch at a time: the same paths as in one graph."""
-    from traceforge.analyses.critical_path.path import path as module
+    from traceforge.analyses.critical_path import path as module
 
     cols = scan(str(sample.path))
     whole = module.critical_path(cols)
