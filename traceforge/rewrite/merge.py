@@ -28,12 +28,12 @@ import numpy as np
 
 from .. import _native
 from ..errors import UsageError
-from ..io.read.reader import TraceReader, parse_event
-from ..io.write.fields import scalar_spans, splice, splice_rows
-from ..io.write.jsontext import Texts, json_bytes
 from ..io.memory import tempfiles
 from ..io.memory.tempfiles import remove_quietly
 from ..io.read.codec import READ_SIZE
+from ..io.read.reader import TraceReader, parse_event
+from ..io.write.fields import scalar_spans, splice, splice_rows
+from ..io.write.jsontext import Texts, json_bytes
 from ..io.write.output import AtomicOutput, Compressor, compression_in_force, output_codec, output_compression
 from ..util.exacttime import ns_to_us_text, to_ns
 
