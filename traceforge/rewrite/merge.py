@@ -29,6 +29,7 @@ import numpy as np
 from .. import _native
 from ..errors import UsageError
 from ..io.memory import tempfiles
+from ..io.memory.heap import trim_heap
 from ..io.memory.tempfiles import remove_quietly
 from ..io.read.codec import READ_SIZE
 from ..io.read.reader import TraceReader, parse_event
@@ -225,6 +226,7 @@ def _write_member(codec: str, compression: str, keep: Keep | None, item: tuple[R
             sink.abort()
             raise
         sink.close()
+    trim_heap()  # a worker writes rank after rank: the holes one leaves do not add up
     return _Member(path, done, id_base, top - id_base, first[0])
 
 
