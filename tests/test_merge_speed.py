@@ -18,6 +18,7 @@ import pytest
 
 from traceforge import _native
 from traceforge.analyses.collectives.clock import ClockFit, _table
+from traceforge.api.fan_out import run_jobs
 from traceforge.io.memory.heap import hold_freed
 from traceforge.io.read.codec import iter_decompressed
 from traceforge.rewrite.merge import _KEY_NAMES, RankInput, Window, _last_event_end, merge_ranks
@@ -183,7 +184,7 @@ def test_ranks_written_in_parallel_give_the_same_text(tmp_path, ranks_dir, odd_r
     want = text_of(tmp_path / f"serial{suffix}")
     for guess in (None, [-1, -1, -1, -1], [10**12, 0, 5, 10**9]):
         out = tmp_path / f"members{suffix}"
-        merged = merge_ranks(inputs, str(out), appended=appended, jobs=2, id_tops=guess)
+        merged = merge_ranks(inputs, str(out), appended=appended, jobs=2, id_tops=guess, runner=run_jobs)
         assert text_of(out) == want, guess
         assert [(w.events_in, w.events_out, w.added, w.pids, w.tids) for w in merged.ranks] == [
             (w.events_in, w.events_out, w.added, w.pids, w.tids) for w in serial.ranks]
@@ -196,7 +197,8 @@ def test_ranks_written_in_parallel_give_the_same_text(tmp_path, ranks_dir, odd_r
     inputs = around = [inputs[0], RankInput(1, str(far)), inputs[2]]
     inside = Window(0, 9 * 10**15)
     merge_ranks(around, str(tmp_path / f"window{suffix}"), keep=inside, appended=appended)
-    merge_ranks(around, str(tmp_path / f"window2{suffix}"), keep=inside, appended=appended, jobs=2, id_tops=[0, 0, 0])
+    merge_ranks(around, str(tmp_path / f"window2{suffix}"), keep=inside, appended=appended, jobs=2, id_tops=[0, 0, 0],
+                runner=run_jobs)
     assert text_of(tmp_path / f"window2{suffix}") == text_of(tmp_path / f"window{suffix}")
     names = {e.get("name") for e in json.loads(text_of(tmp_path / f"window{suffix}"))["traceEvents"]}
     assert "x" not in names and "after" in names
@@ -210,6 +212,6 @@ def test_a_bad_rank_in_parallel_leaves_no_output_and_no_member(tmp_path, ranks_d
               RankInput(2, str(ranks_dir / "rank1.json.gz"))]
     before = left_behind()
     with pytest.raises(Exception, match="bad.json"):
-        merge_ranks(inputs, str(tmp_path / "out.json.gz"), jobs=2, id_tops=[0, 0, 0])
+        merge_ranks(inputs, str(tmp_path / "out.json.gz"), jobs=2, id_tops=[0, 0, 0], runner=run_jobs)
     assert not (tmp_path / "out.json.gz").exists()
     assert left_behind() <= before

@@ -21,7 +21,7 @@ from ..rewrite.rebase import BASE_KEY
 from ..util.exacttime import ns_to_us_text
 from ..util.time_window import parse_steps, parse_window
 from .collectives import Collectives, collectives
-from .fan_out import cores
+from .fan_out import cores, run_jobs
 
 WAIT_TID_BASE = ID_STRIDE - 4096  # the waiting slices' threads: the top of a rank's tid range
 WAIT_COUNTER = "Time waiting for other ranks (ms)"
@@ -86,7 +86,7 @@ def merge(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str, *, 
     # the ranks are written here, in parallel as they were scanned (a cluster's workers scan them)
     write_jobs = jobs if jobs is not None and cluster is None else cores()
     merged = merge_ranks(inputs_, out, tail=tail, keep=keep, appended=appended, jobs=write_jobs,
-                         id_tops=[r.id_top for r in chosen])
+                         id_tops=[r.id_top for r in chosen], runner=run_jobs)
     return MergeResult(merged, found)
 
 

@@ -104,17 +104,29 @@ class Window:
         return ts < self.hi and (ts + (dur or 0) > self.lo if dur else ts >= self.lo)
 
 
+# Runs ``job`` over ``items`` (their input ``paths`` beside) in up to ``jobs`` workers, yielding
+# the results in item order: the API passes its fan-out (``api.fan_out.run_jobs``).
+Runner = Callable[..., Iterable]
+
+
+def _in_turn(job: Callable, items: Sequence, paths: Sequence[str], *, jobs: int) -> Iterable:
+    """The runner without workers: each item in turn, here."""
+    return map(job, items)
+
+
 def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEvents":[\n', tail: bytes = b"\n]}\n",
                 keep: Keep | None = None, appended: Callable[[list[RankWritten]], Iterable[bytes]] | None = None,
-                jobs: int = 1, id_tops: Sequence[int] | None = None) -> Merged:
+                jobs: int = 1, id_tops: Sequence[int] | None = None, runner: Runner | None = None) -> Merged:
     """Write ``ranks`` into ``out`` (atomically); ``appended(written)`` gives more events after
     the ranks' (e.g. the arrows between ranks), ``tail`` closes the document. ``jobs`` > 1:
     that many ranks written at once (``keep`` must then pickle); ``id_tops``: each rank's
-    largest id as the scan saw it (-1: none), where the workers' ids start (see the module)."""
+    largest id as the scan saw it (-1: none), where the workers' ids start (see the module);
+    ``runner(job, items, paths, jobs=)`` runs the ranks' jobs (the API's fan-out; default: one
+    after another here)."""
     if any(not 0 <= r.rank < MAX_RANKS for r in ranks):
         raise UsageError(f"merge: ranks must be in 0..{MAX_RANKS - 1} (pids and tids stay below 2^32)")
     if jobs > 1 and len(ranks) > 1:
-        return _merge_members(ranks, out, head, tail, keep, appended, jobs, id_tops)
+        return _merge_members(ranks, out, head, tail, keep, appended, jobs, id_tops, runner or _in_turn)
     written: list[RankWritten] = []
     extra = 0
     with AtomicOutput(out, tuple(r.path for r in ranks)) as sink:
@@ -147,7 +159,7 @@ class _Member:
 
 def _merge_members(ranks: list[RankInput], out: str, head: bytes, tail: bytes, keep: Keep | None,
                    appended: Callable[[list[RankWritten]], Iterable[bytes]] | None, jobs: int,
-                   id_tops: Sequence[int] | None) -> Merged:
+                   id_tops: Sequence[int] | None, runner: Runner) -> Merged:
     # the members come compressed: the output writes their bytes as they are (the input refused now)
     output = AtomicOutput(out, tuple(r.path for r in ranks), codec="plain")
     codec = "plain" if out == "-" else output_codec(out)
@@ -157,7 +169,7 @@ def _merge_members(ranks: list[RankInput], out: str, head: bytes, tail: bytes, k
             fd, path = tempfiles.make_in_tempdir("merge-rank-", ".part")
             os.close(fd)
             paths.append(path)
-        members = _written_members(ranks, paths, keep, codec, jobs, id_tops)
+        members = _written_members(ranks, paths, keep, codec, jobs, id_tops, runner)
         extra = 0
         with output as sink:
             _whole_member(sink, codec, head)
@@ -191,12 +203,10 @@ def _merge_members(ranks: list[RankInput], out: str, head: bytes, tail: bytes, k
 
 
 def _written_members(ranks: list[RankInput], paths: list[str], keep: Keep | None, codec: str, jobs: int,
-                     id_tops: Sequence[int] | None) -> list[_Member]:
+                     id_tops: Sequence[int] | None, runner: Runner) -> list[_Member]:
     """Every rank written by the workers from the ids its predecessors take: first from
     ``id_tops``, then again for the ranks whose start the real tops move (at most once more
     where a top does not depend on the start, as the edits make it)."""
-    from ..api.fan_out import run_jobs
-
     guess = list(id_tops) if id_tops is not None else [-1] * len(ranks)
     members: list[_Member | None] = [None] * len(ranks)
     job = partial(_write_member, codec, compression_in_force(), keep)
@@ -209,7 +219,7 @@ def _written_members(ranks: list[RankInput], paths: list[str], keep: Keep | None
         todo = [i for i, m in enumerate(members) if m is None or m.id_base != bases[i]]
         if not todo:
             return [m for m in members if m is not None]
-        for i, m in zip(todo, run_jobs(job, [(ranks[i], paths[i], bases[i]) for i in todo],
+        for i, m in zip(todo, runner(job, [(ranks[i], paths[i], bases[i]) for i in todo],
                                        [ranks[i].path for i in todo], jobs=jobs)):
             members[i] = m
 
