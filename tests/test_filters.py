@@ -18,7 +18,7 @@ from traceforge import Filters
 from traceforge.analyses.launches import STREAM_LAUNCH_APIS
 from traceforge.analyses.stats import TraceStats
 from traceforge.analyses.steps import gpu_steps, steps_window
-from traceforge.api import reads
+from traceforge.plan import reads
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
 

@@ -228,7 +228,7 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
 
 def test_a_failed_export_leaves_no_table(tmp_path):
     from traceforge.analyses.export_tables import tables_by_kind
-    from traceforge.api.reads import export_columns
+    from traceforge.plan.reads import export_columns
     from traceforge.io.table_files import write_tables
 
     def read_tables(path):

@@ -40,7 +40,7 @@ from ..io.rows import RowScanner
 from ..io.writer import EventSink, write_trace
 from ..rewrite.repair import RepairReading, RepairResult
 from . import registry, schedule
-from .plan import ScanPlan
+from ..plan.scan_plan import ScanPlan
 from .plugin import Analysis
 
 

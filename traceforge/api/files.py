@@ -18,7 +18,8 @@ from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from . import reads
+from ..annotator.registry import declared_columns, reads_memory, stats_of
+from ..plan import reads
 from .fan_out import ranked
 
 T = TypeVar("T")
@@ -71,7 +72,7 @@ def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None 
     from ..annotator.plugins.roofline import tables
 
     options = {"gpu_limits": gpu_limits}
-    return tables(reads.declared_columns(path, "roofline", options, where), options)
+    return tables(declared_columns(path, "roofline", options, where), options)
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
@@ -109,10 +110,8 @@ def _itself(value: T) -> T:
 def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
                 where: Filters | None, hta: bool | str, path: str, rank: int) -> T:
     """``each`` of one trace's statistics (a ``ranked`` job: runs where the trace is read)."""
-    from ..analyses.stats import trace_stats
-
-    cols = reads.stats_columns(path, where, tables)
-    return each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
+    cols = reads.stats_columns(path, where, memory=reads_memory(tables))
+    return each(stats_of(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
@@ -234,6 +233,6 @@ def critical_path(path: str, *, annotation: str | None = None, step: int | None 
     ``segments=False``: the summary alone; ``hta``: HTA 0.5's graph, without the trace's
     forward-to-backward links)."""
     from ..analyses.critical_path import critical_path as path_of
-    from ..annotator.plan import filtered_scan
+    from ..plan.scan_plan import filtered_scan
 
     return path_of(filtered_scan(path, where), annotation, step, segments=segments, hta=hta)

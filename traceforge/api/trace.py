@@ -26,9 +26,9 @@ from ..analyses.launches import is_call_of
 from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.stacks import stack_ops
-from ..analyses.stats import rank_of, trace_stats
+from ..analyses.stats import rank_of
 from ..annotator.plugin import Analysis
-from ..annotator.registry import ANALYSES, with_defaults
+from ..annotator.registry import ANALYSES, declared_columns, stats_of, with_defaults
 from ..annotator.run import AnnotateResult, annotate
 from ..columns.info import summarize
 from ..columns.scan import TraceColumns, scan
@@ -37,7 +37,6 @@ from ..io.codec import input_codec, read_once
 from ..io.rank_files import name_rank
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
-from .reads import declared_columns
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -127,8 +126,8 @@ class Trace:
         picks which are made; ``hta``: HTA's choices (``traceforge.stats``)."""
         cols = self._view(where)
         rank = rank if rank is not None else rank_of(cols)
-        return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
-                           kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta)
+        return stats_of(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
+                        kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta)
 
     def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
                    where: Filters | None = None) -> Classified:

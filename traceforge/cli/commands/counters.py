@@ -12,7 +12,7 @@ from ...analyses.counters.ncu_csv import looks_like_ncu_csv
 from ...analyses.kernel_names import short_kernel_name
 from ...analyses.rules import PRESETS, load_rules
 from ...annotator.plugins.counters import COUNTER_OPTIONS, counter_options
-from ...api.reads import counter_columns
+from ...plan.reads import counter_columns
 from ...errors import UsageError
 from ...util.lazy_pandas import pd
 from ...util.short_names import shorten

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ...analyses.export_tables import tables_by_kind
-from ...api.reads import export_columns
+from ...plan.reads import export_columns
 from ...io.table_files import check_parquet, write_tables
 from ..options import add_filter_arguments, filters_of, output_path
 from ..output import wrap

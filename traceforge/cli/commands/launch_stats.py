@@ -16,7 +16,7 @@ from ...analyses.launch_delay import (
     launch_table_consuming,
     outliers,
 )
-from ...api.reads import launch_columns
+from ...plan.reads import launch_columns
 from ...util.durations import duration_arg
 from ...util.exacttime import ns_to_us_text
 from ...util.lazy_pandas import pd

@@ -9,10 +9,10 @@ import sys
 
 from ...analyses.pattern_table import ARROW, Patterns
 from ...analyses.patterns import DEFAULT_MIN_LEN
-from ...annotator.plan import filtered_scan
+from ...plan.scan_plan import filtered_scan
 from ...annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
 from ...annotator.run import annotate
-from ...api.reads import operator_columns
+from ...plan.reads import operator_columns
 from ...columns.info import NO_GPU, RECORD_GPU
 from ...errors import UsageError
 from ...io.codec import output_compression
