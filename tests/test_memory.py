@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from traceforge.analyses.memory_timeline import memory_peaks, memory_step_peaks, memory_timeline
-from traceforge.analyses.stats import reads_memory
+from traceforge.annotator.registry import reads_memory
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
 

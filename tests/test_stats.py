@@ -18,7 +18,8 @@ import pytest
 import traceforge
 from traceforge.analyses.activity import canonical_kind
 from traceforge.analyses.launch_overlap import launch_overlaps
-from traceforge.analyses.stats import TAIL_PERCENTS, TraceStats, tails, trace_stats, wall_span
+from traceforge.analyses.stats import TAIL_PERCENTS, tails, trace_stats, wall_span
+from traceforge.annotator.registry import STATS_TABLES
 from traceforge.analyses.trace_diff import compare
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
@@ -349,8 +350,8 @@ def test_stats_csv_is_one_table_that_pandas_reads(sample):
     r = run_cli("stats", str(sample.path), "--format", "csv")
     assert r.returncode == 1 and not r.stdout
     assert r.stderr.decode().strip().splitlines() == [
-        f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(TraceStats.names())})"]
-    full = traceforge.stats(str(sample.path), tables=TraceStats.names())
+        f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(STATS_TABLES)})"]
+    full = traceforge.stats(str(sample.path), tables=tuple(STATS_TABLES))
     for name in ("streams", "overlap", "temporal", "kernel_types"):
         r = run_cli("stats", str(sample.path), "--format", "csv", "--table", name)
         assert r.returncode == 0, r.stderr

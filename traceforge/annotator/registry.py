@@ -15,7 +15,8 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..analyses.stats import CORE_TABLES, TOTALS_TABLES, trace_stats
+from ..analyses.gpu_busy import KERNEL_WAIT_NS
+from ..analyses.stats import CORE_TABLES, TOTALS_TABLES, StatsContext, trace_stats, wall_span
 from ..errors import UsageError
 from ..io.reader import TraceReader
 from ..plan.scan_plan import ScanPlan
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ..analyses.filters import Filters
     from ..analyses.stats import TraceStats
     from ..columns.scan import TraceColumns
+    from ..util.lazy_pandas import pd
 
 PLUGINS_VARIABLE = "TRACEFORGE_PLUGINS"
 
@@ -105,6 +107,22 @@ def stats_of(cols: TraceColumns, *, tables: Collection[str] | None = None, **kwa
     features = {TABLE_FEATURE[t].name: TABLE_FEATURE[t] for t in wanted if t in TABLE_FEATURE}
     return trace_stats(cols, tables=wanted, extra={name: t.make for name, t in STATS_TABLES.items() if t.make},
                        names=tuple(STATS_TABLES), options=with_defaults(features.values(), None), **kwargs)
+
+
+def has_table(feature: Analysis) -> bool:
+    """Whether ``feature`` gives a table of its own (``table_of``)."""
+    return feature.table is not None or any(t.make is not None for t in feature.tables)
+
+
+def table_of(feature: Analysis, cols: TraceColumns, options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The table of ``feature`` of ``cols`` (``Trace.table``): its ``table``, else its first stats table that
+    has a ``make``, made alone (the default ``kernel_wait_ns``, no HTA choices); ``options`` not given take
+    their declared defaults."""
+    options = with_defaults([feature], options)
+    if feature.table is not None:
+        return feature.table(cols, options)
+    first = next(t for t in feature.tables if t.make is not None)
+    return first.make(cols, StatsContext(cols, wall_span(cols), KERNEL_WAIT_NS, None, options))
 
 
 def declared_columns(path: str, feature: str, options: Mapping[str, Any] | None = None,

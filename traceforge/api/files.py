@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.filters import Filters
@@ -18,7 +18,7 @@ from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
-from ..annotator.registry import declared_columns, reads_memory, stats_of
+from ..annotator.registry import FEATURES, declared_columns, has_table, reads_memory, stats_of, table_of
 from ..plan import reads
 from .fan_out import ranked
 
@@ -236,3 +236,30 @@ def critical_path(path: str, *, annotation: str | None = None, step: int | None 
     from ..plan.scan_plan import filtered_scan
 
     return path_of(filtered_scan(path, where), annotation, step, segments=segments, hta=hta)
+
+
+def table(path: str, feature: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
+    """The table of the feature ``feature`` of the trace at ``path`` (as ``Trace.table``), of one read
+    that keeps what its declaration reads (``registry.declared_columns``)."""
+    declared = FEATURES.get(feature)
+    if declared is None or not has_table(declared):
+        having = [name for name, a in FEATURES.items() if has_table(a)]
+        raise UsageError(f"no analysis named {feature!r} has a table (these do: {', '.join(having)})")
+    return table_of(declared, declared_columns(path, feature, options, where), options)
+
+
+def _path_function(feature: str) -> Callable[..., pd.DataFrame]:
+    """``traceforge.NAME(path, where=..., **options)``: the table of the feature ``feature`` (``table``)."""
+    def function(path: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
+        return table(path, feature, where=where, **options)
+
+    declared = FEATURES[feature]
+    function.__name__ = function.__qualname__ = declared.api or feature
+    function.__doc__ = f"The table of {feature} of the trace at ``path`` (``table(path, {feature!r})``): {declared.help}."
+    return function
+
+
+# The path-level function of each feature with a table and no function of its name written above.
+DERIVED: dict[str, Callable[..., pd.DataFrame]] = {
+    f.api or name: _path_function(name) for name, f in FEATURES.items() if has_table(f) and (f.api or name) not in globals()}
+globals().update(DERIVED)
