@@ -59,17 +59,17 @@ from typing import Protocol
 
 import zstandard
 
-try:  # what traceforge.io.codec uses; not imported from there so the floor's process stays light
+try:  # what traceforge.io.read.codec uses; not imported from there so the floor's process stays light
     from isal import isal_zlib as gzip_zlib
     from isal.igzip import IGzipFile as GzipReader
 except ImportError:
     import zlib as gzip_zlib
     from gzip import GzipFile as GzipReader
-_RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)  # as traceforge.io.codec reads gzip
+_RawGzipReader = getattr(gzip_zlib, "_GzipReader", None)  # as traceforge.io.read.codec reads gzip
 
-GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.codec's
+GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # traceforge.io.write.output's
 
-CHUNK = 4 << 20  # traceforge.io.codec.BLOCK
+CHUNK = 4 << 20  # traceforge.io.read.codec.BLOCK
 FLOOR_RUNS = 3
 REPO = Path(__file__).resolve().parent.parent
 CODECS = (".gz", ".zst")

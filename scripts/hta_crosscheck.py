@@ -23,8 +23,8 @@ from hta_job import summary
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS.parent))  # this checkout's traceforge
 
-from traceforge.analyses.hta_choices import HTA_VERSIONS, LATEST_HTA, hta_launch_table, hta_view, queue_apis  # noqa: E402
-from traceforge.analyses.queue_length import queue_length  # noqa: E402
+from traceforge.analyses.hta.choices import HTA_VERSIONS, LATEST_HTA, hta_launch_table, hta_view, queue_apis  # noqa: E402
+from traceforge.analyses.launches.queue_length import queue_length  # noqa: E402
 from traceforge.columns.scan import scan  # noqa: E402
 
 

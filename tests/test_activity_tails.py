@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 
 import traceforge
-from traceforge.analyses.activity import CUPTI_KINDS
-from traceforge.analyses.tail_compare import COMPARED
+from traceforge.analyses.cross_trace.tail_compare import COMPARED
+from traceforge.analyses.structure.activity import CUPTI_KINDS
 from traceforge.cli.main import main
 
 from .conftest import TRACES, raw_json

@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.io.event_edits import EventEdits, edits_after, event_spans, rescanned
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
+from traceforge.io.write.event_edits import EventEdits, edits_after, event_spans, rescanned
 from traceforge.perfetto import check_trace
 from traceforge.rewrite.repair import repair
 

@@ -352,7 +352,7 @@ def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
 
 
 def _collected(path) -> object:
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
     from traceforge.perfetto.report import Findings
 
     return importlib.import_module("traceforge.perfetto.collect").collect(TraceReader(str(path)), Findings(3))

@@ -10,7 +10,7 @@ import pytest
 
 import traceforge
 from tests.conftest import run_cli
-from traceforge.analyses.classify import NON_GPU
+from traceforge.analyses.gpu_time.classify import NON_GPU
 from traceforge.errors import UsageError
 
 

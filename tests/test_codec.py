@@ -11,7 +11,8 @@ import pytest
 import zstandard
 
 from traceforge.errors import TraceFormatError, UsageError
-from traceforge.io.codec import COMPRESSIONS, Compressor, ZstdFrames, iter_decompressed, output_compression
+from traceforge.io.read.codec import ZstdFrames, iter_decompressed
+from traceforge.io.write.output import COMPRESSIONS, Compressor, output_compression
 
 from .conftest import TRACES, raw_json, run_cli
 
@@ -98,7 +99,7 @@ def test_output_compression_applies_inside_only_and_names_unknown_ones():
 def test_reading_frees_unused_heap_pages_every_trim_every_bytes(tmp_path, monkeypatch, suffix):
     """Reading gives the heap's free pages back once TRIM_EVERY bytes have been read since
     the last time, whatever the codec (io.heap): what keeps resident memory flat on big traces."""
-    from traceforge.io import heap
+    from traceforge.io.memory import heap
 
     trims: list[int] = []
     monkeypatch.setattr(heap, "_malloc_trim", lambda: trims.append)
@@ -114,7 +115,7 @@ def test_reading_frees_unused_heap_pages_every_trim_every_bytes(tmp_path, monkey
 
 
 def test_the_heap_trim_is_found_on_glibc():
-    from traceforge.io import heap
+    from traceforge.io.memory import heap
 
     if platform.libc_ver()[0] == "glibc":
         assert heap._malloc_trim() is not None

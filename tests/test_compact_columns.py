@@ -11,22 +11,22 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.analyses.launches import (
+from traceforge.analyses.launches.calls import (
     STREAM_LAUNCH_APIS,
     api_name,
     join_gpu_to_launch,
     stream_launch_mask,
     stream_launch_rows,
 )
-from traceforge.analyses.queue_length import queue_length
+from traceforge.analyses.launches.queue_length import queue_length
 from traceforge.plan.scan_plan import ScanPlan
 from traceforge.annotator.registry import ANALYSES
 from traceforge.columns.scan import scan
 from traceforge.columns.table import SpilledColumns, _MappedColumn
 from traceforge.emit.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.emit.tracks import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
-from traceforge.io.jsontext import Texts
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
+from traceforge.io.write.jsontext import Texts
 
 from .conftest import SAMPLE
 

@@ -13,12 +13,12 @@ import pytest
 
 from traceforge.analyses.counters import counter_tables
 from traceforge.analyses.counters.names import kernel_function, kernel_key
-from traceforge.analyses.counters.ncu_csv import unit_factor
 from traceforge.annotator.plugins.counters import RATE_SCALE
 from traceforge.annotator.run import annotate
 from traceforge.cli.main import main
 from traceforge.columns.scan import scan
-from traceforge.io.reader import TraceReader, quote_times
+from traceforge.io.read.ncu_csv import unit_factor
+from traceforge.io.read.reader import TraceReader, quote_times
 from traceforge.perfetto import check_trace
 from traceforge.util.exacttime import to_ns
 

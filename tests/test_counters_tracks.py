@@ -9,9 +9,9 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.analyses.launches import HTA_QUEUE_APIS, last_step_start
-from traceforge.analyses.memcpy_bw import RATE_SCALE, copy_rows, memcpy_bandwidth
-from traceforge.analyses.queue_length import queue_length
+from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, last_step_start
+from traceforge.analyses.launches.queue_length import queue_length
+from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, copy_rows, memcpy_bandwidth
 from traceforge.util.exacttime import to_ns
 
 from .conftest import SAMPLE, TRACES, raw_json, run_cli
@@ -62,7 +62,7 @@ def test_counter_ts_are_exact_event_ts(name, tmp_path, trace_path):
     """Fractional-µs traces: every counter ts we write is the exact text of an event's ts."""
     out = tmp_path / "out.json"
     assert run_cli("annotate", str(trace_path(name)), "--queue-length", "-o", str(out)).returncode == 0
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
 
     event_ts, counter_ts = set(), []
     for batch in TraceReader(str(out)).batches():

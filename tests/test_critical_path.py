@@ -1,4 +1,4 @@
-"""Critical path (analyses/critical_graph.py, critical_path.py): a hand-built trace with a known
+"""Critical path (analyses/critical_path/graph.py, critical_path.py): a hand-built trace with a known
 longest path, and HTA 0.5's numbers on its own critical-path test traces."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import TRACES
-from traceforge.analyses.critical_path import CATEGORY_COLUMNS, critical_path
+from traceforge.analyses.critical_path.path import CATEGORY_COLUMNS, critical_path
 from traceforge.columns.scan import scan
 
 
@@ -143,7 +143,7 @@ def test_nested_instances_each_agree_with_hta():
 
 def test_paths_solved_in_batches_equal_one_graph(sample, monkeypatch):
     """A big trace's instances are solved a batch at a time: the same paths as in one graph."""
-    from traceforge.analyses import critical_path as module
+    from traceforge.analyses.critical_path.path import path as module
 
     cols = scan(str(sample.path))
     whole = module.critical_path(cols)

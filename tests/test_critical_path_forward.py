@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TRACES, run_cli
-from traceforge.analyses.critical_graph import instances
-from traceforge.analyses.critical_path import critical_path
+from traceforge.analyses.critical_path.graph import instances
+from traceforge.analyses.critical_path.path import critical_path
 from traceforge.columns.scan import scan
 
 

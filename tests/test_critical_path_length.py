@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import TRACE_FILES, TRACES
-from traceforge.analyses.critical_graph import instances
-from traceforge.analyses.critical_path import critical_path
+from traceforge.analyses.critical_path.graph import instances
+from traceforge.analyses.critical_path.path import critical_path
 from traceforge.columns.scan import scan
 
 WAITS = ("idle", "wait", "sync")  # the 0-weight categories: no work on the path's length

@@ -9,8 +9,8 @@ from functools import lru_cache
 import pytest
 
 from tests.conftest import TRACE_FILES, TRACES, run_cli
-from traceforge.analyses.critical_graph import instances
-from traceforge.analyses.critical_path import CATEGORY_COLUMNS, NO_WORK, critical_path
+from traceforge.analyses.critical_path.graph import instances
+from traceforge.analyses.critical_path.path import CATEGORY_COLUMNS, NO_WORK, critical_path
 from traceforge.columns.scan import scan
 
 

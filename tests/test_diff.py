@@ -14,7 +14,7 @@ import pytest
 
 import traceforge
 from tests.conftest import TRACES, raw_json, run_cli
-from traceforge.analyses.trace_diff import TABLES
+from traceforge.analyses.cross_trace.diff import TABLES
 
 CPU_CATS = {"cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "user_annotation",
             "python_function": "python_function"}

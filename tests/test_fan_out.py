@@ -17,8 +17,8 @@ import pytest
 
 from traceforge.api import fan_out
 from traceforge.errors import TraceforgeError
-from traceforge.io import reader as reader_module
-from traceforge.io.rank_files import head_rank
+from traceforge.io.read import reader as reader_module
+from traceforge.io.read.rank_files import head_rank
 
 from .conftest import load_script, run_cli
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.cli.commands import stats as stats_command
+from traceforge.cli.commands.tables import stats as stats_command
 from traceforge.cli.rank_summary import summarize
 
 from .conftest import run_cli

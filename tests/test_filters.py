@@ -15,10 +15,10 @@ import pytest
 
 import traceforge
 from traceforge import Filters
-from traceforge.analyses.launches import STREAM_LAUNCH_APIS
-from traceforge.analyses.stats import TraceStats
+from traceforge.analyses.cross_trace.stats import TraceStats
+from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
+from traceforge.analyses.structure.steps import gpu_steps, steps_window
 from traceforge.annotator.registry import STATS_TABLES
-from traceforge.analyses.steps import gpu_steps, steps_window
 from traceforge.plan import reads
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace

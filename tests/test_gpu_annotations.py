@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from traceforge.analyses.gpu_annotations import gpu_annotation_times
-from traceforge.analyses.steps import profiler_steps
+from traceforge.analyses.gpu_time.annotations import gpu_annotation_times
+from traceforge.analyses.structure.steps import profiler_steps
 from traceforge.columns.scan import scan
 
 from .conftest import TRACES, raw_json, run_cli

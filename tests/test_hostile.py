@@ -33,7 +33,7 @@ def one_line_error(r: subprocess.CompletedProcess, code: int = 1) -> str:
 # -- the rule at the CLI edge ---------------------------------------------------------------
 
 def test_internal_error_is_one_line_exit_3(monkeypatch, sample):
-    from traceforge.cli.commands import info
+    from traceforge.cli.commands.tables import info
 
     def broken(args):
         raise KeyError("a bug")
@@ -44,7 +44,7 @@ def test_internal_error_is_one_line_exit_3(monkeypatch, sample):
 
 
 def test_internal_error_traceback_with_debug(monkeypatch, sample):
-    from traceforge.cli.commands import info
+    from traceforge.cli.commands.tables import info
 
     def broken(args):
         raise ZeroDivisionError("a bug")
@@ -59,7 +59,7 @@ def test_internal_error_traceback_with_debug(monkeypatch, sample):
 
 
 def test_os_error_is_one_line_exit_1(monkeypatch, sample):
-    from traceforge.cli.commands import info
+    from traceforge.cli.commands.tables import info
 
     def unlucky(args):
         raise PermissionError(13, "Permission denied", "/some/file")
@@ -325,7 +325,7 @@ def test_file_size_limit_is_one_line(command, tmp_path, sample):
 
 
 def test_output_directory_removed_before_the_rename(monkeypatch, tmp_path, sample):
-    from traceforge.io import codec
+    from traceforge.io.read import codec
 
     out_dir = tmp_path / "out"
     out_dir.mkdir()

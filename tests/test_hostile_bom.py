@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from traceforge.io.reader import BOM
+from traceforge.io.read.reader import BOM
 
 from .conftest import ROOT, run_cli
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
 
 from .conftest import run_cli
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from traceforge.io.jsontext import json_int
-from traceforge.io.rank_files import head_rank
+from traceforge.io.read.rank_files import head_rank
+from traceforge.io.write.jsontext import json_int
 
 from .arrow_modes import MODES, run_in
 from .conftest import run_cli

@@ -11,8 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.analyses.hta_choices import hta_version, hta_view, queue_apis
-from traceforge.analyses.launches import HTA_QUEUE_APIS, last_step_start
+from traceforge.analyses.hta.choices import hta_version, hta_view, queue_apis
+from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, last_step_start
 from traceforge.columns.scan import scan
 from traceforge.errors import UsageError
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceforge.analyses.idle_intervals import idle_intervals
-from traceforge.analyses.launches import last_step_start
-from traceforge.analyses.steps import hta_ops
+from traceforge.analyses.gpu_time.idle_intervals import idle_intervals
+from traceforge.analyses.launches.calls import last_step_start
+from traceforge.analyses.structure.steps import hta_ops
 
 NS_PER_US = 1000
 

@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.gpu_busy import KERNEL_WAIT_NS
-from traceforge.analyses.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals
-from traceforge.analyses.launches import last_step_start
+from traceforge.analyses.gpu_time.busy import KERNEL_WAIT_NS
+from traceforge.analyses.gpu_time.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals
+from traceforge.analyses.launches.calls import last_step_start
 from traceforge.columns.scan import scan
-from traceforge.io.reader import quote_times
+from traceforge.io.read.reader import quote_times
 from traceforge.util.exacttime import to_ns
 
 from .conftest import SAMPLE, raw_json, run_cli

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from traceforge.analyses.stats import wall_span
+from traceforge.analyses.cross_trace.stats import wall_span
 from traceforge.columns.info import summarize, trace_info
 from traceforge.columns.scan import scan
 from traceforge.util.exacttime import ns_to_us_text

@@ -15,11 +15,11 @@ import orjson
 import pytest
 
 from tests.conftest import TRACES, run_cli
-from traceforge.analyses.classify import classify_columns
-from traceforge.analyses.kernel_breakdown import OTHERS, folded, kernel_breakdown, kernel_types
-from traceforge.analyses.launches import last_step_start, launch_of_gpu
-from traceforge.analyses.rules import load_rules
-from traceforge.analyses.steps import hta_ops
+from traceforge.analyses.gpu_time.breakdown import OTHERS, folded, kernel_breakdown, kernel_types
+from traceforge.analyses.gpu_time.classify import classify_columns
+from traceforge.analyses.gpu_time.rules import load_rules
+from traceforge.analyses.launches.calls import last_step_start, launch_of_gpu
+from traceforge.analyses.structure.steps import hta_ops
 from traceforge.columns.scan import scan
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

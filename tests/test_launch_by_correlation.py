@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import traceforge
-from traceforge.analyses.launch_delay import HTA_LAUNCH_STATS_APIS
-from traceforge.analyses.launches import STREAM_LAUNCH_APIS
+from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
+from traceforge.analyses.launches.delay import HTA_LAUNCH_STATS_APIS
 
 from .conftest import SAMPLE, raw_json, run_cli
 
@@ -86,7 +86,7 @@ def test_hta_sets_stay_by_name(trace_path, tmp_path):
 
 def test_a_call_no_gpu_op_joins_is_no_launch(trace_path):
     """Runtime calls with a correlation id but no GPU op (syncs, event records) put no work on a stream."""
-    from traceforge.analyses.launches import stream_launch_mask
+    from traceforge.analyses.launches.calls import stream_launch_mask
     from traceforge.columns.scan import scan
 
     cols = scan(str(trace_path(SAMPLE)))

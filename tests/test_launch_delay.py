@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from traceforge import annotate, launch_stats
-from traceforge.analyses.launch_delay import (
+from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS, calls_of, last_step_start
+from traceforge.analyses.launches.delay import (
     HTA_LAUNCH_STATS_APIS,
     launch_pairs,
     launch_statistics,
@@ -20,13 +21,12 @@ from traceforge.analyses.launch_delay import (
     launch_table_consuming,
     outliers,
 )
-from traceforge.analyses.launches import STREAM_LAUNCH_APIS, calls_of, last_step_start
 from traceforge.annotator.plugins.launch_delay import FLOW_CATEGORY, delay_counters, delay_label
 from traceforge.plan.reads import stack_columns as scan_for_stacks
 from traceforge.columns.scan import scan
 from traceforge.emit.flow_anchors import perfetto_thread
 from traceforge.errors import UsageError
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
 from traceforge.perfetto import check_trace
 from traceforge.perfetto.timestamps import perfetto_ns as perfetto_ns_array
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from traceforge.analyses.launch_delay import launch_table
+from traceforge.analyses.launches.delay import launch_table
 from traceforge.columns.scan import scan
 
 from .conftest import TRACES, run_cli

@@ -155,12 +155,12 @@ def test_every_package_is_in_a_layer():
 
 def test_a_planted_upward_import_is_found():
     graph = import_graph()
-    graph["traceforge.io.codec"].add("traceforge.cli.main")
-    graph["traceforge.analyses.stats"].add("traceforge.perfetto.rules")  # a sibling
+    graph["traceforge.io.read.codec"].add("traceforge.cli.main")
+    graph["traceforge.analyses.cross_trace.stats"].add("traceforge.perfetto.rules")  # a sibling
     graph["traceforge.util.search"].add("traceforge")
     assert layer_violations(graph) == [
-        "traceforge.analyses.stats imports traceforge.perfetto.rules (layer perfetto is not below analyses)",
-        "traceforge.io.codec imports traceforge.cli.main (layer cli is not below io)",
+        "traceforge.analyses.cross_trace.stats imports traceforge.perfetto.rules (layer perfetto is not below analyses)",
+        "traceforge.io.read.codec imports traceforge.cli.main (layer cli is not below io)",
         "traceforge.util.search imports traceforge (the package face)",
     ]
 
@@ -175,3 +175,56 @@ def test_a_planted_cycle_is_found():
 @pytest.mark.parametrize("module", ["traceforge.columns.scan", "traceforge.annotator.run"])
 def test_the_graph_sees_lazy_imports(module):
     assert import_graph()[module], module
+
+
+# Imports that skip a layer although the layers allow them: the command line reaches the
+# analyses only through the API (``api.results`` and the ``Trace``/path functions).
+SKIPS_FORBIDDEN = {"cli": ("analyses",)}
+MAX_MODULES_PER_FOLDER = 15
+# Calls by which a module reads or writes a file itself; the analyses take loaded data.
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "fdopen", "mkstemp"}
+
+
+def skipped_layers(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a package to a layer it must reach through another (``SKIPS_FORBIDDEN``)."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        parts = module.split(".")
+        forbidden = SKIPS_FORBIDDEN.get(parts[1] if len(parts) > 1 else "", ())
+        found += [f"{module} imports {t}" for t in sorted(targets) if t.split(".")[1:2] and t.split(".")[1] in forbidden]
+    return found
+
+
+def file_calls(source: str) -> list[str]:
+    """The names of the file-opening calls in ``source`` (``open(...)``, ``path.read_text()``...)."""
+    calls = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in FILE_CALLS:
+                calls.append(name)
+    return calls
+
+
+def test_the_command_line_reaches_the_analyses_through_the_api():
+    assert skipped_layers(import_graph()) == []
+
+
+def test_a_planted_skip_is_found():
+    graph = import_graph()
+    graph["traceforge.cli.commands.tables.stats"].add("traceforge.analyses.cross_trace.stats")
+    assert skipped_layers(graph) == ["traceforge.cli.commands.tables.stats imports traceforge.analyses.cross_trace.stats"]
+
+
+def test_no_analysis_opens_a_file():
+    opening = {str(p.relative_to(ROOT)): file_calls(p.read_text()) for p in (ROOT / "analyses").rglob("*.py")}
+    assert {k: v for k, v in opening.items() if v} == {}
+    assert sorted(file_calls("with open(p) as f: pass\nPath(p).read_text()\n")) == ["open", "read_text"]
+
+
+def test_no_folder_is_crowded():
+    folders = {p.parent for p in ROOT.rglob("*.py")}
+    crowded = {str(d.relative_to(ROOT)): n for d in folders
+               if (n := sum(1 for f in d.glob("*.py") if f.name != "__init__.py")) > MAX_MODULES_PER_FOLDER}
+    assert crowded == {}

@@ -9,7 +9,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from traceforge.analyses.memcpy_bw import RATE_SCALE, copy_rates, copy_rows, memcpy_bandwidth
+from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, copy_rates, copy_rows, memcpy_bandwidth
 from traceforge.columns.scan import scan
 
 from .conftest import TRACES, raw_json, run_cli

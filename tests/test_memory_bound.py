@@ -15,14 +15,14 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from traceforge.analyses import memory_timeline as mt
-from traceforge.analyses.idle_intervals import idle_gaps
+from traceforge.analyses.gpu_time.idle_intervals import idle_gaps
+from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator import registry, schedule
 from traceforge.plan.scan_plan import ScanPlan
 from traceforge.columns.scan import scan
 from traceforge.emit.tracks import Injections, SliceTrack, TidAllocator
-from traceforge.io.jsontext import Texts
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
+from traceforge.io.write.jsontext import Texts
 
 from .test_memory import HAND, _levels, _memory_truth, _write
 

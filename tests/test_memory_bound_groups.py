@@ -22,16 +22,16 @@ import numpy as np
 import orjson
 import pytest
 
-from traceforge.analyses import gpu_busy
-from traceforge.analyses import memory_timeline as mt
-from traceforge.analyses.classify import label_ops
-from traceforge.analyses.gpu_busy import busy_idle
-from traceforge.analyses.hta_types import COMMUNICATION, op_types
-from traceforge.analyses.idle_intervals import idle_gaps, idle_intervals, long_gaps
-from traceforge.analyses.overlap import comm_overlap, exposed_comm, exposed_intervals
-from traceforge.analyses.rules import DEFAULT_RULES, load_rules
-from traceforge.analyses.stats import wall_span
-from traceforge.analyses.temporal import temporal_breakdown
+from traceforge.analyses.cross_trace.stats import wall_span
+from traceforge.analyses.gpu_time import busy as gpu_busy
+from traceforge.analyses.gpu_time.busy import busy_idle
+from traceforge.analyses.gpu_time.classify import label_ops
+from traceforge.analyses.gpu_time.comm_overlap import comm_overlap, exposed_comm, exposed_intervals
+from traceforge.analyses.gpu_time.idle_intervals import idle_gaps, idle_intervals, long_gaps
+from traceforge.analyses.gpu_time.rules import DEFAULT_RULES, load_rules
+from traceforge.analyses.gpu_time.temporal import temporal_breakdown
+from traceforge.analyses.hta.types import COMMUNICATION, op_types
+from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator.plugins import classify as classify_plugin
 from traceforge.annotator.plugins import launch_delay as launch_delay_plugin
 from traceforge.annotator.run import annotate
@@ -201,7 +201,7 @@ def test_args_for_existing_events_wait_on_disk_until_the_copy(tmp_path):
     from functools import partial
 
     from traceforge.emit.tracks import Injections
-    from traceforge.io.jsontext import ArgColumns, FixedPoint
+    from traceforge.io.write.jsontext import ArgColumns, FixedPoint
 
     labels = np.asarray(["gemm", "nccl"], dtype=object)
     columns = ArgColumns(np.array([3, 5, 9], np.int64), {"category": np.array([1, 0, 1], np.int8),
@@ -243,7 +243,7 @@ def test_merged_by_ordinal_places_rows_by_search_as_the_sort_does(rising):
 def test_running_count_in_chunks_equals_net_steps_and_a_loop(chunk, monkeypatch):
     """``series.running_count`` nets the sorted times ``RUN_CHUNK`` at a time (the total carried, a
     ts's last point found across chunk ends); against ``net_steps`` and a plain loop."""
-    from traceforge.analyses import series
+    from traceforge.analyses.structure import series
 
     monkeypatch.setattr(series, "RUN_CHUNK", chunk)
     rng = np.random.default_rng(1)

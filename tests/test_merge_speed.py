@@ -14,7 +14,7 @@ import pytest
 
 from traceforge import _native
 from traceforge.analyses.collectives.clock import ClockFit, _table
-from traceforge.io.heap import hold_freed
+from traceforge.io.memory.heap import hold_freed
 from traceforge.rewrite.merge import _KEY_NAMES, RankInput, _last_event_end, merge_ranks
 
 from .conftest import load_script

@@ -15,7 +15,7 @@ import pytest
 
 import traceforge
 from traceforge.analyses.counters.kinds import TOTAL
-from traceforge.analyses.kernel_names import kernel_kind, short_kernel_name
+from traceforge.analyses.gpu_time.kernel_names import kernel_kind, short_kernel_name
 from traceforge.cli.main import main
 
 from .conftest import TRACES_DIR

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from traceforge.io import codec, rank_files
+from traceforge.io.read import codec, rank_files
 
 from .conftest import ROOT, run_cli
 
@@ -196,7 +196,7 @@ def test_full_temporary_directory_for_the_stdin_spool(full_disk, tmp_path, sampl
 def test_export_into_a_new_directory_appears_whole(tmp_path, sample, monkeypatch):
     """The tables are written inside a temporary directory beside the one asked for (and its
     missing parents): while they are written, the directory is not there."""
-    from traceforge.io import table_files
+    from traceforge.io.write import table_files
 
     seen = []
     real = table_files.publish

@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.hta_types import COMMUNICATION, COMPUTATION, MEMORY, OTHER, op_types
-from traceforge.analyses.overlap import WHOLE_TRACE, comm_overlap, exposed_comm
+from traceforge.analyses.gpu_time.comm_overlap import WHOLE_TRACE, comm_overlap, exposed_comm
+from traceforge.analyses.hta.types import COMMUNICATION, COMPUTATION, MEMORY, OTHER, op_types
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
 

@@ -16,7 +16,7 @@ from traceforge.annotator.run import annotate
 from traceforge.cli import main as cli
 from traceforge.columns.scan import scan
 from traceforge.columns.table import GrowingColumns
-from traceforge.io import heap, paged
+from traceforge.io.memory import heap, paged
 
 from .conftest import SAMPLE, raw_json
 

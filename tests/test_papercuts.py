@@ -174,7 +174,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_counts_the_uncompressed_json_per_pass(sample):
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
     from traceforge.util import progress
 
     stream = _Terminal()

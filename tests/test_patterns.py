@@ -9,13 +9,13 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.kernel_names import short_kernel_name
-from traceforge.analyses.launches import last_step_start
-from traceforge.analyses.patterns import find_patterns
-from traceforge.analyses.stacks import build_stacks
+from traceforge.analyses.gpu_time.kernel_names import short_kernel_name
+from traceforge.analyses.launches.calls import last_step_start
+from traceforge.analyses.patterns.by_op import find_patterns
+from traceforge.analyses.structure.stacks import build_stacks
 from traceforge.cli.main import main
 from traceforge.emit.tracks import FIRST_NEW_TID
-from traceforge.io.reader import TraceReader, quote_times
+from traceforge.io.read.reader import TraceReader, quote_times
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
 from traceforge.util.distinct import factorized
 from traceforge.util.exacttime import to_ns
@@ -303,7 +303,7 @@ def test_factorized_equals_pandas(distinct):
 
 def _reference_candidates(seq, min_len: int, max_len: int, keep: int):
     """``_candidates`` by brute force: windows inside one stream grouped by their names."""
-    from traceforge.analyses.pattern_mining import _is_power
+    from traceforge.analyses.patterns.mining import _is_power
 
     lengths, examples, bounds = [], [], []
     for n in range(min_len, max_len + 1):
@@ -328,7 +328,7 @@ def test_mined_candidates_leave_out_windows_across_streams(tmp_path):
     """Windows that span two streams are grouped with the rest, then taken out: a run first met
     across the boundary (a b | c) counts only inside a stream, and its example is its first
     window there; one seen twice only with the crossing window (b | c y) is no candidate."""
-    from traceforge.analyses.pattern_mining import _candidates, _Sequence
+    from traceforge.analyses.patterns.mining import _candidates, _Sequence
     from traceforge.columns.scan import scan
 
     streams = {7: "x a b", 9: "c y a b c y a b c z"}
@@ -349,7 +349,7 @@ def test_mined_candidates_leave_out_windows_across_streams(tmp_path):
 
 def test_outermost_instances_skip_those_inside_another_instance():
     """A matching op counts once, at the outermost matching op above it, whatever lies between."""
-    from traceforge.analyses.patterns import _outermost
+    from traceforge.analyses.patterns.by_op import _outermost
 
     parent = np.array([-1, 0, 1, 2, -1, 4, 5, 0], np.int32)
     is_op = np.array([True, False, True, True, False, False, True, True])
@@ -360,7 +360,7 @@ def test_outermost_instances_skip_those_inside_another_instance():
 def test_mined_occurrences_equal_a_name_by_name_search(tmp_path):
     """Where a window's names occur again, found from its rarest name: every start of the same
     names inside one stream, whichever of its names is rarest and wherever it sits."""
-    from traceforge.analyses.pattern_mining import _occurrences, _Sequence
+    from traceforge.analyses.patterns.mining import _occurrences, _Sequence
     from traceforge.columns.scan import scan
 
     rng = np.random.default_rng(7)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceforge.columns import phases
-from traceforge.io import rows as R
+from traceforge.io.read import rows as R
 
 
 def test_phase_codes():

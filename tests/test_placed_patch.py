@@ -11,10 +11,10 @@ import pytest
 from traceforge.annotator.registry import ANALYSES, with_defaults
 from traceforge.annotator.schedule import run_analyses
 from traceforge.columns.scan import scan
-from traceforge.io import placed_patch
-from traceforge.io.patch import ExtraArgs, patch_editor
-from traceforge.io.reader import TraceReader
-from traceforge.io.writer import write_trace
+from traceforge.io.read.reader import TraceReader
+from traceforge.io.write import placed_patch
+from traceforge.io.write.patch import ExtraArgs, patch_editor
+from traceforge.io.write.writer import write_trace
 
 from .conftest import SAMPLE, raw_json
 

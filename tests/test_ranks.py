@@ -14,8 +14,9 @@ import orjson
 import pytest
 import zstandard
 
+from traceforge.api.results import gpu_figures
 from traceforge.cli.main import main
-from traceforge.cli.rank_summary import gpu_figures, summarize
+from traceforge.cli.rank_summary import summarize
 from traceforge.cli.ranks import rank_files
 from traceforge.columns.scan import scan
 from traceforge.util.progress import ProgressBar

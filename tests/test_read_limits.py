@@ -12,8 +12,8 @@ import subprocess
 import pytest
 import zstandard
 
-from traceforge.io.limits import ReadLimits, parse_size, reading_limits
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.limits import ReadLimits, parse_size, reading_limits
+from traceforge.io.read.reader import TraceReader
 
 from .conftest import run_cli
 
@@ -132,7 +132,7 @@ def test_an_event_offset_past_a_dropped_run_is_absolute(tmp_path):
 
 def test_a_trailing_comma_at_a_read_block_boundary(tmp_path):
     """The comma ending one read block and "]" starting the next: the array ends (was "event is not an object")."""
-    from traceforge.io.codec import BLOCK
+    from traceforge.io.read.codec import BLOCK
     head, first = b'{"traceEvents":[', event_bytes(name="")
     data = head + event_bytes(name="A" * (BLOCK - len(head) - len(first) - 1)) + b",]}"
     assert data[BLOCK - 1:BLOCK + 1] == b",]"

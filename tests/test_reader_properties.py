@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from traceforge.errors import TraceFormatError
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
 
 # examples per property and backend: the suite's few; TRACEFORGE_PROPERTY_EXAMPLES=5000 for a longer hunt
 EXAMPLES = int(os.environ.get("TRACEFORGE_PROPERTY_EXAMPLES", "40"))

@@ -373,7 +373,7 @@ def test_trim_usage_errors(args, message, tmp_path, sample):
 
 
 def _trim_events(path, monkeypatch=None):
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
 
     trim = importlib.import_module("traceforge.rewrite.trim")
 
@@ -587,8 +587,8 @@ def test_rebase_finds_ts_texts_where_the_scanner_read_them(tmp_path):
     the same spans, and an event with two ts keys is left to the tokeniser (-1)."""
     import re
 
-    from traceforge.io.event_edits import EventEdits
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
+    from traceforge.io.write.event_edits import EventEdits
 
     for batch in TraceReader(str(TRACES["negative_queue"])).batches():
         owners, starts, stops = EventEdits._ts_positions(batch)
@@ -605,8 +605,8 @@ def test_rebase_finds_ts_texts_where_the_scanner_read_them(tmp_path):
 def test_rebase_tokenises_only_the_odd_events_of_a_batch(tmp_path, monkeypatch):
     """An event the scanner could not read exactly (a ts as text, too many decimals) is
     tokenised; the other events of its batch keep the places the scanner noted."""
-    from traceforge.io.event_edits import EventEdits
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
+    from traceforge.io.write.event_edits import EventEdits
 
     src = _slices_with(tmp_path, 30, {
         5: '{"ph": "X", "pid": 1, "tid": 1, "ts": "1005.25", "dur": 1}',

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import traceforge
-from traceforge.analyses.classify import NON_GPU
+from traceforge.analyses.gpu_time.classify import NON_GPU
 from traceforge.report.collect import _memory_series, delay_histogram, rank_report
 from traceforge.report.headline import headline, step_table
 from traceforge.util.lazy_pandas import pd

@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from traceforge.annotator.plugins.roofline import KERNEL_ARGS as ROOFLINE_ARGS
-from traceforge.io.reader import TraceReader
+from traceforge.io.read.reader import TraceReader
 
 from .conftest import SAMPLE, TRACES, raw_json, run_cli
 

@@ -10,8 +10,8 @@ import pytest
 
 from traceforge.columns.scan import scan
 from traceforge.errors import TraceFormatError
-from traceforge.io import rows as R
-from traceforge.io.reader import TraceReader
+from traceforge.io.read import rows as R
+from traceforge.io.read.reader import TraceReader
 
 from .conftest import SAMPLE, raw_json
 
@@ -138,8 +138,8 @@ def test_compressed_batches_round_trip_across_chunks(tmp_path, codec, monkeypatc
 
     import zstandard
 
-    from traceforge.io import codec as codecs
-    from traceforge.io.reader import HEADROOM
+    from traceforge.io.read import codec as codecs
+    from traceforge.io.read.reader import HEADROOM
 
     monkeypatch.setattr(codecs, "BLOCK", 500_000)  # ~14 chunks
 

@@ -181,8 +181,8 @@ def test_a_real_trace_fed_in_chunks_scans_the_same():
 def test_the_reader_gives_the_same_batches_on_both_backends(tmp_path, monkeypatch, batch_bytes):
     """TraceReader over a gzipped trace cut into small decompressed chunks (events split at
     their edges, held in the headroom or joined): the same batches, bytes, rows and ids."""
-    from traceforge.io import codec as codecs
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read import codec as codecs
+    from traceforge.io.read.reader import TraceReader
 
     monkeypatch.setattr(codecs, "BLOCK", 50_000)
     path = tmp_path / "t.json.gz"
@@ -440,7 +440,7 @@ def test_interning_and_bad_arguments_behave_as_in_c():
 
 def test_rows_of_parsed_events_are_the_same():
     """``RowScanner.rows_of`` scans events re-serialised by the writer."""
-    from traceforge.io.rows import RowScanner
+    from traceforge.io.read.rows import RowScanner
 
     events = [json.loads(e) for e in (KERNEL, CASES["nested args"], b'{"ph": "i", "ts": 1.25, "s": "t"}')]
     with _native.using("c", ["scanner"]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceforge.analyses.pattern_mining import _non_overlapping
+from traceforge.analyses.patterns.mining import _non_overlapping
 from traceforge.util.search import searchsorted
 
 

@@ -4,7 +4,7 @@ the same text, in tables (``cli.output.render``), patterns, counters and the rep
 import pandas as pd
 import pytest
 
-from traceforge.analyses.kernel_names import kernel_labels
+from traceforge.analyses.gpu_time.kernel_names import kernel_labels
 from traceforge.cli.output import Col, render
 from traceforge.util.short_names import ELLIPSIS, shorten, shorten_distinct
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from traceforge.cli.commands import annotate as annotate_command
+from traceforge.cli.commands.traces import annotate as annotate_command
 from traceforge.cli.main import build_parser
 
 from .conftest import SAMPLE, TRACES

@@ -13,9 +13,9 @@ from traceforge._native._counter_text import fixed_point_texts
 from traceforge._native._splice import insert_members, spans_containing, uninitialized
 from traceforge._native._splice import join_rows as c_join_rows
 from traceforge.emit.tracks import FlowArrows
-from traceforge.io.fields import splice, splice_rows
-from traceforge.io.jsontext import ArgColumns, FixedPoint, Texts, join_rows
-from traceforge.io.patch import ExtraArgs
+from traceforge.io.write.fields import splice, splice_rows
+from traceforge.io.write.jsontext import ArgColumns, FixedPoint, Texts, join_rows
+from traceforge.io.write.patch import ExtraArgs
 
 
 def _i64(values) -> np.ndarray:

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses import export_tables
-from traceforge.analyses.patterns import find_patterns
-from traceforge.analyses.stacks import build_stacks, nest_calls
+from traceforge.analyses.patterns.by_op import find_patterns
+from traceforge.analyses.structure import export_tables
+from traceforge.analyses.structure.stacks import build_stacks, nest_calls
 from traceforge.plan.reads import export_columns
 from traceforge.plan.reads import operator_columns as scan_for_operator
 from traceforge.plan.reads import stack_columns as scan_for_stacks
@@ -166,7 +166,7 @@ def test_stack_ops_on_real_traces(name, columns, trace_path):
 def test_annotate_reads_stacks_beside_other_launch_calls(tmp_path):
     """Queue length and operator patterns in one run (the stacks' launch calls read back
     beside the stream launches queue length reads): each appends exactly what it does alone."""
-    from traceforge.io.reader import TraceReader
+    from traceforge.io.read.reader import TraceReader
 
     path, options = str(TRACES["negative_queue"]), {"op_regex": "aten::(mm|addmm|linear)"}
 

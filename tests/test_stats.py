@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 import traceforge
-from traceforge.analyses.activity import canonical_kind
-from traceforge.analyses.launch_overlap import launch_overlaps
-from traceforge.analyses.stats import TAIL_PERCENTS, tails, trace_stats, wall_span
+from traceforge.analyses.cross_trace.diff import compare
+from traceforge.analyses.cross_trace.stats import TAIL_PERCENTS, tails, trace_stats, wall_span
+from traceforge.analyses.launches.overlap import launch_overlaps
+from traceforge.analyses.structure.activity import canonical_kind
 from traceforge.annotator.registry import STATS_TABLES
-from traceforge.analyses.trace_diff import compare
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
 
@@ -194,7 +194,7 @@ def test_exported_csv_has_the_exact_ns_of_the_json(name, tmp_path, trace_path):
 
 
 def test_export_csv_text_is_what_pandas_writes(tmp_path):
-    from traceforge.analyses.export_tables import TableChunk, _Strings
+    from traceforge.analyses.structure.export_tables import TableChunk, _Strings
 
     names = _Strings(["plain", "a,b", 'say "hi"', "line\nbreak", "cr\rhere", " lead ", "", "é", "x" * 300])
     pids = _Strings([1, "stream 7", None, 2.5])
@@ -214,7 +214,7 @@ def test_export_csv_text_is_what_pandas_writes(tmp_path):
 
 
 def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
-    from traceforge.analyses import export_tables
+    from traceforge.analyses.structure import export_tables
 
     monkeypatch.setattr(export_tables, "CHUNK_ROWS", 1000)  # GPU tables in several chunks
     monkeypatch.setattr(export_tables, "WINDOW_ROWS", 3000)  # so the others
@@ -228,9 +228,9 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
 
 
 def test_a_failed_export_leaves_no_table(tmp_path):
-    from traceforge.analyses.export_tables import tables_by_kind
+    from traceforge.analyses.structure.export_tables import tables_by_kind
     from traceforge.plan.reads import export_columns
-    from traceforge.io.table_files import write_tables
+    from traceforge.io.write.table_files import write_tables
 
     def read_tables(path):
         return tables_by_kind(export_columns(path))

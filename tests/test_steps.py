@@ -8,7 +8,7 @@ from decimal import Decimal
 import numpy as np
 import orjson
 
-from traceforge.analyses.steps import NO_STEP, gpu_steps, profiler_steps
+from traceforge.analyses.structure.steps import NO_STEP, gpu_steps, profiler_steps
 from traceforge.columns.scan import scan
 
 

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 import traceforge
-from traceforge.analyses.launches import HTA_QUEUE_APIS, STREAM_LAUNCH_APIS, last_step_start
-from traceforge.analyses.memcpy_bw import RATE_SCALE, memcpy_bandwidth
-from traceforge.analyses.memcpy_summary import memcpy_summary
-from traceforge.analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES, queue_summary
+from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, STREAM_LAUNCH_APIS, last_step_start
+from traceforge.analyses.launches.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES, queue_summary
+from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, memcpy_bandwidth
+from traceforge.analyses.memory.memcpy_summary import memcpy_summary
 from traceforge.columns.scan import scan
 
 from .conftest import SAMPLE, run_cli

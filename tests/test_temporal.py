@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import traceforge
-from traceforge.analyses.overlap import WHOLE_TRACE
-from traceforge.analyses.temporal import temporal_breakdown
+from traceforge.analyses.gpu_time.comm_overlap import WHOLE_TRACE
+from traceforge.analyses.gpu_time.temporal import temporal_breakdown
 from traceforge.columns.scan import scan
 
 from .conftest import TRACES, run_cli

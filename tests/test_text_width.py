@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from traceforge.cli.commands.stats import TABLES as STATS_TABLES
+from traceforge.cli.commands.tables.stats import TABLES as STATS_TABLES
 from traceforge.cli.main import build_parser
 from traceforge.cli.output import WIDTH
 

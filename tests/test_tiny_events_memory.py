@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from traceforge.io.reader import MAX_BATCH_EVENTS, TraceReader
+from traceforge.io.read.reader import MAX_BATCH_EVENTS, TraceReader
 
 from .conftest import ROOT
 

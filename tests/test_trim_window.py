@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import traceforge
-from traceforge.analyses.filters import Filters
-from traceforge.analyses.steps import gpu_steps, profiler_steps
+from traceforge.analyses.structure.filters import Filters
+from traceforge.analyses.structure.steps import gpu_steps, profiler_steps
 from traceforge.columns.scan import scan
 
 from .conftest import TRACES, run_cli

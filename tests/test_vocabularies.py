@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceforge.analyses.queue_length import queue_length
+from traceforge.analyses.launches.queue_length import queue_length
 from traceforge.columns.scan import KERNEL, MEMCPY, MEMSET, scan
 from traceforge.perfetto import check_trace
 

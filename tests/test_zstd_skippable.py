@@ -10,8 +10,8 @@ import pytest
 import zstandard
 
 from traceforge.cli.serve import json_size
-from traceforge.io.codec import detect_codec
-from traceforge.io.rank_files import head_rank
+from traceforge.io.read.codec import detect_codec
+from traceforge.io.read.rank_files import head_rank
 
 from .conftest import run_cli
 

@@ -47,7 +47,7 @@ if _CLI_STARTING:
             _signal.signal(getattr(_signal, _name), _stopped_while_starting)
 
 from ._version import __version__
-from .analyses.filters import Filters
+from .analyses.structure.filters import Filters
 from .annotator.registry import ANALYSES
 from .annotator.run import AnnotateResult, annotate
 from .api.collectives import Collectives, collectives
@@ -73,8 +73,8 @@ from .api.trace import Trace, Traces, load
 from .columns.info import trace_info
 from .columns.scan import TraceColumns, scan
 from .errors import TraceforgeError, TraceFormatError, TraceNotFoundError, UsageError
-from .io.codec import output_compression
-from .io.limits import ReadLimits, reading_limits
+from .io.read.limits import ReadLimits, reading_limits
+from .io.write.output import output_compression
 from .rewrite.repair import RepairResult, repair
 from .rewrite.trim import TrimResult, trim
 

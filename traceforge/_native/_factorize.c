@@ -1,5 +1,5 @@
 /* Codes of 64-bit values in order of first appearance: pandas.factorize for the pattern
- * mining (analyses/pattern_mining.py) without importing pandas (~0.35 s a process).
+ * mining (analyses/patterns/mining.py) without importing pandas (~0.35 s a process).
  *
  * factorize(values, codes, first) -> number of distinct values. `values` is a buffer of
  * 8-byte items (uint64 or int64); `codes` and `first` are writable int64 buffers as long

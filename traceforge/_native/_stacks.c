@@ -1,6 +1,6 @@
-/* Nesting one thread's CPU ops and launch calls (analyses/stacks.py): sort, then walk.
+/* Nesting one thread's CPU ops and launch calls (analyses/structure/stacks.py): sort, then walk.
  * nest_sorted walks items already sorted, from a stack left by the items before them, for
- * export's windows of start times (analyses/export_tables.py).
+ * export's windows of start times (analyses/structure/export_tables.py).
  *
  * The items are sorted as indices into the thread's row lists, reading times and durations
  * from the trace's columns: 8 bytes an item (an index and a merge buffer). Gathering each

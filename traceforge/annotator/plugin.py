@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..analyses.stacks import NameMask
+from ..analyses.structure.stacks import NameMask
 from ..emit.tracks import CounterTrack, Injections, TidAllocator
 
 if TYPE_CHECKING:
-    from ..analyses.stats import StatsContext
+    from ..analyses.cross_trace.stats import StatsContext
     from ..columns.scan import TraceColumns
     from ..util.lazy_pandas import pd
 

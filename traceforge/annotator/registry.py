@@ -15,17 +15,17 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..analyses.gpu_busy import KERNEL_WAIT_NS
-from ..analyses.stats import CORE_TABLES, TOTALS_TABLES, StatsContext, trace_stats, wall_span
+from ..analyses.cross_trace.stats import CORE_TABLES, TOTALS_TABLES, StatsContext, trace_stats, wall_span
+from ..analyses.gpu_time.busy import KERNEL_WAIT_NS
 from ..errors import UsageError
-from ..io.reader import TraceReader
+from ..io.read.reader import TraceReader
 from ..plan.scan_plan import ScanPlan
 from . import plugins
 from .plugin import SHARED_OPTIONS, Analysis, Table
 
 if TYPE_CHECKING:
-    from ..analyses.filters import Filters
-    from ..analyses.stats import TraceStats
+    from ..analyses.cross_trace.stats import TraceStats
+    from ..analyses.structure.filters import Filters
     from ..columns.scan import TraceColumns
     from ..util.lazy_pandas import pd
 

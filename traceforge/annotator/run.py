@@ -26,18 +26,20 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..analyses.filters import Filters
+from ..analyses.structure.filters import Filters
 from ..columns.scan import load_places
 from ..emit.tracks import Injections
-from ..io import output_names, tempfiles
-from ..io.codec import AtomicOutput, check_writable, readable_twice
-from ..io.event_edits import EventEdits, edits_after
-from ..io.jsontext import Block
-from ..io.patch import ExtraArgs, patch_editor
-from ..io.placed_patch import copy_placed
-from ..io.reader import WS, EventBatch, TraceReader
-from ..io.rows import RowScanner
-from ..io.writer import EventSink, write_trace
+from ..io.memory import tempfiles
+from ..io.read.codec import readable_twice
+from ..io.read.reader import WS, EventBatch, TraceReader
+from ..io.read.rows import RowScanner
+from ..io.write import output_names
+from ..io.write.event_edits import EventEdits, edits_after
+from ..io.write.jsontext import Block
+from ..io.write.output import AtomicOutput, check_writable
+from ..io.write.patch import ExtraArgs, patch_editor
+from ..io.write.placed_patch import copy_placed
+from ..io.write.writer import EventSink, write_trace
 from ..rewrite.repair import RepairReading, RepairResult
 from . import registry, schedule
 from ..plan.scan_plan import ScanPlan

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
-from ..io.heap import give_back
-from ..io.jsontext import Block
+from ..io.memory.heap import give_back
+from ..io.write.jsontext import Block
 from ..plan.scan_plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
 

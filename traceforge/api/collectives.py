@@ -16,8 +16,8 @@ from ..analyses.collectives.matching import Matched, match
 from ..analyses.collectives.table import COLUMNS, Launches, Slice, rank_table
 from ..analyses.collectives.waits import Waits, waits
 from ..columns.scan import STEP_PREFIX, scan
-from ..io import rows as R
-from ..io.reader import EventBatch, TraceReader
+from ..io.read import rows as R
+from ..io.read.reader import EventBatch, TraceReader
 from ..rewrite.rebase import BASE_KEY
 from ..util.exacttime import json_time_ns
 from ..util.lazy_pandas import pd

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import TraceforgeError, UsageError
-from ..io.limits import ReadLimits, read_limits, reading_limits
-from ..io.rank_files import file_ranks, one_per_rank, trace_paths
+from ..io.read.limits import ReadLimits, read_limits, reading_limits
+from ..io.read.rank_files import file_ranks, one_per_rank, trace_paths
 from ..util import progress, signals
 
 T = TypeVar("T")

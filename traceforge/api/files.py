@@ -11,11 +11,11 @@ from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..analyses.classify import Classified, classify_columns, seconds_to_ns
-from ..analyses.filters import Filters
-from ..analyses.gpu_busy import KERNEL_WAIT_NS
-from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
-from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..analyses.gpu_time.busy import KERNEL_WAIT_NS
+from ..analyses.gpu_time.classify import Classified, classify_columns, seconds_to_ns
+from ..analyses.gpu_time.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
+from ..analyses.structure.filters import Filters
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
 from ..annotator.registry import FEATURES, declared_columns, has_table, reads_memory, stats_of, table_of
@@ -26,22 +26,22 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
-    from ..analyses.critical_path import CriticalPath
+    from ..analyses.critical_path.path import CriticalPath
+    from ..analyses.cross_trace.diff import TraceDiff
+    from ..analyses.cross_trace.stats import TraceStats
     from ..analyses.roofline.tables import RooflineTables
-    from ..analyses.stats import TraceStats
-    from ..analyses.trace_diff import TraceDiff
 
 
 def queue_length(path: str, *, launched_before_ns: int | None = None, where: Filters | None = None) -> pd.DataFrame:
     """Queue length change points of every (device, stream): device, stream, ts (ns), queue_length."""
-    from ..analyses.queue_length import queue_length as compute
+    from ..analyses.launches.queue_length import queue_length as compute
 
     return compute(reads.gpu_only_columns(path, where), launched_before_ns=launched_before_ns)
 
 
 def memcpy_bandwidth(path: str, *, where: Filters | None = None) -> pd.DataFrame:
     """Bandwidth change points of every (device, copy kind): device, kind, ts (ns), gbps."""
-    from ..analyses.memcpy_bw import memcpy_bandwidth as compute
+    from ..analyses.memory.memcpy_bw import memcpy_bandwidth as compute
 
     return compute(reads.gpu_only_columns(path, where))
 
@@ -54,9 +54,9 @@ def launch_stats(path: str, *, apis: frozenset[str] | None = None, launched_befo
     ``HTA_LAUNCH_STATS_APIS``). ``hta``: HTA's table instead (``hta_choices.hta_launch_table``,
     what ``launch-stats --hta`` reads; ``apis`` and ``launched_before_ns`` are then HTA's). An
     empty table says why in ``df.attrs["message"]``."""
-    from ..analyses.hta_choices import hta_launch_table, keeps_hta_launch
-    from ..analyses.launch_delay import launch_table_consuming
-    from ..analyses.launches import calls_of
+    from ..analyses.hta.choices import hta_launch_table, keeps_hta_launch
+    from ..analyses.launches.calls import calls_of
+    from ..analyses.launches.delay import launch_table_consuming
 
     if hta:
         if apis is not None or launched_before_ns is not None:
@@ -84,7 +84,7 @@ def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wai
     once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``).
     ``hta``: HTA's choices (``analyses.hta_choices``: True for the latest HTA's, or a version), for
     HTA's numbers."""
-    from ..analyses.stats import TraceStats
+    from ..analyses.cross_trace.stats import TraceStats
 
     return TraceStats.of_ranks([s for _, s in stats_each(inputs, _itself, kernel_wait_ns=kernel_wait_ns, tables=tables,
                                                          where=where, jobs=jobs, cluster=cluster, hta=hta)])
@@ -117,7 +117,7 @@ def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Co
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
     """Trace ``b``'s tail concentration per activity kind against trace ``a``'s, as ratios B / A
     (``analyses.tail_compare``); each is one trace (one rank), read for its ``tails`` alone."""
-    from ..analyses.tail_compare import compared_tails
+    from ..analyses.cross_trace.tail_compare import compared_tails
 
     def tails(path: str | os.PathLike) -> pd.DataFrame:
         table = stats(path, tables=("tails",), where=where).tails
@@ -131,8 +131,8 @@ def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters 
 def export(path: str, *, csv_dir: str | None = None, parquet_dir: str | None = None, where: Filters | None = None
            ) -> dict[str, pd.DataFrame]:
     """One DataFrame per activity kind (exact ns); also written as CSV / Parquet if a directory is given."""
-    from ..analyses.export_tables import tables_by_kind
-    from ..io.table_files import check_parquet, write_tables
+    from ..analyses.structure.export_tables import tables_by_kind
+    from ..io.write.table_files import check_parquet, write_tables
 
     if parquet_dir is not None:
         check_parquet()
@@ -176,7 +176,7 @@ def counters(path: str, *, ncu: str | None = None, ncu_skip: int = 0, peak_dram_
     (every mismatch and unmatched row or kernel). ``path`` may be an ncu CSV alone (no
     ``ncu``, no ``where``): its rows, timed by ncu's ``gpu__time_duration.sum``."""
     from ..analyses.counters import checked_counter_options, counter_tables, ncu_tables
-    from ..analyses.counters.ncu_csv import looks_like_ncu_csv
+    from ..io.read.ncu_csv import looks_like_ncu_csv
 
     options = checked_counter_options(ncu=ncu, ncu_skip=ncu_skip, peak_dram_gbps=peak_dram_gbps,
                                       peak_tensor_pct=peak_tensor_pct)
@@ -194,7 +194,7 @@ def diff(a: str, b: str, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collec
     ``per_step``: values per profiler step too (default: when the step counts differ). See
     ``analyses.trace_diff``. ``where`` filters each trace (its own steps, its own start). One
     trace's columns are held at a time: its totals are all that is left of it when the other is read."""
-    from ..analyses.trace_diff import compared, reads_cpu_ops, totals
+    from ..analyses.cross_trace.diff import compared, reads_cpu_ops, totals
 
     rules = load_rules(rules)
     cpu_ops = reads_cpu_ops(tables)
@@ -232,7 +232,7 @@ def critical_path(path: str, *, annotation: str | None = None, step: int | None 
     only the one numbered so), its breakdown and segments (``analyses.critical_path``;
     ``segments=False``: the summary alone; ``hta``: HTA 0.5's graph, without the trace's
     forward-to-backward links)."""
-    from ..analyses.critical_path import critical_path as path_of
+    from ..analyses.critical_path.path import critical_path as path_of
     from ..plan.scan_plan import filtered_scan
 
     return path_of(filtered_scan(path, where), annotation, step, segments=segments, hta=hta)

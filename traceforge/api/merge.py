@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..io.jsontext import json_bytes
+from ..io.write.jsontext import json_bytes
 from ..rewrite.merge import ID_STRIDE, Merged, RankInput, RankWritten, mapped, merge_ranks
 from ..rewrite.rebase import BASE_KEY
 from ..util.exacttime import ns_to_us_text

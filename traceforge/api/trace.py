@@ -17,32 +17,32 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analyses.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.counters.tables import has_counters
-from ..analyses.filters import Filters
-from ..analyses.gpu_busy import KERNEL_WAIT_NS
-from ..analyses.launch_delay import launch_ops, launch_table
-from ..analyses.launches import is_call_of
-from ..analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
-from ..analyses.rules import DEFAULT_RULES, RuleSet, load_rules
-from ..analyses.stacks import stack_ops
-from ..analyses.stats import rank_of
+from ..analyses.cross_trace.stats import rank_of
+from ..analyses.gpu_time.busy import KERNEL_WAIT_NS
+from ..analyses.gpu_time.classify import Classified, classify_columns, seconds_to_ns
+from ..analyses.gpu_time.rules import DEFAULT_RULES, RuleSet, load_rules
+from ..analyses.launches.calls import is_call_of
+from ..analyses.launches.delay import launch_ops, launch_table
+from ..analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
+from ..analyses.structure.filters import Filters
+from ..analyses.structure.stacks import stack_ops
 from ..annotator.plugin import Analysis
 from ..annotator.registry import ANALYSES, FEATURES, declared_columns, has_table, stats_of, table_of, with_defaults
 from ..annotator.run import AnnotateResult, annotate
 from ..columns.info import summarize
 from ..columns.scan import TraceColumns, scan
 from ..errors import UsageError
-from ..io.codec import input_codec, read_once
-from ..io.rank_files import name_rank
+from ..io.read.codec import input_codec, read_once
+from ..io.read.rank_files import name_rank
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
+    from ..analyses.cross_trace.diff import TraceDiff
+    from ..analyses.cross_trace.stats import TraceStats
     from ..analyses.roofline.tables import RooflineTables
-    from ..analyses.stats import TraceStats
-    from ..analyses.trace_diff import TraceDiff
 
 
 class Trace:
@@ -95,13 +95,13 @@ class Trace:
 
     def queue_length(self, *, launched_before_ns: int | None = None, where: Filters | None = None) -> pd.DataFrame:
         """Queue length change points per (device, stream): device, stream, ts (ns), queue_length."""
-        from ..analyses.queue_length import queue_length
+        from ..analyses.launches.queue_length import queue_length
 
         return queue_length(self._view(where), launched_before_ns=launched_before_ns)
 
     def memcpy_bandwidth(self, *, where: Filters | None = None) -> pd.DataFrame:
         """Bandwidth change points per (device, copy kind): device, kind, ts (ns), gbps."""
-        from ..analyses.memcpy_bw import memcpy_bandwidth
+        from ..analyses.memory.memcpy_bw import memcpy_bandwidth
 
         return memcpy_bandwidth(self._view(where))
 
@@ -115,7 +115,7 @@ class Trace:
     def critical_path(self, *, annotation: str | None = None, step: int | None = None,
                       where: Filters | None = None, segments: bool = True, hta: bool = False) -> Any:
         """The critical path of each instance of ``annotation`` (see ``traceforge.critical_path``)."""
-        from ..analyses.critical_path import critical_path
+        from ..analyses.critical_path.path import critical_path
 
         return critical_path(self._view(where), annotation, step, segments=segments, hta=hta)
 
@@ -168,7 +168,7 @@ class Trace:
     def diff(self, other: Trace, *, rules: str | RuleSet = DEFAULT_RULES, tables: Collection[str] | None = None,
              per_step: bool | None = None, where: Filters | None = None) -> TraceDiff:
         """``other`` against this trace, other minus this (see ``traceforge.diff``)."""
-        from ..analyses.trace_diff import compare
+        from ..analyses.cross_trace.diff import compare
 
         return compare(self._view(where), other._view(where), rules, tables=tables, per_step=per_step)
 
@@ -279,7 +279,7 @@ class Traces:
     def stats(self, *, kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
               where: Filters | None = None, hta: bool | str = False) -> TraceStats:
         """Every rank's statistics in one ``TraceStats`` (each table with its ``rank`` column)."""
-        from ..analyses.stats import TraceStats
+        from ..analyses.cross_trace.stats import TraceStats
 
         return TraceStats.of_ranks([trace.stats(kernel_wait_ns=kernel_wait_ns, rank=rank, tables=tables, where=where,
                                                 hta=hta) for rank, trace in self.by_rank.items()])

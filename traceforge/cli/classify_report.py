@@ -12,8 +12,7 @@ import io
 from html import escape
 from pathlib import Path
 
-from ..analyses.classify import NON_GPU, Classified
-from ..analyses.kernel_names import kernel_labels
+from ..api.results import NON_GPU, Classified, kernel_labels
 from ..util.lazy_pandas import pd
 from ..util.short_names import shorten
 from .output import WIDTH, json_text

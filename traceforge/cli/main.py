@@ -23,22 +23,23 @@ from contextlib import contextmanager
 
 from .._version import __version__
 from ..errors import TraceforgeError
-from ..io import run_outputs
-from ..io.limits import reading_limits
+from ..io.read.limits import reading_limits
+from ..io.write import run_outputs
 from ..util import progress, signals
-from .commands import annotate, check, classify, counters, info, launch_stats
-from .commands import collectives as collectives_cmd
-from .commands import critical_path as critical_path_cmd
-from .commands import diff as diff_cmd
-from .commands import export as export_cmd
-from .commands import merge as merge_cmd
-from .commands import open as open_cmd
-from .commands import patterns as patterns_cmd
-from .commands import repair as repair_cmd
-from .commands import report as report_cmd
-from .commands import roofline as roofline_cmd
-from .commands import stats as stats_cmd
-from .commands import trim as trim_cmd
+from .commands.tables import classify, counters, info, launch_stats
+from .commands.tables import collectives as collectives_cmd
+from .commands.tables import critical_path as critical_path_cmd
+from .commands.tables import diff as diff_cmd
+from .commands.tables import patterns as patterns_cmd
+from .commands.tables import report as report_cmd
+from .commands.tables import roofline as roofline_cmd
+from .commands.tables import stats as stats_cmd
+from .commands.traces import annotate, check
+from .commands.traces import export as export_cmd
+from .commands.traces import merge as merge_cmd
+from .commands.traces import open as open_cmd
+from .commands.traces import repair as repair_cmd
+from .commands.traces import trim as trim_cmd
 from .options import add_limit_arguments, limits_of
 from .output_checks import refuse_outputs_onto_inputs
 

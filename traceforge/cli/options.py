@@ -8,10 +8,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import fields, replace
 
-from ..analyses.filters import Filters
-from ..analyses.hta_choices import HTA_VERSIONS, LATEST_HTA
 from ..annotator.plugin import Option
-from ..io.limits import RATIO_FLOOR, ReadLimits, parse_size
+from ..api.results import HTA_VERSIONS, LATEST_HTA, Filters
+from ..io.read.limits import RATIO_FLOOR, ReadLimits, parse_size
 
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Iterable[Option]) -> None:

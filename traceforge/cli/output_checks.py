@@ -13,8 +13,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..io.codec import refuse_input
-from ..io.rank_files import trace_files
+from ..io.read.rank_files import trace_files
+from ..io.write.output import refuse_input
 from . import ranks
 
 SIDE_INPUTS = ("rules", "ncu")  # options that name a file the command reads

@@ -13,12 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.classify import NON_GPU, Classified
-from ..analyses.pattern_table import Patterns
-from ..analyses.stragglers import MIN_RANKS_FOR_STRAGGLERS, STRAGGLER_FIGURES, STRAGGLER_SHARE, Figures
-from ..analyses.stragglers import gpu_figures as gpu_figures  # re-exported: the commands take it from here
-from ..analyses.stragglers import stragglers as _stragglers
 from ..annotator.registry import ANALYSES
+from ..api.results import (
+    MIN_RANKS_FOR_STRAGGLERS,
+    NON_GPU,
+    STRAGGLER_FIGURES,
+    STRAGGLER_SHARE,
+    Classified,
+    Figures,
+    Patterns,
+)
+from ..api.results import stragglers as _stragglers
 from ..util.lazy_pandas import pd
 from .output import Col, count, ms, pct, render, us, wrap
 

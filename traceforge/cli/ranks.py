@@ -30,8 +30,8 @@ import orjson
 from ..annotator.run import default_output
 from ..api.fan_out import cores, run_jobs
 from ..errors import TraceforgeError, UsageError
-from ..io import run_outputs
-from ..io.rank_files import file_ranks, one_per_rank, trace_paths
+from ..io.read.rank_files import file_ranks, one_per_rank, trace_paths
+from ..io.write import run_outputs
 from .output import json_text
 from .rank_summary import Figures, Summary, summarize
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..io.codec import CODEC_ERRORS, detect_codec, new_decompressor
+from ..io.read.codec import CODEC_ERRORS, detect_codec, new_decompressor
 
 if TYPE_CHECKING:
     from .serve_http import TraceServer

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io.codec import input_codec
+from ..io.read.codec import input_codec
 from ..util.exacttime import ns_to_us_text
 from ..util.union import union_ns
 from .scan import GPU_KIND_NAMES, TraceColumns, scan

@@ -17,7 +17,7 @@ from itertools import islice
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..io.codec import detect_codec, iter_decompressed, read_once
+from ..io.read.codec import detect_codec, iter_decompressed, read_once
 from ..util.lazy_pandas import pd
 from .scan import KERNEL, MEMCPY, MEMSET, TraceColumns
 from .table import Table

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..io import rows as R
+from ..io.read import rows as R
 
 OTHER, SLICE, METADATA, FLOW = 0, 1, 2, 3  # SLICE: a complete (X) event; FLOW: s, t or f
 FLOW_PHASES = ("s", "t", "f")

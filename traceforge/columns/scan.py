@@ -21,10 +21,10 @@ import numpy as np
 import orjson
 
 from .. import _native
-from ..io import rows as R
-from ..io.background import prefetched
-from ..io.placed_patch import EventPlaces
-from ..io.reader import EventBatch, TraceReader
+from ..io.memory.background import prefetched
+from ..io.read import rows as R
+from ..io.read.reader import EventBatch, TraceReader
+from ..io.write.placed_patch import EventPlaces
 from ..util.distinct import factorized, unique
 from ..util.exacttime import to_ns
 from .phases import FLOW, METADATA, OTHER, SLICE, earliest_ts, phase_code

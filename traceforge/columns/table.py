@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import paged
-from ..io.heap import give_back
-from ..io.jsontext import fits_int32
+from ..io.memory import paged
+from ..io.memory.heap import give_back
+from ..io.write.jsontext import fits_int32
 
 _DTYPES = {"i4": np.int32, "n4": np.int32, "i2": np.int16, "i1": np.int8}
 

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .. import _native
-from ..io.jsontext import (
+from ..io.write.jsontext import (
     ArgColumns,
     Block,
     BlockSource,

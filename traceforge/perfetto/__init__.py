@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 from ..errors import TraceFormatError
-from ..io.codec import input_codec
-from ..io.reader import TraceReader
+from ..io.read.codec import input_codec
+from ..io.read.reader import TraceReader
 from .collect import collect
 from .replay import replay
 from .report import CheckReport, Example, Findings

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columns.table import SpilledColumns
-from ..io import rows as R
-from ..io.reader import EventBatch, TraceReader
+from ..io.read import rows as R
+from ..io.read.reader import EventBatch, TraceReader
 from ..util.distinct import unique
 from .event_rules import (
     CONTROL_ESCAPE,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..analyses.counters.tables import has_counters
-from ..analyses.filters import Filters
-from ..analyses.hta_choices import hta_view
-from ..analyses.patterns import operator_marks
-from ..analyses.stacks import NameMask, stack_ops
+from ..analyses.hta.choices import hta_view
+from ..analyses.patterns.by_op import operator_marks
+from ..analyses.structure.filters import Filters
+from ..analyses.structure.stacks import NameMask, stack_ops
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns
 from ..errors import UsageError

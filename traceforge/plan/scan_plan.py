@@ -10,8 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..analyses.filters import Filters
-from ..analyses.launches import (
+from ..analyses.launches.calls import (
     STREAM_LAUNCH_APIS,
     calls_of,
     is_call_of,
@@ -19,11 +18,12 @@ from ..analyses.launches import (
     launch_of_gpu,
     stream_launch_mask,
 )
-from ..analyses.stacks import NameMask, joined_calls, stack_keeper, stack_ops
+from ..analyses.structure.filters import Filters
+from ..analyses.structure.stacks import NameMask, joined_calls, stack_keeper, stack_ops
 from ..columns.scan import TraceColumns, scan
 from ..columns.table import Table, merged_by_ordinal
 from ..emit.flow_anchors import LaunchWindows
-from ..io.reader import TraceReader
+from ..io.read.reader import TraceReader
 from ..util.search import in_sorted
 
 

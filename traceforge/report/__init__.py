@@ -9,8 +9,9 @@ from functools import partial
 
 from ..api.fan_out import ranked
 from ..api.trace import Trace
-from ..io.codec import check_writable, readable_twice, write_file
-from ..io.rank_files import trace_paths
+from ..io.read.codec import readable_twice
+from ..io.read.rank_files import trace_paths
+from ..io.write.output import check_writable, write_file
 from .collect import RankReport, rank_report
 from .downsample import DEFAULT_BUCKETS
 from .page import render, require_bokeh

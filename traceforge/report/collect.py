@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analyses.critical_path import CATEGORY_COLUMNS
-from ..analyses.launch_delay import launch_pairs, queue_wait
+from ..analyses.critical_path.path import CATEGORY_COLUMNS
+from ..analyses.cross_trace.stats import top_kernels
+from ..analyses.cross_trace.stragglers import Figures, gpu_figures
+from ..analyses.launches.delay import launch_pairs, queue_wait
 from ..analyses.roofline.tables import RooflineTables
-from ..analyses.stats import top_kernels
-from ..analyses.steps import STEP_NAME
-from ..analyses.stragglers import Figures, gpu_figures
+from ..analyses.structure.steps import STEP_NAME
 from ..api.trace import Trace
 from ..util.distinct import unique
 from ..util.lazy_pandas import pd

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.classify import NON_GPU
+from ..analyses.gpu_time.classify import NON_GPU
 from ..util.lazy_pandas import pd
 from .collect import RankReport
 

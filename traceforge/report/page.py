@@ -15,9 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..analyses.classify import NON_GPU
+from ..analyses.cross_trace.stragglers import (
+    MIN_RANKS_FOR_STRAGGLERS,
+    STRAGGLER_FIGURES,
+    STRAGGLER_SHARE,
+    stragglers,
+)
+from ..analyses.gpu_time.classify import NON_GPU
 from ..analyses.roofline.tables import RooflineTables
-from ..analyses.stragglers import MIN_RANKS_FOR_STRAGGLERS, STRAGGLER_FIGURES, STRAGGLER_SHARE, stragglers
 from ..errors import UsageError
 from ..util.lazy_pandas import pd
 from ..util.short_names import shorten_distinct

@@ -19,10 +19,10 @@ import numpy as np
 
 from .. import _native
 from ..errors import UsageError
-from ..io.codec import AtomicOutput, Compressor
-from ..io.fields import scalar_spans, splice, splice_rows
-from ..io.jsontext import Texts, json_bytes
-from ..io.reader import TraceReader, parse_event
+from ..io.read.reader import TraceReader, parse_event
+from ..io.write.fields import scalar_spans, splice, splice_rows
+from ..io.write.jsontext import Texts, json_bytes
+from ..io.write.output import AtomicOutput, Compressor
 from ..util.exacttime import ns_to_us_text, to_ns
 
 ID_STRIDE = 1 << 22  # a rank's pids and tids: [rank * ID_STRIDE, (rank + 1) * ID_STRIDE)
@@ -273,7 +273,7 @@ class _FastEdits:
         self._track_has: list[tuple[bool, bool]] = []
 
     def _learn(self) -> None:
-        from ..io import rows as R
+        from ..io.read import rows as R
 
         strings, tracks = self.scanner.strings, self.scanner.tracks
         self._is_meta += [raw == b"M" for raw in strings[len(self._is_meta):]]

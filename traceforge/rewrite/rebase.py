@@ -17,7 +17,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..io.fields import scalar_spans
+from ..io.write.fields import scalar_spans
 
 BASE_KEY = "baseTimeNanoseconds"
 _WS = b" \t\r\n"

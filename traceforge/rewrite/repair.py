@@ -32,12 +32,13 @@ from ..columns.table import SpilledColumns, Table
 from ..columns.windows import picked, windows_by
 from ..emit.lanes import partition
 from ..emit.tracks import TidAllocator, metadata_events
-from ..io import rows as R
-from ..io.codec import check_writable, readable_twice
-from ..io.event_edits import EventEdits
-from ..io.jsontext import Block, event_blocks
-from ..io.reader import EventBatch, TraceReader
-from ..io.writer import write_trace
+from ..io.read import rows as R
+from ..io.read.codec import readable_twice
+from ..io.read.reader import EventBatch, TraceReader
+from ..io.write.event_edits import EventEdits
+from ..io.write.jsontext import Block, event_blocks
+from ..io.write.output import check_writable
+from ..io.write.writer import write_trace
 from ..perfetto.importer import flow_id, out_of_range, thread_of
 from ..perfetto.overlaps import SpillWalk
 from ..perfetto.timestamps import perfetto_ns, time_ns

@@ -27,18 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.launches import STREAM_LAUNCH_APIS, calls_of
-from ..analyses.steps import steps_cut as columns_steps_cut
+from ..analyses.launches.calls import STREAM_LAUNCH_APIS, calls_of
+from ..analyses.structure.steps import steps_cut as columns_steps_cut
 from ..columns import phases
 from ..columns.scan import scan
 from ..columns.table import SpilledColumns
 from ..columns.windows import windows_by
 from ..errors import UsageError
-from ..io import rows as R
-from ..io.codec import check_writable, readable_twice
-from ..io.event_edits import EventEdits
-from ..io.reader import EventBatch, TraceReader
-from ..io.writer import write_trace
+from ..io.read import rows as R
+from ..io.read.codec import readable_twice
+from ..io.read.reader import EventBatch, TraceReader
+from ..io.write.event_edits import EventEdits
+from ..io.write.output import check_writable
+from ..io.write.writer import write_trace
 from ..perfetto.importer import flow_id
 from ..util.exacttime import INT64_NS, json_time_ns, ns_to_us_text
 from ..util.time_window import parse_steps, parse_window, slice_in_window

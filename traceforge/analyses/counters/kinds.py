@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...util.lazy_pandas import pd
-from ..kernel_names import kernel_kind
-from ..rules import RuleSet
+from ..gpu_time.kernel_names import kernel_kind
+from ..gpu_time.rules import RuleSet
 from .names import UNNAMED
 
 INSTRUCTIONS = "smsp__inst_executed.sum"

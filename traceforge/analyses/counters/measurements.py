@@ -9,7 +9,7 @@ import numpy as np
 from ...columns.scan import KERNEL, TraceColumns
 from ...util.lazy_pandas import pd
 from ...util.short_names import shorten_distinct
-from ..stacks import Stacks
+from ..structure.stacks import Stacks
 
 # Columns every source fills, before its counter columns.
 ID_COLUMNS = ("source", "source_index", "kernel", "status", "device", "stream", "gpu_row", "launch_row")

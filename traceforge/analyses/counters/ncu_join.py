@@ -21,12 +21,12 @@ import numpy as np
 
 from ...columns.scan import TraceColumns
 from ...errors import UsageError
+from ...io.read.ncu_csv import NcuCsv
 from ...util.distinct import unique
 from ...util.lazy_pandas import pd
-from ..stacks import Stacks
+from ..structure.stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, examples, kernel_launch_order, problems_frame
 from .names import kernel_key
-from .ncu_csv import NcuCsv
 
 SOURCE = "ncu"
 MATCHED, UNMATCHED = "matched", "unmatched"

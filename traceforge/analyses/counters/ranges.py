@@ -24,8 +24,8 @@ import numpy as np
 
 from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
-from ..launches import STREAM_LAUNCH_APIS
-from ..stacks import Stacks
+from ..launches.calls import STREAM_LAUNCH_APIS
+from ..structure.stacks import Stacks
 from .measurements import ID_COLUMNS, Measurements, kernel_launch_order, problems_frame
 from .names import UNNAMED, same_kernel
 

@@ -26,12 +26,12 @@ import numpy as np
 
 from ...columns.scan import KERNEL, TraceColumns
 from ...errors import UsageError
+from ...io.read.ncu_csv import DURATION, read_ncu_csv
 from ...util.lazy_pandas import pd
-from ..stacks import Stacks, build_stacks
+from ..structure.stacks import Stacks, build_stacks
 from .derived import DERIVED, Peaks, add_derived, add_efficiency, choose_peaks
 from .kinds import kind_summary
 from .measurements import ID_COLUMNS, PROBLEM_COLUMNS, Measurements
-from .ncu_csv import DURATION, read_ncu_csv
 from .ncu_join import SOURCE, join_ncu
 from .ranges import match_ranges
 

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from ...columns.scan import KERNEL, TraceColumns
-from ..stacks import Stacks, build_stacks
+from ..structure.stacks import Stacks, build_stacks
 from .dtypes import TF32_CHOICE, float32_unit
 from .limits import GpuLimits, limits_for
 from .work import (

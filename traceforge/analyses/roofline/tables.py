@@ -15,7 +15,7 @@ import numpy as np
 
 from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
-from ..steps import gpu_steps, profiler_steps
+from ..structure.steps import gpu_steps, profiler_steps
 from .limits import GpuLimits
 from .model import BOUNDS, NO_BOUND, Roofline
 

@@ -16,14 +16,14 @@ from functools import partial
 
 import numpy as np
 
-from ...analyses.classify import Labels, classify_columns, label_ops
-from ...analyses.gpu_busy import concatenated
-from ...analyses.rules import DEFAULT_RULES, PRESETS, load_rules
-from ...analyses.series import running_count
+from ...analyses.gpu_time.busy import concatenated
+from ...analyses.gpu_time.classify import Labels, classify_columns, label_ops
+from ...analyses.gpu_time.rules import DEFAULT_RULES, PRESETS, load_rules
+from ...analyses.structure.series import running_count
 from ...columns.scan import TraceColumns
 from ...columns.table import Table
 from ...emit.tracks import CounterTrack, Injections
-from ...io.jsontext import ArgColumns
+from ...io.write.jsontext import ArgColumns
 from ...util.distinct import unique
 from ...util.search import searchsorted
 from ..plugin import Analysis, AnnotateContext, Option

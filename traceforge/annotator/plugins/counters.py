@@ -21,8 +21,8 @@ from ...analyses.counters.tables import (
     counter_tables,
     has_counters,
 )
-from ...analyses.launches import STREAM_LAUNCH_APIS
-from ...analyses.series import net_steps
+from ...analyses.launches.calls import STREAM_LAUNCH_APIS
+from ...analyses.structure.series import net_steps
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
 from ...util.distinct import unique

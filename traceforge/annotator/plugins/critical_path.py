@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from ...analyses.critical_graph import CALL, CATEGORIES, GPU, OP, instances
-from ...analyses.critical_path import CriticalPath, critical_path, event_column
+from ...analyses.critical_path.graph import CALL, CATEGORIES, GPU, OP, instances
+from ...analyses.critical_path.path import CriticalPath, critical_path, event_column
 from ...columns.scan import TraceColumns
 from ...emit.flow_anchors import flow_anchors
 from ...emit.tracks import FlowArrows, Injections, SliceTrack
-from ...io.jsontext import ArgColumns, FixedPoint, Texts, join_rows
+from ...io.write.jsontext import ArgColumns, FixedPoint, Texts, join_rows
 from ...perfetto.timestamps import perfetto_ns
 from ...util.distinct import unique
 from ..plugin import Analysis, AnnotateContext, Figure, Option

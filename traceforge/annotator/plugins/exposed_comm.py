@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...analyses.overlap import exposed_comm, exposed_intervals
+from ...analyses.gpu_time.comm_overlap import exposed_comm, exposed_intervals
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack
-from ...io.jsontext import Texts, join_rows
+from ...io.write.jsontext import Texts, join_rows
 from ...util.distinct import unique
 from ..plugin import Analysis, AnnotateContext, Figure
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ...analyses.gpu_busy import IDLE_CATEGORIES
-from ...analyses.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals, long_gaps
+from ...analyses.gpu_time.busy import IDLE_CATEGORIES
+from ...analyses.gpu_time.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals, long_gaps
 from ...columns.scan import TraceColumns
 from ...emit.tracks import IndexedTexts, Injections, SliceTrack
-from ...io.jsontext import json_bytes
+from ...io.write.jsontext import json_bytes
 from ...util.durations import duration_arg, duration_ns
 from ...util.exacttime import ns_to_us_text
 from ..plugin import Analysis, AnnotateContext, Column, Figure, Option, Table

@@ -12,13 +12,13 @@ from functools import partial
 
 import numpy as np
 
-from ...analyses.launch_delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
-from ...analyses.launches import STREAM_LAUNCH_APIS
-from ...analyses.series import stream_groups
+from ...analyses.launches.calls import STREAM_LAUNCH_APIS
+from ...analyses.launches.delay import DEFAULT_DELAY_CUTOFF_NS, launch_pairs, no_launches_reason
+from ...analyses.structure.series import stream_groups
 from ...columns.scan import TraceColumns
 from ...emit.flow_anchors import flow_anchors
 from ...emit.tracks import CounterTrack, FlowArrows, Injections
-from ...io.jsontext import ArgColumns, FixedPoint, compact_ints
+from ...io.write.jsontext import ArgColumns, FixedPoint, compact_ints
 from ...util.durations import duration_arg, duration_ns
 from ...util.exacttime import ns_to_us_text
 from ...util.search import searchsorted

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.memcpy_bw import bandwidth_steps, left_out_note, memcpy_bandwidth
-from ...analyses.memcpy_summary import memcpy_summary
+from ...analyses.memory.memcpy_bw import bandwidth_steps, left_out_note, memcpy_bandwidth
+from ...analyses.memory.memcpy_summary import memcpy_summary
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
 from ..plugin import Analysis, AnnotateContext, Column, Table, counter_tracks_build

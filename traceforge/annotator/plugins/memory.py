@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.memory_timeline import (
+from ...analyses.memory.timeline import (
     CPU_DEVICE_TYPE,
     device_memory,
     device_type_name,

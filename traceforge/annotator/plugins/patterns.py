@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ...analyses.launches import last_step_start
-from ...analyses.pattern_table import ARROW, Patterns
-from ...analyses.patterns import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
+from ...analyses.launches.calls import last_step_start
+from ...analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns, operator_marks
+from ...analyses.patterns.table import ARROW, Patterns
 from ...columns.scan import TraceColumns
 from ...emit.tracks import Injections, SliceTrack, TidAllocator
-from ...io.jsontext import Texts, join_rows, json_bytes
+from ...io.write.jsontext import Texts, join_rows, json_bytes
 from ..plugin import Analysis, AnnotateContext, Option, count
 
 MAX_LABEL_OPS = 6  # longer patterns are named by their first and last ops

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.hta_choices import hta_version, queue_apis
-from ...analyses.launches import STREAM_LAUNCH_APIS, last_step_start
-from ...analyses.queue_length import queue_length, queue_steps
-from ...analyses.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES, queue_summary
+from ...analyses.hta.choices import hta_version, queue_apis
+from ...analyses.launches.calls import STREAM_LAUNCH_APIS, last_step_start
+from ...analyses.launches.queue_length import queue_length, queue_steps
+from ...analyses.launches.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES, queue_summary
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
 from ..plugin import Analysis, AnnotateContext, Column, Table, counter_tracks_build

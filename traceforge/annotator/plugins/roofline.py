@@ -17,12 +17,12 @@ from ...analyses.roofline.limits import GpuLimits, parse_limits
 from ...analyses.roofline.model import BOUNDS, Roofline, roofline
 from ...analyses.roofline.tables import RooflineTables, roofline_tables
 from ...analyses.roofline.work import COLLECTIVE, reads_shapes
-from ...analyses.series import net_steps
-from ...analyses.stacks import stack_ops
+from ...analyses.structure.series import net_steps
+from ...analyses.structure.stacks import stack_ops
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
-from ...io.gpu_limits import read_gpu_limits_file
-from ...io.jsontext import ArgColumns, FixedPoint
+from ...io.read.gpu_limits import read_gpu_limits_file
+from ...io.write.jsontext import ArgColumns, FixedPoint
 from ..plugin import Analysis, AnnotateContext, Figure, Option
 
 KERNEL_ARGS = ("flops", "bytes", "intensity", "tflops", "gbps", "bound", "roofline_ns", "roofline_pct")  # on kernels

@@ -4,12 +4,12 @@ kernel-type breakdowns and the GPU user annotations. It adds no track (no annota
 
 from __future__ import annotations
 
-from ...analyses.gpu_annotations import gpu_annotation_times
-from ...analyses.hta_choices import HTA_DURATION_RATIO
-from ...analyses.kernel_breakdown import kernel_breakdown, kernel_types
-from ...analyses.overlap import comm_overlap
-from ...analyses.stats import TAIL_PERCENTS
-from ...analyses.temporal import temporal_breakdown
+from ...analyses.cross_trace.stats import TAIL_PERCENTS
+from ...analyses.gpu_time.annotations import gpu_annotation_times
+from ...analyses.gpu_time.breakdown import kernel_breakdown, kernel_types
+from ...analyses.gpu_time.comm_overlap import comm_overlap
+from ...analyses.gpu_time.temporal import temporal_breakdown
+from ...analyses.hta.choices import HTA_DURATION_RATIO
 from ..plugin import Analysis, Column, Table
 
 ACTIVITY = (Column("kind", "kind", left=True), Column("events", "events", "count"),

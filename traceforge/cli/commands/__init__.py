@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ...io.codec import COMPRESSIONS
-from ...io.output_names import plain_output_note
+from ...io.write.output import COMPRESSIONS
+from ...io.write.output_names import plain_output_note
 
 
 def add_compression_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,1 @@
+"""HTA's choices and kernel types, where a user asks for HTA's numbers."""

@@ -1,0 +1,1 @@
+"""Commands that write, check or serve a trace: annotate, repair, trim, merge, check, open, export."""

@@ -1,0 +1,2 @@
+"""Memory while reading and writing: handing pages back, paged temporary arrays, temporary
+files and helper threads."""
