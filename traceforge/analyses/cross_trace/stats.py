@@ -76,7 +76,7 @@ class StatsContext:
         return gpu_steps(self.cols, self.steps)
 
 
-Maker = Callable[[TraceColumns, StatsContext], pd.DataFrame]  # one table of a rank, from the context
+Maker = Callable[[TraceColumns, StatsContext], "pd.DataFrame"]  # one table of a rank, from the context
 
 
 def _empty() -> pd.DataFrame:
