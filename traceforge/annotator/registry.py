@@ -127,9 +127,9 @@ def table_of(feature: Analysis, cols: TraceColumns, options: Mapping[str, Any] |
 
 def declared_columns(path: str, feature: str, options: Mapping[str, Any] | None = None,
                      where: Filters | None = None) -> TraceColumns:
-    """What the feature ``feature`` reads of the trace at ``path``, by its own declaration (``ScanPlan``)."""
+    """What the feature ``feature`` reads of the trace at ``path``, by its own declaration (``ScanPlan.columns``)."""
     declared = [FEATURES[feature]]
-    return ScanPlan.of(declared, with_defaults(declared, options)).scan(path, TraceReader(path), where)
+    return ScanPlan.of(declared, with_defaults(declared, options)).columns(path, TraceReader(path), where)
 
 
 def option_values(values: Mapping[str, Any]) -> dict[str, Any]:

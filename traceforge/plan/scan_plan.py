@@ -91,6 +91,14 @@ class ScanPlan:
         return filtered_scan(path, where, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
                              spill_launch=spill, **kwargs)
 
+    def columns(self, path: str, reader: TraceReader, where: Filters | None = None) -> TraceColumns:
+        """The columns the analyses read as they read them: the scan, then of the CPU ops and launch
+        calls waiting on disk only those they read (``some_ops_only``), as an annotate run has them."""
+        cols = self.scan(path, reader, where)
+        if cols.spilled_cpu_ops is not None or cols.spilled_launches is not None:
+            cols = self.some_ops_only(cols)
+        return cols
+
     def shapes_of(self, name: str) -> bool:
         """Does an analysis read the shapes of the CPU ops named ``name``?"""
         return any(picks(name) for picks in self.op_shapes)
