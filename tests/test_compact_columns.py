@@ -19,7 +19,7 @@ from traceforge.analyses.launches.calls import (
     stream_launch_rows,
 )
 from traceforge.analyses.launches.queue_length import queue_length
-from traceforge.annotator.plan import ScanPlan
+from traceforge.plan.scan_plan import ScanPlan
 from traceforge.annotator.registry import ANALYSES
 from traceforge.columns.scan import scan
 from traceforge.columns.table import SpilledColumns, _MappedColumn

@@ -22,7 +22,7 @@ from traceforge.analyses.launches.delay import (
     outliers,
 )
 from traceforge.annotator.plugins.launch_delay import FLOW_CATEGORY, delay_counters, delay_label
-from traceforge.api.reads import stack_columns as scan_for_stacks
+from traceforge.plan.reads import stack_columns as scan_for_stacks
 from traceforge.columns.scan import scan
 from traceforge.emit.flow_anchors import perfetto_thread
 from traceforge.errors import UsageError

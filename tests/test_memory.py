@@ -11,8 +11,8 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from traceforge.analyses.cross_trace.stats import reads_memory
 from traceforge.analyses.memory.timeline import memory_peaks, memory_step_peaks, memory_timeline
+from traceforge.annotator.registry import reads_memory
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
 

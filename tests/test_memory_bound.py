@@ -18,7 +18,7 @@ import pytest
 from traceforge.analyses.gpu_time.idle_intervals import idle_gaps
 from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator import registry, schedule
-from traceforge.annotator.plan import ScanPlan
+from traceforge.plan.scan_plan import ScanPlan
 from traceforge.columns.scan import scan
 from traceforge.emit.tracks import Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader

@@ -42,7 +42,7 @@ from ..io.write.placed_patch import copy_placed
 from ..io.write.writer import EventSink, write_trace
 from ..rewrite.repair import RepairReading, RepairResult
 from . import registry, schedule
-from .plan import ScanPlan
+from ..plan.scan_plan import ScanPlan
 from .plugin import Analysis
 
 

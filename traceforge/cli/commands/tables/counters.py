@@ -7,8 +7,8 @@ import math
 import sys
 
 from ....annotator.plugins.counters import COUNTER_OPTIONS, counter_options
-from ....api.reads import counter_columns
 from ....api.results import (
+    counter_columns,
     INSTRUCTIONS,
     PRESETS,
     CounterTables,

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from ....api.reads import launch_columns
 from ....api.results import (
+    launch_columns,
     DEFAULT_DELAY_CUTOFF_NS,
     DEFAULT_RUNTIME_CUTOFF_NS,
     gpu_figures,
