@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 import traceforge
-
 from traceforge.api.files import DERIVED
 
 from .conftest import TRACES

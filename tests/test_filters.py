@@ -19,9 +19,9 @@ from traceforge.analyses.cross_trace.stats import TraceStats
 from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
 from traceforge.analyses.structure.steps import gpu_steps, steps_window
 from traceforge.annotator.registry import STATS_TABLES
-from traceforge.plan import reads
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
+from traceforge.plan import reads
 
 from .conftest import TRACES, raw_json, run_cli
 

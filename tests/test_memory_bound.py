@@ -18,11 +18,11 @@ import pytest
 from traceforge.analyses.gpu_time.idle_intervals import idle_gaps
 from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator import registry, schedule
-from traceforge.plan.scan_plan import ScanPlan
 from traceforge.columns.scan import scan
 from traceforge.emit.tracks import Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.jsontext import Texts
+from traceforge.plan.scan_plan import ScanPlan
 
 from .test_memory import HAND, _levels, _memory_truth, _write
 

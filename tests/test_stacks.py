@@ -14,12 +14,12 @@ import traceforge
 from traceforge.analyses.patterns.by_op import find_patterns
 from traceforge.analyses.structure import export_tables
 from traceforge.analyses.structure.stacks import build_stacks, nest_calls
-from traceforge.plan.reads import export_columns
-from traceforge.plan.reads import operator_columns as scan_for_operator
-from traceforge.plan.reads import stack_columns as scan_for_stacks
 from traceforge.columns import windows
 from traceforge.columns.scan import TraceColumns, scan
 from traceforge.columns.table import Table
+from traceforge.plan.reads import export_columns
+from traceforge.plan.reads import operator_columns as scan_for_operator
+from traceforge.plan.reads import stack_columns as scan_for_stacks
 
 from .conftest import SAMPLE, TRACES
 

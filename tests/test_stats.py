@@ -229,8 +229,8 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
 
 def test_a_failed_export_leaves_no_table(tmp_path):
     from traceforge.analyses.structure.export_tables import tables_by_kind
-    from traceforge.plan.reads import export_columns
     from traceforge.io.write.table_files import write_tables
+    from traceforge.plan.reads import export_columns
 
     def read_tables(path):
         return tables_by_kind(export_columns(path))

@@ -16,10 +16,10 @@ from ..analyses.gpu_time.classify import Classified, classify_columns, seconds_t
 from ..analyses.gpu_time.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.structure.filters import Filters
-from ..errors import UsageError
-from ..util.lazy_pandas import pd
 from ..annotator.registry import FEATURES, declared_columns, has_table, reads_memory, stats_of, table_of
+from ..errors import UsageError
 from ..plan import reads
+from ..util.lazy_pandas import pd
 from .fan_out import ranked
 
 T = TypeVar("T")

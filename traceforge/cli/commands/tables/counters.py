@@ -8,10 +8,10 @@ import sys
 
 from ....annotator.plugins.counters import COUNTER_OPTIONS, counter_options
 from ....api.results import (
-    counter_columns,
     INSTRUCTIONS,
     PRESETS,
     CounterTables,
+    counter_columns,
     counter_tables,
     kind_summary,
     load_rules,
