@@ -44,6 +44,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import KERNEL, TraceColumns
 from ...columns.table import Table, merged_by_ordinal
 from ...errors import UsageError
@@ -327,7 +328,7 @@ def top_kernels(cols: TraceColumns) -> pd.DataFrame:
     total = int(out["total_ns"].sum())
     out["pct"] = 100.0 * out["total_ns"] / total if total else 0.0
     out = out.reset_index()
-    out["name"] = np.asarray(cols.names, dtype=object)[out["name"].to_numpy()] if len(out) else []
+    out["name"] = names_at(cols.names, out["name"].to_numpy()) if len(out) else []
     # ties by name text, not by where a name first appears: a trimmed trace gives the same order
     return out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
@@ -337,17 +338,16 @@ def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.
     per (API, GPU op name): kind, count, total_ns of the GPU ops). ``per_api``: the calls'
     totals, when ``cols.launches`` holds only the calls GPU ops join."""
     launches, gpu = cols.launches, cols.gpu
-    names = np.asarray(cols.names, dtype=object)
     gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
     apis = (per_api or _per_api(cols)).table(launches, launch_rows, gpu.kind[gpu_rows] == KERNEL)
-    apis["api"] = names[apis["api"].to_numpy()] if len(apis) else []
+    apis["api"] = names_at(cols.names, apis["api"].to_numpy()) if len(apis) else []
     apis["kind"] = cat_kinds(cols)[apis["kind"].to_numpy()] if len(apis) else []
 
     per_kernel = _per_api_kernel(launches.name[launch_rows], gpu.name[gpu_rows], gpu.kind[gpu_rows],
-                                 np.maximum(gpu.dur[gpu_rows], 0), len(names))
+                                 np.maximum(gpu.dur[gpu_rows], 0), len(cols.names))
     if len(per_kernel):
-        per_kernel["api"] = names[per_kernel["api"].to_numpy()]
-        per_kernel["kernel"] = names[per_kernel["kernel"].to_numpy()]
+        per_kernel["api"] = names_at(cols.names, per_kernel["api"].to_numpy())
+        per_kernel["kernel"] = names_at(cols.names, per_kernel["kernel"].to_numpy())
         per_kernel["kind"] = per_kernel["kind"].map(GPU_ACTIVITY)
     per_kernel = per_kernel.sort_values(["api", "count", "total_ns", "kernel", "kind"],
                                         ascending=[True, False, False, True, True], kind="stable")
