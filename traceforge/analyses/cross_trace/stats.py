@@ -38,13 +38,14 @@ columns with the launch calls that GPU ops join in memory, and a ``StatsContext`
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
 
-from ...columns.names import names_at
+from ...columns.names import names_at, names_in_chunks
 from ...columns.scan import KERNEL, TraceColumns
 from ...columns.table import Table, merged_by_ordinal
 from ...errors import UsageError
@@ -185,14 +186,15 @@ def reads_memory(tables: Collection[str] | None) -> bool:
 
 
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
-                tables: Collection[str] | None = None, hta: bool | str = False) -> TraceStats:
+                tables: Collection[str] | None = None, hta: bool | str = False, top: int = 0) -> TraceStats:
     """The ``tables`` (default ``default_tables()``) for one trace (one rank); the others are
     empty. Launch calls and CPU ops may be on disk (``scan``'s ``spill_launch``,
     ``spill_cpu_ops``): they are read once for the totals, then only the launch calls a GPU op
     joins come back. ``hta``: HTA's choices (``hta_choices``; True: the latest version's, or a
     version of ``HTA_VERSIONS``): the tables after the totals
     (activity, tails, launch API calls) read HTA's view of the trace, the queue HTA's launch
-    APIs, the kernel breakdown HTA's ``duration_ratio``."""
+    APIs, the kernel breakdown HTA's ``duration_ratio``. ``top``: the rows of ``top_kernels``
+    kept, largest first (0: all)."""
     wanted = default_tables() if tables is None else tuple(tables)
     unknown = [t for t in wanted if t not in TraceStats.names()]
     if unknown:
@@ -205,7 +207,7 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
         cols = hta_view(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
     give_back()
-    made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
+    made = _core_tables(cols, span, kernel_wait_ns, totals, top) if set(wanted) & set(CORE_TABLES) else {}
     if "activity_all" in wanted:
         made["activity_all"] = totals.activity_all
     context = StatsContext(cols, span, kernel_wait_ns, hta)
@@ -241,7 +243,7 @@ class _Totals:
                    sum(map(len, cols.all_launches)), sum(map(len, cols.all_cpu_ops)), activity_shares(per_kind))
 
 
-def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals
+def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals, top: int = 0
                  ) -> dict[str, pd.DataFrame]:
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
@@ -257,7 +259,7 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
     }])
     return {
         "summary": summary, "devices": devices, "streams": streams, "activity": totals.activity,
-        "tails": totals.tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
+        "tails": totals.tails, "top_kernels": top_kernels(cols, top), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
 
@@ -315,8 +317,9 @@ def _top_sums(values: np.ndarray, counts: list[int]) -> list[int]:
     return [sums[n] for n in counts]
 
 
-def top_kernels(cols: TraceColumns) -> pd.DataFrame:
-    """Per kernel name, by total time: count, total_ns, mean_ns, min_ns, max_ns, std_ns, pct."""
+def top_kernels(cols: TraceColumns, top: int = 0) -> pd.DataFrame:
+    """Per kernel name, by total time: count, total_ns, mean_ns, min_ns, max_ns, std_ns, pct.
+    ``top``: only the first ``top`` rows (0: all); the names of the others are not made."""
     gpu = cols.gpu
     rows = np.flatnonzero(gpu.kind == KERNEL)
     df = pd.DataFrame({"name": gpu.name[rows], "dur": np.maximum(gpu.dur[rows], 0)})
@@ -324,13 +327,29 @@ def top_kernels(cols: TraceColumns) -> pd.DataFrame:
     out = pd.DataFrame({
         "count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max(), "std_ns": g.std().fillna(0.0),
     })
+    del df, g
     out.insert(2, "mean_ns", out["total_ns"] / out["count"])
     total = int(out["total_ns"].sum())
     out["pct"] = 100.0 * out["total_ns"] / total if total else 0.0
     out = out.reset_index()
+    if 0 < top < len(out):
+        out = out.iloc[_first_by_total(cols, out["total_ns"].to_numpy(), out["name"].to_numpy(), top)]
     out["name"] = names_at(cols.names, out["name"].to_numpy()) if len(out) else []
     # ties by name text, not by where a name first appears: a trimmed trace gives the same order
     return out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _first_by_total(cols: TraceColumns, totals: np.ndarray, names: np.ndarray, top: int) -> np.ndarray:
+    """The rows of the ``top`` largest ``totals``, ties by name text (names read a chunk at a time,
+    only those tied at the cut)."""
+    cut = np.partition(totals, len(totals) - top)[len(totals) - top]
+    above = np.flatnonzero(totals > cut)
+    tied = np.flatnonzero(totals == cut)
+    chunks = names_in_chunks(cols.names, names[tied])
+    texts = ((text, i) for chunk, first in zip(chunks, range(0, len(tied), 1 << 16))
+             for i, text in enumerate(chunk, first))
+    kept = [tied[i] for _, i in heapq.nsmallest(top - len(above), texts)]
+    return np.sort(np.concatenate([above, np.array(kept, np.int64)]))
 
 
 def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
