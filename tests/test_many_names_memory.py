@@ -9,7 +9,6 @@ checked against the parsed events, for both scanner backends."""
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import json
 import pickle

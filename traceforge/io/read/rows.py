@@ -9,7 +9,10 @@ represent exactly: read that event with a JSON parser (``resolve_odd`` in the sc
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -21,6 +24,7 @@ import orjson
 from ... import _native
 from ...util.distinct import unique
 from ..memory import paged
+from ..memory.heap import give_back
 from ..write.jsontext import json_bytes, json_int
 
 # the scanner's column and flag names, re-exported: constants, the same in every backend
@@ -90,6 +94,22 @@ class ScanResult(NamedTuple):
     message: str | None
 
 
+GIVE_BACK_CHUNKS = 8  # interned text chunks made between two ``give_back`` calls
+
+
+_chunks_made = itertools.count(1)
+
+
+def _text_chunk(nbytes: int) -> mmap.mmap:
+    """A buffer for an interner's text past its first chunk (``io.memory.paged``: a file map
+    where it can be); every ``GIVE_BACK_CHUNKS`` of them, the resident pages of every file map
+    are handed back (``heap.give_back``), so that a trace of millions of distinct names holds
+    in memory the names being read, not all."""
+    if next(_chunks_made) % GIVE_BACK_CHUNKS == 0:
+        give_back()
+    return paged.new_map(nbytes)
+
+
 class InternedStrings(Sequence[bytes]):
     """A scanner interner's strings, by id, as bytes (made on each read: the interner keeps
     them compact, see ``_scanner.c``); a slice is a list. Only grows."""
@@ -111,6 +131,7 @@ class InternedStrings(Sequence[bytes]):
             if step != 1:
                 return [self[j] for j in range(first, stop, step)]
             return self._kernel.strings(self._interner, first, max(stop, first))
+        i = operator.index(i)
         if i < 0:
             i += len(self)
         got = self._kernel.strings(self._interner, i, i + 1) if i >= 0 else None
@@ -133,8 +154,8 @@ class RowScanner:
 
     def __init__(self) -> None:
         self._kernel = _native.scanner  # the interners belong to the backend that made them
-        self._strings = self._kernel.Interner(paged.new_map)
-        self._tracks = self._kernel.Interner(paged.new_map)
+        self._strings = self._kernel.Interner(_text_chunk)
+        self._tracks = self._kernel.Interner(_text_chunk)
         self.strings = InternedStrings(self._kernel, self._strings)
         self.tracks = InternedStrings(self._kernel, self._tracks)
         self._lock = threading.Lock()
