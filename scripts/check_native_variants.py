@@ -167,8 +167,7 @@ def scanner_cases(rng: random.Random, rounds: int):
 
     def run(m, data, start, limit):
         sc = m["_scanner"]
-        strings, tracks = [], []
-        si, ti = sc.Interner(strings), sc.Interner(tracks)
+        si, ti = sc.Interner(), sc.Interner()
         out, pos = [], start
         for _ in range(10000):
             got = call(sc.scan, data, pos, limit, si, ti)
@@ -178,7 +177,7 @@ def scanner_cases(rng: random.Random, rounds: int):
             pos += got[2]
         rows = out[0][5] if out and out[0][0] != "error" else b""
         cols = call(sc.columns, rows, None, bytes(range(sc.NFIELDS))) if rows else None
-        return out, strings, tracks, cols
+        return out, sc.strings(si, 0, sc.count(si)), sc.strings(ti, 0, sc.count(ti)), cols
 
     cases = []
     for n, (data, start) in enumerate(variants):

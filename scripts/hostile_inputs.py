@@ -94,6 +94,29 @@ def long_kernel_name(path: Path) -> None:
     path.write_bytes(gzip.compress(data[:at] + name + data[end:], 6))
 
 
+DISTINCT_KERNEL = (b'{"ph":"X","cat":"kernel","name":"void kernel_%d<float, 128>(float*, int)","pid":0,"tid":7,'
+                   b'"ts":%d,"dur":3,"args":{"stream":7,"device":0,"correlation":%d}}')
+
+
+def distinct_kernel_names(path: Path, count: int, level: int = 1) -> None:
+    """``count`` kernels one after another on one stream, each with a name of its own."""
+    def parts():
+        yield HEAD
+        for first in range(0, count, 100_000):
+            block = [DISTINCT_KERNEL % (i, 1000 + 5 * i, i) for i in range(first, min(first + 100_000, count))]
+            yield b",\n".join(block) + (b",\n" if first + 100_000 < count else TAIL)
+    _gzip_stream(path, parts(), level=level)
+
+
+def names_1m(path: Path) -> None:
+    distinct_kernel_names(path, 1_000_000)
+
+
+def names_3m(path: Path) -> None:
+    distinct_kernel_names(path, 3_000_000)
+
+
+NAME_COMMANDS = ["info", "stats", "classify", "patterns", "launch-stats", "report", "export", "annotate --all"]
 INPUTS = {  # name: (file, craft, commands)
     "1 GB name in a .gz": ("name_1gb.json.gz", name_1gb, ["check", "stats", "annotate"]),
     "2 GB of spaces before a comma": ("spaces_2gb.json.gz", spaces_2gb, ["check", "stats", "annotate"]),
@@ -103,6 +126,8 @@ INPUTS = {  # name: (file, craft, commands)
     "1 GB of events at one ts": ("same_ts_1gb.json.gz", same_ts_1gb, ["check", "stats", "annotate", "repair"]),
     "1,000,000-deep nesting": ("deep.json.gz", deep_nesting, ["check", "stats", "annotate"]),
     "100,000-char kernel name": ("long_name.json.gz", long_kernel_name, ["patterns", "stats", "annotate"]),
+    "10^6 distinct kernel names": ("names_1m.json.gz", names_1m, NAME_COMMANDS),
+    "3x10^6 distinct kernel names": ("names_3m.json.gz", names_3m, NAME_COMMANDS),
 }
 ANNOTATE = ["--queue-length", "--launch-delay"]
 

@@ -19,13 +19,17 @@ _WITHOUT_PYARROW = ("import runpy, sys; sys.modules['pyarrow'] = None; sys.argv[
                     "runpy.run_module('traceforge', run_name='__main__', alter_sys=True)")
 
 
-def run_in(mode: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``traceforge ARGS`` in a process with pyarrow (``"pyarrow"``) or without (``"no-pyarrow"``)."""
+def command_in(mode: str, *args: str) -> list[str]:
+    """The command line of ``traceforge ARGS`` with pyarrow (``"pyarrow"``; skips the test where
+    it is not installed) or without (``"no-pyarrow"``)."""
     if mode == "pyarrow":
         if not HAS_PYARROW:
             pytest.skip("pyarrow is not installed in this environment")
-        command = [sys.executable, "-m", "traceforge", *args]
-    else:
-        command = [sys.executable, "-c", _WITHOUT_PYARROW, *args]
-    return subprocess.run(command, capture_output=True, cwd=ROOT, timeout=timeout)
+        return [sys.executable, "-m", "traceforge", *args]
+    return [sys.executable, "-c", _WITHOUT_PYARROW, *args]
+
+
+def run_in(mode: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``traceforge ARGS`` in a process with pyarrow (``"pyarrow"``) or without (``"no-pyarrow"``)."""
+    return subprocess.run(command_in(mode, *args), capture_output=True, cwd=ROOT, timeout=timeout)
 

@@ -50,12 +50,16 @@ def layers(request, monkeypatch):
     return request.param
 
 
+def _all(module, interner) -> list[bytes]:
+    """Every string an interner holds, by id."""
+    return module.strings(interner, 0, module.count(interner))
+
+
 def _scan(module, data, start: int = 0, limit: int | None = None):
-    strings: list[bytes] = []
-    tracks: list[bytes] = []
     limit = len(data) - start if limit is None else limit
-    result = module.scan(data, start, limit, module.Interner(strings), module.Interner(tracks))
-    return result, strings, tracks
+    interners = module.Interner(), module.Interner()
+    result = module.scan(data, start, limit, *interners)
+    return result, _all(module, interners[0]), _all(module, interners[1])
 
 
 def _explain(data, want, got) -> str:
@@ -128,9 +132,7 @@ def _feed(module, text: bytes, chunk: int, batch: int) -> tuple[list, list, list
     not yet taken (in a new buffer, with other bytes in front: the scan starts at ``start``),
     ``limit`` all that is in hand but at least ``batch``, more data where an event is cut
     short, ``stop`` consumed. Every call's result, and the interned strings and tracks."""
-    strings: list[bytes] = []
-    tracks: list[bytes] = []
-    interners = module.Interner(strings), module.Interner(tracks)
+    interners = module.Interner(), module.Interner()
     pieces = [text[i:i + chunk] for i in range(0, len(text), chunk)][::-1]
     data, start, calls = bytearray(), 0, []
 
@@ -156,7 +158,7 @@ def _feed(module, text: bytes, chunk: int, batch: int) -> tuple[list, list, list
         if not count or status == C.END_OF_ARRAY:
             break
         start += stop
-    return calls, strings, tracks
+    return calls, _all(module, interners[0]), _all(module, interners[1])
 
 
 @pytest.mark.parametrize("chunk", [1000, 4099, 65536])
@@ -193,7 +195,7 @@ def test_the_reader_gives_the_same_batches_on_both_backends(tmp_path, monkeypatc
             reader = TraceReader(str(path), batch_bytes=batch_bytes)
             batches = [(b.first, b.offset, b.raw, None if b.raw_rows is None else b.raw_rows.tobytes())
                        for b in reader.batches()]
-        return batches, reader.head, reader.tail, reader.event_count, reader.scanner.strings, reader.scanner.tracks
+        return batches, reader.head, reader.tail, reader.event_count, list(reader.scanner.strings), list(reader.scanner.tracks)
 
     want = read("c")
     assert want[3] == 1135 and (len(want[0]) > 1 or batch_bytes > len(raw_json(SAMPLE)))
@@ -407,13 +409,18 @@ def _same_outcome(call):
 
 def test_interning_and_bad_arguments_behave_as_in_c():
     rows = np.arange(7 * C.NFIELDS, dtype=np.int64).reshape(7, C.NFIELDS)
-    interners = {C: C.Interner([]), F: F.Interner([])}
+    interners = {C: C.Interner(), F: F.Interner()}
     for text in (b"a", b"b", b"a", b"", type("Sub", (bytes,), {})(b"b"), bytearray(b"a"), memoryview(b"a"), "a", 1):
         _same_outcome(lambda m: (m.intern(interners[m], text), type(m.intern(interners[m], b"z"))))
     _same_outcome(lambda m: m.intern(None, b"a"))
     _same_outcome(lambda m: m.Interner(()))
-    strings = {C: [b"seen"], F: [b"seen"]}  # the interner starts empty whatever its list holds
-    _same_outcome(lambda m: (m.intern(m.Interner(strings[m]), b"seen"), strings[m]))
+    _same_outcome(lambda m: m.Interner(None, None))
+    _same_outcome(lambda m: (m.count(interners[m]), _all(m, interners[m]), m.strings(interners[m], -5, 2),
+                             m.strings(interners[m], 2, 1), m.strings(interners[m], 1, 99)))
+    for text in (b"a", b"z", b"never", b"", bytearray(b"a"), "a"):
+        _same_outcome(lambda m: (m.find(interners[m], text), m.count(interners[m])))
+    _same_outcome(lambda m: m.count(None))
+    _same_outcome(lambda m: m.strings(interners[m], 0.0, 1))
     calls = [
         lambda m: m.columns(rows, np.array([6, 0, 3, 3], np.int64), bytes([C.TS, C.PH, C.BLOCK + 2])),
         lambda m: m.columns(rows.tobytes(), None, b""),
@@ -425,14 +432,14 @@ def test_interning_and_bad_arguments_behave_as_in_c():
         lambda m: m.columns(rows, b"abc", b"\x01"),
         lambda m: m.columns(rows, [1], b"\x01"),
         lambda m: m.columns(rows, None, "a"),
-        lambda m: m.scan("{}]", 0, 1, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(b"{}]", -1, 1, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(b"{}]", 4, 1, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(b"{}]", 3, 1, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(b"{}]", 0.0, 1, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(b"{}]", 0, 1, None, m.Interner([])),
-        lambda m: m.scan(np.frombuffer(b"  {}]", np.uint8)[1:], 1, 9, m.Interner([]), m.Interner([])),
-        lambda m: m.scan(np.frombuffer(b"{}]{}]", np.uint8)[::2], 0, 9, m.Interner([]), m.Interner([])),
+        lambda m: m.scan("{}]", 0, 1, m.Interner(), m.Interner()),
+        lambda m: m.scan(b"{}]", -1, 1, m.Interner(), m.Interner()),
+        lambda m: m.scan(b"{}]", 4, 1, m.Interner(), m.Interner()),
+        lambda m: m.scan(b"{}]", 3, 1, m.Interner(), m.Interner()),
+        lambda m: m.scan(b"{}]", 0.0, 1, m.Interner(), m.Interner()),
+        lambda m: m.scan(b"{}]", 0, 1, None, m.Interner()),
+        lambda m: m.scan(np.frombuffer(b"  {}]", np.uint8)[1:], 1, 9, m.Interner(), m.Interner()),
+        lambda m: m.scan(np.frombuffer(b"{}]{}]", np.uint8)[::2], 0, 9, m.Interner(), m.Interner()),
     ]
     for call in calls:
         _same_outcome(call)
@@ -449,7 +456,7 @@ def test_rows_of_parsed_events_are_the_same():
     got = RowScanner()
     assert got._kernel is F
     assert np.array_equal(got.rows_of(events), want_rows)
-    assert (got.strings, got.tracks) == (want.strings, want.tracks)
+    assert (list(got.strings), list(got.tracks)) == (list(want.strings), list(want.tracks))
     assert got.intern_string("new") == want.intern_string("new") and got.intern_track(1, None, True, False) \
         == want.intern_track(1, None, True, False)
 

@@ -6,7 +6,8 @@
  * bytes >= 0x80 are passed through as the stdlib decoder with surrogateescape does), and
  * writes one row of int64 fields per event (see FIELD_* below). Strings the scan keys on
  * (ph, cat, name, args.kernel, and the (pid, tid) pair as raw JSON text) are interned to
- * dense ids in an Interner that outlives the call, so per-event work creates no objects.
+ * dense ids in an Interner that outlives the call, so per-event work creates no objects
+ * (nor does a new string: its bytes go in the interner's chunks).
  *
  * Anything it cannot represent exactly is flagged, never guessed: a time that is not a
  * plain decimal with at most 3 fraction digits, an int beyond 64 bits, an args field that
@@ -49,24 +50,42 @@ enum { ST_OK, ST_END, ST_INCOMPLETE, ST_STOPPED };
 
 #define MAX_DEPTH 512
 
-/* ---- interner: byte strings -> dense ids, values kept in a Python list ---- */
+/* ---- interner: byte strings -> dense ids, the strings' bytes kept in chunks ----
+ *
+ * A trace may name millions of distinct strings (a kernel per template instance): each costs
+ * its bytes, 12 bytes of place and length, and an 8-byte slot or two, never a Python object.
+ * The bytes go in chunks that never move once full: the first is on the heap and grows up to
+ * HEAP_TEXT; the ones after come from the interner's store, a callable giving a writable
+ * buffer of at least the bytes asked (``io.memory.paged``'s file maps, whose pages leave
+ * resident memory whenever the others' do), or from the heap without one. A string lies in
+ * one chunk (a string longer than CHUNK_TEXT has a chunk of its own). */
 
-#define INLINE_TEXT 16
+#define HEAP_TEXT (8 << 20)
+#define CHUNK_TEXT (8 << 20)
+#define CHUNK_BITS 40  /* a string's place: its chunk << CHUNK_BITS | its offset in the chunk */
 
-/* A probe reads one slot: short strings (ph, cat, most tracks and many names) are compared
- * there, longer ones in their bytes object (a load from far away, once per lookup). */
+/* A probe reads one slot: 32 bits of the hash tell most strings apart before their bytes. */
 typedef struct {
-    uint64_t hash;
+    uint32_t tag;
     int32_t id;           /* -1: empty */
-    int32_t len;
-    char text[INLINE_TEXT];  /* the string, when it is at most INLINE_TEXT bytes */
 } Slot;
 
 typedef struct {
+    char *text;
+    Py_ssize_t len, cap;
+    Py_buffer view;       /* view.obj set: the buffer is the store's */
+} Chunk;
+
+typedef struct {
     Py_ssize_t cap;       /* slots, a power of two */
-    Py_ssize_t count;
-    Slot *slots;          /* id -1: empty */
-    PyObject *values;     /* list of bytes, index = id */
+    Py_ssize_t count;     /* strings */
+    Slot *slots;
+    uint64_t *place;      /* per id */
+    int32_t *len;         /* per id */
+    Py_ssize_t ids_cap;
+    Chunk *chunks;
+    Py_ssize_t nchunks, chunks_cap;
+    PyObject *store;      /* callable(nbytes) -> writable buffer, or NULL */
 } Interner;
 
 static const char *INTERNER = "traceforge._scanner.Interner";
@@ -74,8 +93,15 @@ static const char *INTERNER = "traceforge._scanner.Interner";
 static void interner_free(PyObject *capsule) {
     Interner *in = PyCapsule_GetPointer(capsule, INTERNER);
     if (!in) return;
+    for (Py_ssize_t c = 0; c < in->nchunks; c++) {
+        if (in->chunks[c].view.obj) PyBuffer_Release(&in->chunks[c].view);
+        else PyMem_RawFree(in->chunks[c].text);
+    }
+    PyMem_Free(in->chunks);
     PyMem_Free(in->slots);
-    Py_XDECREF(in->values);
+    PyMem_Free(in->place);
+    PyMem_Free(in->len);
+    Py_XDECREF(in->store);
     PyMem_Free(in);
 }
 
@@ -87,10 +113,12 @@ static int interner_alloc(Interner *in, Py_ssize_t cap) {
     return 0;
 }
 
-static PyObject *new_interner(PyObject *self, PyObject *values) {
+static PyObject *new_interner(PyObject *self, PyObject *args) {
     (void)self;
-    if (!PyList_Check(values)) {
-        PyErr_SetString(PyExc_TypeError, "Interner(values): values must be a list");
+    PyObject *store = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:Interner", &store)) return NULL;
+    if (store != Py_None && !PyCallable_Check(store)) {
+        PyErr_SetString(PyExc_TypeError, "Interner(store): store must be callable or None");
         return NULL;
     }
     Interner *in = PyMem_Calloc(1, sizeof(Interner));
@@ -98,12 +126,11 @@ static PyObject *new_interner(PyObject *self, PyObject *values) {
         if (in) { PyMem_Free(in->slots); PyMem_Free(in); }
         return PyErr_NoMemory();
     }
-    Py_INCREF(values);
-    in->values = values;
+    if (store != Py_None) { Py_INCREF(store); in->store = store; }
     PyObject *capsule = PyCapsule_New(in, INTERNER, interner_free);
     if (!capsule) {
         PyMem_Free(in->slots);
-        Py_DECREF(in->values);
+        Py_XDECREF(in->store);
         PyMem_Free(in);
         return NULL;
     }
@@ -132,13 +159,20 @@ static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     return h ^ (h >> 29);
 }
 
+static inline const char *text_of(const Interner *in, int32_t id) {
+    uint64_t at = in->place[id];
+    return in->chunks[at >> CHUNK_BITS].text + (at & (((uint64_t)1 << CHUNK_BITS) - 1));
+}
+
+/* The slots' hashes are the strings' again: the table grows without keeping them. */
 static int interner_grow(Interner *in) {
     Py_ssize_t old_cap = in->cap;
     Slot *old = in->slots;
-    if (interner_alloc(in, old_cap * 2) < 0) { in->slots = old; return -1; }
+    if (interner_alloc(in, old_cap * 2) < 0) { in->slots = old; in->cap = old_cap; return -1; }
     for (Py_ssize_t i = 0; i < old_cap; i++) {
         if (old[i].id < 0) continue;
-        Py_ssize_t j = old[i].hash & (in->cap - 1);
+        uint64_t h = hash_bytes(text_of(in, old[i].id), in->len[old[i].id]);
+        Py_ssize_t j = h & (in->cap - 1);
         while (in->slots[j].id >= 0) j = (j + 1) & (in->cap - 1);
         in->slots[j] = old[i];
     }
@@ -147,38 +181,101 @@ static int interner_grow(Interner *in) {
 }
 
 /* The slot of bytes p[0:n]: its id, or -1 (and the free slot in *slot). Needs no GIL:
- * the values list only grows, and only under the GIL, while no lookup runs. */
+ * the strings only grow, and only under the GIL, while no lookup runs. */
 static int64_t lookup(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t *slot) {
     Py_ssize_t j = h & (in->cap - 1);
+    const uint32_t tag = (uint32_t)(h >> 32);
     for (;; j = (j + 1) & (in->cap - 1)) {
         const Slot *at = &in->slots[j];
         if (at->id < 0) break;
-        if (at->hash == h && at->len == n) {
-            const char *text = n <= INLINE_TEXT ? at->text : PyBytes_AS_STRING(PyList_GET_ITEM(in->values, at->id));
-            if (memcmp(text, p, n) == 0) return at->id;
-        }
+        if (at->tag == tag && in->len[at->id] == n && memcmp(text_of(in, at->id), p, n) == 0) return at->id;
     }
     *slot = j;
     return -1;
 }
 
+/* Room for n more bytes of text in the last chunk (a new chunk where it has none); GIL held. */
+static int make_room(Interner *in, Py_ssize_t n) {
+    Chunk *last = in->nchunks ? &in->chunks[in->nchunks - 1] : NULL;
+    if (last && last->cap - last->len >= n) return 0;
+    if (last && !last->view.obj && in->nchunks == 1 && last->len + n <= HEAP_TEXT) {
+        Py_ssize_t cap = last->cap * 2 > last->len + n ? last->cap * 2 : last->len + n;
+        if (cap > HEAP_TEXT) cap = HEAP_TEXT;
+        char *grown = PyMem_RawRealloc(last->text, cap);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        last->text = grown;
+        last->cap = cap;
+        return 0;
+    }
+    if (in->nchunks == in->chunks_cap) {
+        Py_ssize_t cap = in->chunks_cap ? in->chunks_cap * 2 : 8;
+        Chunk *grown = PyMem_Realloc(in->chunks, cap * sizeof(Chunk));
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        in->chunks = grown;
+        in->chunks_cap = cap;
+    }
+    Chunk fresh = {NULL, 0, 0, {0}};
+    if (!in->nchunks) {
+        fresh.cap = n > 4096 ? n : 4096;
+        fresh.text = PyMem_RawMalloc(fresh.cap);
+        if (!fresh.text) { PyErr_NoMemory(); return -1; }
+    } else {
+        fresh.cap = n > CHUNK_TEXT ? n : CHUNK_TEXT;
+        if (in->store) {
+            PyObject *buffer = PyObject_CallFunction(in->store, "n", fresh.cap);
+            if (!buffer) return -1;
+            int rc = PyObject_GetBuffer(buffer, &fresh.view, PyBUF_WRITABLE);
+            Py_DECREF(buffer);
+            if (rc < 0) return -1;
+            if (fresh.view.len < fresh.cap) {
+                PyBuffer_Release(&fresh.view);
+                PyErr_SetString(PyExc_ValueError, "Interner: the store gave a buffer shorter than asked");
+                return -1;
+            }
+            fresh.text = fresh.view.buf;
+            fresh.cap = fresh.view.len;
+        } else {
+            fresh.text = PyMem_RawMalloc(fresh.cap);
+            if (!fresh.text) { PyErr_NoMemory(); return -1; }
+        }
+    }
+    if ((uint64_t)fresh.cap >= (uint64_t)1 << CHUNK_BITS) {
+        if (fresh.view.obj) PyBuffer_Release(&fresh.view); else PyMem_RawFree(fresh.text);
+        PyErr_SetString(PyExc_OverflowError, "too many or too long strings to intern");
+        return -1;
+    }
+    in->chunks[in->nchunks++] = fresh;
+    return 0;
+}
+
 /* Add bytes p[0:n] at `slot` (GIL held); its id, or -3 on memory error (a Python error is set). */
 static int64_t insert(Interner *in, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t j) {
-    int64_t id = PyList_GET_SIZE(in->values);
+    int64_t id = in->count;
     if (id >= INT32_MAX || n > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many or too long strings to intern");
         return -3;
     }
-    PyObject *v = PyBytes_FromStringAndSize(p, n);
-    if (!v) return -3;
-    int rc = PyList_Append(in->values, v);
-    Py_DECREF(v);
-    if (rc < 0) return -3;
+    if (id == in->ids_cap) {
+        Py_ssize_t cap = in->ids_cap ? in->ids_cap * 2 : 1024;
+        uint64_t *place = PyMem_Realloc(in->place, cap * sizeof(uint64_t));
+        if (place) in->place = place;
+        int32_t *len = place ? PyMem_Realloc(in->len, cap * sizeof(int32_t)) : NULL;
+        if (!len) { PyErr_NoMemory(); return -3; }
+        in->len = len;
+        in->ids_cap = cap;
+    }
+    /* p may point into the data being scanned or into a Python bytes object: the store's
+     * call below cannot move either. */
+    if (make_room(in, n) < 0) return -3;
+    Chunk *last = &in->chunks[in->nchunks - 1];
+    if (n) memcpy(last->text + last->len, p, n);
+    in->place[id] = (uint64_t)(in->nchunks - 1) << CHUNK_BITS | (uint64_t)last->len;
+    in->len[id] = (int32_t)n;
+    last->len += n;
     in->slots[j].id = (int32_t)id;
-    in->slots[j].len = (int32_t)n;
-    in->slots[j].hash = h;
-    if (n <= INLINE_TEXT) memcpy(in->slots[j].text, p, n);
-    if (++in->count * 2 > in->cap && interner_grow(in) < 0) { PyErr_NoMemory(); return -3; }
+    in->slots[j].tag = (uint32_t)(h >> 32);
+    in->count = id + 1;
+    if (in->count * 4 > in->cap * 3 && interner_grow(in) < 0) { PyErr_NoMemory(); return -3; }
     return id;
 }
 
@@ -847,6 +944,49 @@ done:
     return out;
 }
 
+static Interner *interner_arg(PyObject *capsule) {
+    return PyCapsule_GetPointer(capsule, INTERNER);
+}
+
+/* count(interner) -> how many strings it holds. */
+static PyObject *count_strings(PyObject *self, PyObject *capsule) {
+    (void)self;
+    Interner *in = interner_arg(capsule);
+    return in ? PyLong_FromSsize_t(in->count) : NULL;
+}
+
+/* strings(interner, first, stop) -> the strings of ids first .. stop - 1 (clipped), as bytes. */
+static PyObject *strings_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    Py_ssize_t first, stop;
+    if (!PyArg_ParseTuple(args, "Onn", &capsule, &first, &stop)) return NULL;
+    Interner *in = interner_arg(capsule);
+    if (!in) return NULL;
+    if (first < 0) first = 0;
+    if (stop > in->count) stop = in->count;
+    PyObject *out = PyList_New(stop > first ? stop - first : 0);
+    if (!out) return NULL;
+    for (Py_ssize_t i = first; i < stop; i++) {
+        PyObject *v = PyBytes_FromStringAndSize(text_of(in, (int32_t)i), in->len[i]);
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i - first, v);
+    }
+    return out;
+}
+
+/* find(interner, text) -> its id, or -1 where it holds no such string (none is added). */
+static PyObject *find_one(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    const char *p;
+    Py_ssize_t n, slot;
+    if (!PyArg_ParseTuple(args, "Oy#", &capsule, &p, &n)) return NULL;
+    Interner *in = interner_arg(capsule);
+    if (!in) return NULL;
+    return PyLong_FromLongLong(lookup(in, p, n, hash_bytes(p, n), &slot));
+}
+
 static PyObject *intern_one(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *capsule;
@@ -1022,7 +1162,11 @@ static PyMethodDef methods[] = {
     {"shape_keys", shape_keys, METH_VARARGS, "shape_keys(data, spans, seen, out) -> [(i, key)]: per event span (int64 pairs), its args less the "
      "per-event members (b\"\" without args, None where the caller parses it) looked up in seen: out[i] its id, or -2 "
      "and (i, key) listed."},
-    {"Interner", new_interner, METH_O, "An interner that appends new byte strings to the given list."},
+    {"Interner", new_interner, METH_VARARGS, "Interner(store=None): byte strings to dense ids; their bytes past the first "
+     "chunk in buffers store(nbytes) gives (writable, at least nbytes long), else on the heap."},
+    {"count", count_strings, METH_O, "count(interner) -> how many strings it holds."},
+    {"strings", strings_of, METH_VARARGS, "strings(interner, first, stop) -> the strings of those ids (clipped), as bytes."},
+    {"find", find_one, METH_VARARGS, "find(interner, text) -> its id, or -1 where it holds no such string (none is added)."},
     {NULL, NULL, 0, NULL},
 };
 

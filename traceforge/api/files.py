@@ -77,29 +77,30 @@ def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
           tables: Collection[str] | None = None, where: Filters | None = None, jobs: int | None = 1,
-          cluster: str | None = None, hta: bool | str = False) -> TraceStats:
+          cluster: str | None = None, hta: bool | str = False, top: int = 0) -> TraceStats:
     """Statistics of one trace or of several ranks' traces (files or directories): DataFrames
     (see ``analyses.stats``); ``tables`` picks which are made (default ``default_tables()``). Each trace's rank is its ``distributedInfo.rank``, else the number
     in its file name (``rank3``), else its position among the inputs. ``jobs``: traces read at
     once, in processes (None: the cores), or on the Dask scheduler at ``cluster`` (``fan_out``).
     ``hta``: HTA's choices (``analyses.hta_choices``: True for the latest HTA's, or a version), for
-    HTA's numbers."""
+    HTA's numbers. ``top``: the rows of each trace's ``top_kernels`` kept, largest first (0: all)."""
     from ..analyses.cross_trace.stats import TraceStats
 
     return TraceStats.of_ranks([s for _, s in stats_each(inputs, _itself, kernel_wait_ns=kernel_wait_ns, tables=tables,
-                                                         where=where, jobs=jobs, cluster=cluster, hta=hta)])
+                                                         where=where, jobs=jobs, cluster=cluster, hta=hta,
+                                                         top=top)])
 
 
 def stats_each(inputs: str | os.PathLike | Iterable[str | os.PathLike], each: Callable[[TraceStats], T], *,
                kernel_wait_ns: int = KERNEL_WAIT_NS, tables: Collection[str] | None = None,
                where: Filters | None = None, jobs: int | None = 1, cluster: str | None = None,
-               hta: bool | str = False) -> list[tuple[int, T]]:
+               hta: bool | str = False, top: int = 0) -> list[tuple[int, T]]:
     """(rank, ``each(statistics of the trace)``) for every trace of ``inputs``, in order (the options
     as for ``stats``). ``each`` runs where the trace is read: in the job, in parallel, so only
     what it keeps (e.g. a rank's text) comes back, not every table of every rank; with
     ``jobs`` other than 1 or ``cluster``, ``each`` and its result must pickle."""
     paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    job = partial(_rank_stats, each, kernel_wait_ns, None if tables is None else tuple(tables), where, hta)
+    job = partial(_rank_stats, each, kernel_wait_ns, None if tables is None else tuple(tables), where, hta, top)
     return [(rank, kept) for rank, _, kept in ranked(paths, job, jobs=jobs, cluster=cluster)]
 
 
@@ -108,10 +109,10 @@ def _itself(value: T) -> T:
 
 
 def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
-                where: Filters | None, hta: bool | str, path: str, rank: int) -> T:
+                where: Filters | None, hta: bool | str, top: int, path: str, rank: int) -> T:
     """``each`` of one trace's statistics (a ``ranked`` job: runs where the trace is read)."""
     cols = reads.stats_columns(path, where, memory=reads_memory(tables))
-    return each(stats_of(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
+    return each(stats_of(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta, top=top))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -27,6 +27,7 @@ from ..io.read.reader import EventBatch, TraceReader
 from ..io.write.placed_patch import EventPlaces
 from ..util.distinct import factorized, unique
 from ..util.exacttime import to_ns
+from .names import NameIds, names_at
 from .phases import FLOW, METADATA, OTHER, SLICE, earliest_ts, phase_code
 from .table import GrowingColumns, SpilledColumns, Table, time_span
 
@@ -124,7 +125,7 @@ class TraceColumns:
     cpu_ops: Table  # ordinal ts dur track name cat
     ranges: Table  # ordinal ts dur track name
     range_args: list[dict]
-    names: list[str]
+    names: Sequence[str]  # by name id: a ``Names`` (read from the scanner's strings) or a list
     tracks: list[tuple]  # (pid, tid) as written in the trace
     cats: list[str]
     metadata: dict
@@ -196,7 +197,7 @@ class TraceColumns:
         return None if self.places is None else load_places(self.gpu.ordinal, self.places)
 
     def name_of(self, ids: np.ndarray) -> list[str]:
-        return [self.names[i] for i in ids]
+        return names_at(self.names, np.asarray(ids, np.int64)).tolist()
 
     def gpu_pid(self, device: int) -> object:
         """The pid of the process that shows ``device``'s streams (where its tracks go)."""
@@ -297,16 +298,16 @@ class _ColumnBuilder:
         self.cpu_ops = cpu_ops
         self.keep_launch = keep_launch
         self.spill_launch = spill_launch
-        self.names, self.tracks, self.cats, self.dims = _Interner(), _Interner(), _Interner(), _KernelDims()
+        self.names = NameIds(scanner.strings)
+        self.tracks, self.cats, self.dims = _Interner(), _Interner(), _KernelDims()
         # Per scanner string id: what it means as a ph and as a cat, and its ids once used.
         self._ph_code = _ByString(np.int8, 0)
         self._kind = _ByString(np.int8, -1)
         self._gpu_kind = np.zeros(0, np.int8)
-        self._name_id = np.zeros(0, np.int32)
         self._cat_id = np.zeros(0, np.int32)
         self._kept_launch = _ByString(bool, False)
         self._spilled_launch = _ByString(bool, spill_launch("") if spill_launch is not None else False)
-        self._texts: list[str] = []
+        self._known = 0  # scanner strings learnt (``_learn``)
         # Per scanner track id: the track's id, and its pid and tid as ints (defaults of device, stream).
         self._track_id = np.zeros(0, np.int32)
         self._pid_int = np.zeros(0, np.int64)
@@ -418,7 +419,7 @@ class _ColumnBuilder:
         args (``SYNC_ARGS``) from the parsed events (a few per step)."""
         r = R.columns(rows, at, _SYNC_ROW_FIELDS)
         flags, track = r[R.FLAGS], r[R.TRACK]
-        names = [self._texts[i] if i >= 0 else "" for i in r[R.NAME].tolist()]
+        names = [self._text(i) if i >= 0 else "" for i in r[R.NAME].tolist()]
         kind = np.array([SYNC_KINDS.index(n) if n in SYNC_KINDS else -1 for n in names], np.int8)
         waits = [[_int64_or(_args_of(e).get(k), -1) for k in SYNC_ARGS] for e in _events_at(batch, at)]
         wait = np.array(waits, np.int64).reshape(-1, 2)
@@ -551,14 +552,15 @@ class _ColumnBuilder:
         order = np.argsort(distinct)
         for k, n in zip(distinct[order].tolist(), counts[order].tolist()):
             ph, cat = int(k >> 32) - 2, int(k & 0xFFFFFFFF) - 2
-            self.counts[(self._texts[ph] if ph >= 0 else None, self._texts[cat] if cat >= 0 else None)] += int(n)
+            self.counts[(self._text(ph) if ph >= 0 else None, self._text(cat) if cat >= 0 else None)] += int(n)
 
     def _learn(self) -> None:
         """Decode the strings and tracks the scanner met since the last batch."""
-        new = self.scanner.strings[len(self._texts):]
+        new = self.scanner.strings[self._known:]
         if new:
+            self._known += len(new)
+            self.names.learn(new)
             texts = [R.decode_string(raw) for raw in new]
-            self._texts += texts
             kinds = [_kind_of(t) for t in texts]
             self._ph_code.extend([phase_code(t) for t in texts])
             self._kind.extend([_KIND_CODES.get(k, -1) for k in kinds])
@@ -570,7 +572,6 @@ class _ColumnBuilder:
             self._fwdbwd_cat.extend([t == FWDBWD_CAT for t in texts])
             self._flow_end.extend([t == "f" for t in texts])
             self._memory_name.extend([t == MEMORY_EVENT for t in texts])
-            self._name_id = np.append(self._name_id, np.full(len(new), -1, np.int32))
             self._cat_id = np.append(self._cat_id, np.full(len(new), -1, np.int32))
             if self.keep_launch is not None:
                 self._kept_launch.extend([self.keep_launch(t) for t in texts])
@@ -585,9 +586,13 @@ class _ColumnBuilder:
             self._pid_int = np.append(self._pid_int, np.array([_int64_or(p, -1) for p, _ in decoded], np.int64))
             self._tid_int = np.append(self._tid_int, np.array([_int64_or(t, -1) for _, t in decoded], np.int64))
 
+    def _text(self, i: int) -> str:
+        """The str of scanner string ``i``."""
+        return R.decode_string(self.scanner.strings[i])
+
     def _name_ids(self, ids: np.ndarray) -> np.ndarray:
         """Name ids of string ids; "" for a missing name or one that is not a string."""
-        return self._assign(self._name_id, ids, self.names, "")
+        return self.names.of(ids)
 
     def _cat_ids(self, ids: np.ndarray) -> np.ndarray:
         return self._assign(self._cat_id, ids, self.cats, None)
@@ -602,7 +607,7 @@ class _ColumnBuilder:
         out = table[ids]
         if (out < 0).any():
             for i in unique(ids[out < 0]).tolist():
-                table[i] = interner(self._texts[i])
+                table[i] = interner(self._text(i))
             out = table[ids]
         return out
 
@@ -631,7 +636,7 @@ class _ColumnBuilder:
             **({"memory": self.memory.table()} if isinstance(self.memory, GrowingColumns) else
                {"spilled_memory": self.memory}),
             range_args=self.range_args,
-            names=self.names.values,
+            names=self.names.names(),
             tracks=self.tracks.values,
             cats=self.cats.values,
             metadata=reader.metadata(),

@@ -81,7 +81,7 @@ def rank_report(rank: int, path: str, trace: Trace, *, buckets: int = DEFAULT_BU
     return RankReport(
         rank=rank, path=path, start_ns=start, figures=gpu_figures(cols), steps=step_table,
         temporal=stats.temporal, overlap=stats.overlap,
-        top_kernels=top_kernels(cols).head(TOP_KERNELS).assign(rank=rank),
+        top_kernels=top_kernels(cols, TOP_KERNELS).assign(rank=rank),
         categories=trace.classify(), patterns=trace.patterns().head(TOP_PATTERNS),
         delay_edges_ns=edges, delay_counts=counts,
         delay_below=delays_below(delays, edges), delay_ns=int(np.maximum(delays, 0).sum()), queue_wait_ns=int(wait.sum()),

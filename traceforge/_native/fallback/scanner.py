@@ -1,7 +1,7 @@
 """Pure-Python twin of the C event scanner ``traceforge._native._scanner``.
 
 Same interface, same results: the module constants (row fields, flag bits, statuses),
-``Interner(list)``, ``intern``, ``columns`` and ``scan``, which gives the same int64 rows,
+``Interner(store)``, ``intern``, ``count``, ``strings``, ``find``, ``columns`` and ``scan``, which gives the same int64 rows,
 interned strings and tracks (in first-seen order), statuses, stop offsets, error positions
 and messages as the C scan, for whole and for cut-short buffers alike. ``_scanner.c`` is the
 specification; read it for what each field and flag means.
@@ -81,17 +81,19 @@ _ROW[PH] = _ROW[CAT] = _ROW[NAME] = _ROW[KERNEL] = _ROW[TS_AT] = -1
 
 
 class Interner:
-    """Byte strings -> dense ids; appends each new string to ``values`` (its id: its index).
-
-    Like the C interner, it starts empty whatever ``values`` holds, and a new string's id is
-    ``len(values)`` when it is added."""
+    """Byte strings -> dense ids (a new string's id: how many there were). ``store``, a callable
+    giving buffers for the C interner's text, is checked as there and not used: this twin keeps
+    its strings in a list."""
 
     __slots__ = ("values", "_ids", "_by_str", "_by_pair")
 
-    def __init__(self, values: list) -> None:
-        if not isinstance(values, list):
-            raise TypeError("Interner(values): values must be a list")
-        self.values = values
+    def __init__(self, *args: object) -> None:
+        if len(args) > 1:
+            raise TypeError(f"Interner() takes at most 1 argument ({len(args)} given)")
+        store = args[0] if args else None
+        if store is not None and not callable(store):
+            raise TypeError("Interner(store): store must be callable or None")
+        self.values: list[bytes] = []
         self._ids: dict[bytes, int] = {}
         self._by_str: dict[str, int] = {}  # the ids of str values (their UTF-8), for the orjson layer
         self._by_pair: dict[tuple, int] = {}  # track ids by (pid, tid) values, likewise
@@ -107,16 +109,38 @@ def _add(interner: Interner, text: bytes) -> int:
     return new
 
 
-def intern(interner: Interner, text: bytes) -> int:
-    """The id of a byte string in an Interner (added if new)."""
-    if not isinstance(text, bytes):  # as "y#": read-only bytes only
+def _text_arg(text: object) -> bytes:
+    """``text`` as C's "y#" takes it: read-only bytes only."""
+    if not isinstance(text, bytes):
         if isinstance(text, (bytearray, memoryview)):
             raise TypeError(f"argument 2 must be read-only bytes-like object, not {type(text).__name__}")
         raise TypeError(f"a bytes-like object is required, not '{type(text).__name__}'")
-    if type(text) is not bytes:
-        text = bytes(text)
+    return text if type(text) is bytes else bytes(text)
+
+
+def intern(interner: Interner, text: bytes) -> int:
+    """The id of a byte string in an Interner (added if new)."""
+    text = _text_arg(text)
     got = _interner(interner)._ids.get(text)
     return got if got is not None else _add(interner, text)
+
+
+def count(interner: Interner) -> int:
+    """How many strings an Interner holds."""
+    return len(_interner(interner).values)
+
+
+def strings(interner: Interner, first: int, stop: int) -> list[bytes]:
+    """The strings of ids ``first`` .. ``stop - 1`` (clipped), as bytes."""
+    if type(first) is not int or type(stop) is not int:
+        raise TypeError("'float' object cannot be interpreted as an integer")
+    return _interner(interner).values[max(first, 0):max(stop, 0)]
+
+
+def find(interner: Interner, text: bytes) -> int:
+    """The id of a byte string in an Interner, or -1 where it holds none (none is added)."""
+    text = _text_arg(text)
+    return _interner(interner)._ids.get(text, -1)
 
 
 def _interner(obj: object) -> Interner:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import TraceColumns
 from ..hta.types import COMMUNICATION as _COMM_TYPE
 from ..hta.types import MEMORY as _MEMORY_TYPE
@@ -107,7 +108,7 @@ def instances(cols: TraceColumns, annotation: str | None = None) -> Instances:
     end = ts + np.maximum(np.concatenate([p[1] for p in parts]), 0)
     name = np.concatenate([p[2] for p in parts])
     order = np.argsort(ts, kind="stable")
-    return Instances([cols.names[i] for i in name[order].tolist()], np.arange(len(ts), dtype=np.int64),
+    return Instances(names_at(cols.names, name[order]).tolist(), np.arange(len(ts), dtype=np.int64),
                      ts[order], end[order])
 
 

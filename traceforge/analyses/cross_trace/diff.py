@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import STEP_PREFIX, TraceColumns
 from ...errors import UsageError
 from ...util.distinct import factorized
@@ -97,7 +98,7 @@ def gpu_op_totals(cols: TraceColumns, rules: RuleSet) -> pd.DataFrame:
     out = df.groupby(["kind", "name", "category"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
     out["kind"] = out["kind"].map(GPU_ACTIVITY)
     if len(out):
-        out["name"] = np.asarray(cols.names, dtype=object)[out["name"].to_numpy()]
+        out["name"] = names_at(cols.names, out["name"].to_numpy())
         out["category"] = np.asarray(labels.categories, dtype=object)[out["category"].to_numpy()]
     return out
 
@@ -120,7 +121,7 @@ def cpu_op_totals(cols: TraceColumns) -> pd.DataFrame:
         return pd.DataFrame({"kind": pd.Series(dtype=object), "name": pd.Series(dtype=object),
                              "count": np.zeros(0, np.int64), "total_ns": np.zeros(0, np.int64)})
     key = np.concatenate(keys)
-    df = pd.DataFrame({"kind": cat_kinds(cols)[key >> 32], "name": np.asarray(cols.names, dtype=object)[key & 0xFFFFFFFF],
+    df = pd.DataFrame({"kind": cat_kinds(cols)[key >> 32], "name": names_at(cols.names, key & 0xFFFFFFFF),
                        "count": np.concatenate(counts), "total_ns": np.concatenate(sums)})
     return df.groupby(["kind", "name"], sort=False)[["count", "total_ns"]].sum().reset_index()
 

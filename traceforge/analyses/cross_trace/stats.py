@@ -30,6 +30,7 @@ launch calls that GPU ops join in memory, and a ``StatsContext``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ...columns.names import names_at, names_in_chunks
 from ...columns.scan import KERNEL, TraceColumns
 from ...columns.table import Table, merged_by_ordinal
 from ...errors import UsageError
@@ -140,7 +142,7 @@ TOTALS_TABLES = ("activity_all",)  # made from every event's duration, as the co
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
                 tables: Collection[str] | None = None, hta: bool | str = False,
                 extra: Mapping[str, Maker] | None = None, names: Sequence[str] | None = None,
-                options: Mapping[str, Any] | None = None) -> TraceStats:
+                options: Mapping[str, Any] | None = None, top: int = 0) -> TraceStats:
     """The ``tables`` (default the core tables) for one trace (one rank), of ``names`` (default the
     core tables, ``activity_all`` and ``extra``'s, in that order); the others are empty. ``extra``: the
     makers of the tables beside the core ones (the declared tables' ``make``: ``annotator.registry``),
@@ -149,7 +151,8 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     joins come back. ``hta``: HTA's choices (``hta_choices``; True: the latest version's, or a
     version of ``HTA_VERSIONS``): the tables after the totals
     (activity, tails, launch API calls) read HTA's view of the trace, the queue HTA's launch
-    APIs, the kernel breakdown HTA's ``duration_ratio``."""
+    APIs, the kernel breakdown HTA's ``duration_ratio``. ``top``: the rows of ``top_kernels``
+    kept, largest first (0: all)."""
     extra = extra or {}
     names = tuple(names or (*CORE_TABLES, *TOTALS_TABLES, *extra))
     wanted = CORE_TABLES if tables is None else tuple(tables)
@@ -164,7 +167,7 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
         cols = hta_view(cols)
     # Each step's temporaries (~100 B a GPU op) leave holes in the heap that the next does not fit.
     give_back()
-    made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
+    made = _core_tables(cols, span, kernel_wait_ns, totals, top) if set(wanted) & set(CORE_TABLES) else {}
     if "activity_all" in wanted:
         made["activity_all"] = totals.activity_all
     context = StatsContext(cols, span, kernel_wait_ns, hta, options)
@@ -200,7 +203,7 @@ class _Totals:
                    sum(map(len, cols.all_launches)), sum(map(len, cols.all_cpu_ops)), activity_shares(per_kind))
 
 
-def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals
+def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, totals: _Totals, top: int = 0
                  ) -> dict[str, pd.DataFrame]:
     devices, streams = busy_idle(cols, span, kernel_wait_ns=kernel_wait_ns)
     pairs, overlaps = launch_overlaps(cols)
@@ -216,7 +219,7 @@ def _core_tables(cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int,
     }])
     return {
         "summary": summary, "devices": devices, "streams": streams, "activity": totals.activity,
-        "tails": totals.tails, "top_kernels": top_kernels(cols), "launch_apis": apis,
+        "tails": totals.tails, "top_kernels": top_kernels(cols, top), "launch_apis": apis,
         "launch_kernels": api_kernels, "launch_overlaps": overlaps,
     }
 
@@ -274,8 +277,9 @@ def _top_sums(values: np.ndarray, counts: list[int]) -> list[int]:
     return [sums[n] for n in counts]
 
 
-def top_kernels(cols: TraceColumns) -> pd.DataFrame:
-    """Per kernel name, by total time: count, total_ns, mean_ns, min_ns, max_ns, std_ns, pct."""
+def top_kernels(cols: TraceColumns, top: int = 0) -> pd.DataFrame:
+    """Per kernel name, by total time: count, total_ns, mean_ns, min_ns, max_ns, std_ns, pct.
+    ``top``: only the first ``top`` rows (0: all); the names of the others are not made."""
     gpu = cols.gpu
     rows = np.flatnonzero(gpu.kind == KERNEL)
     df = pd.DataFrame({"name": gpu.name[rows], "dur": np.maximum(gpu.dur[rows], 0)})
@@ -283,13 +287,29 @@ def top_kernels(cols: TraceColumns) -> pd.DataFrame:
     out = pd.DataFrame({
         "count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max(), "std_ns": g.std().fillna(0.0),
     })
+    del df, g
     out.insert(2, "mean_ns", out["total_ns"] / out["count"])
     total = int(out["total_ns"].sum())
     out["pct"] = 100.0 * out["total_ns"] / total if total else 0.0
     out = out.reset_index()
-    out["name"] = np.asarray(cols.names, dtype=object)[out["name"].to_numpy()] if len(out) else []
+    if 0 < top < len(out):
+        out = out.iloc[_first_by_total(cols, out["total_ns"].to_numpy(), out["name"].to_numpy(), top)]
+    out["name"] = names_at(cols.names, out["name"].to_numpy()) if len(out) else []
     # ties by name text, not by where a name first appears: a trimmed trace gives the same order
     return out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _first_by_total(cols: TraceColumns, totals: np.ndarray, names: np.ndarray, top: int) -> np.ndarray:
+    """The rows of the ``top`` largest ``totals``, ties by name text (names read a chunk at a time,
+    only those tied at the cut)."""
+    cut = np.partition(totals, len(totals) - top)[len(totals) - top]
+    above = np.flatnonzero(totals > cut)
+    tied = np.flatnonzero(totals == cut)
+    chunks = names_in_chunks(cols.names, names[tied])
+    texts = ((text, i) for chunk, first in zip(chunks, range(0, len(tied), 1 << 16))
+             for i, text in enumerate(chunk, first))
+    kept = [tied[i] for _, i in heapq.nsmallest(top - len(above), texts)]
+    return np.sort(np.concatenate([above, np.array(kept, np.int64)]))
 
 
 def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -297,17 +317,16 @@ def launch_apis(cols: TraceColumns, per_api: _PerApi | None = None) -> tuple[pd.
     per (API, GPU op name): kind, count, total_ns of the GPU ops). ``per_api``: the calls'
     totals, when ``cols.launches`` holds only the calls GPU ops join."""
     launches, gpu = cols.launches, cols.gpu
-    names = np.asarray(cols.names, dtype=object)
     gpu_rows, launch_rows = join_gpu_to_launch(cols, np.arange(len(launches)))
     apis = (per_api or _per_api(cols)).table(launches, launch_rows, gpu.kind[gpu_rows] == KERNEL)
-    apis["api"] = names[apis["api"].to_numpy()] if len(apis) else []
+    apis["api"] = names_at(cols.names, apis["api"].to_numpy()) if len(apis) else []
     apis["kind"] = cat_kinds(cols)[apis["kind"].to_numpy()] if len(apis) else []
 
     per_kernel = _per_api_kernel(launches.name[launch_rows], gpu.name[gpu_rows], gpu.kind[gpu_rows],
-                                 np.maximum(gpu.dur[gpu_rows], 0), len(names))
+                                 np.maximum(gpu.dur[gpu_rows], 0), len(cols.names))
     if len(per_kernel):
-        per_kernel["api"] = names[per_kernel["api"].to_numpy()]
-        per_kernel["kernel"] = names[per_kernel["kernel"].to_numpy()]
+        per_kernel["api"] = names_at(cols.names, per_kernel["api"].to_numpy())
+        per_kernel["kernel"] = names_at(cols.names, per_kernel["kernel"].to_numpy())
         per_kernel["kind"] = per_kernel["kind"].map(GPU_ACTIVITY)
     per_kernel = per_kernel.sort_values(["api", "count", "total_ns", "kernel", "kind"],
                                         ascending=[True, False, False, True, True], kind="stable")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import TraceColumns
 from ...util.distinct import unique
 from ...util.lazy_pandas import pd
@@ -45,8 +46,7 @@ def gpu_annotation_times(cols: TraceColumns) -> pd.DataFrame:
     span = out["device"].map(_device_spans(cols))
     out["pct_of_span"] = 100.0 * out["total_ns"] / span.where(span > 0)
     out[["pct_of_annotated", "pct_of_span"]] = out[["pct_of_annotated", "pct_of_span"]].fillna(0.0)
-    names = np.asarray(cols.names, dtype=object)
-    out["name"] = names[out["name"].to_numpy()]
+    out["name"] = names_at(cols.names, out["name"].to_numpy())
     out = out.sort_values(["device", "total_ns", "name"], ascending=[True, False, True], kind="stable")
     return out[COLUMNS].reset_index(drop=True)
 

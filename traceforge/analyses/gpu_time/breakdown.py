@@ -29,6 +29,7 @@ from collections.abc import Collection
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import TraceColumns
 from ...errors import UsageError
 from ...util.distinct import unique
@@ -171,8 +172,7 @@ def kernel_breakdown(cols: TraceColumns, rules: str | RuleSet = HTA_RULES, *, to
                           ascending=[True, True, True, False, True], kind="stable").reset_index(drop=True)
     type_total = out.groupby(["device", "place"])["total_ns"].transform("sum").to_numpy()
     out["share_pct"] = np.where(type_total > 0, 100.0 * out["total_ns"].to_numpy() / np.maximum(type_total, 1), 0.0)
-    names = np.asarray(cols.names or [""], dtype=object)
-    out["name"] = np.where(out["_others"], OTHERS, names[np.maximum(out["name"].to_numpy(), 0)])
+    out["name"] = np.where(out["_others"], OTHERS, names_at(cols.names or [""], np.maximum(out["name"].to_numpy(), 0)))
     out["kernel_type"] = np.asarray(typed.order or [""], dtype=object)[out["place"].to_numpy()]
     return out[KERNEL_COLUMNS]
 

@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
+from ...columns.names import names_at, names_in_chunks
 from ...columns.scan import TraceColumns
 from ...errors import UsageError
 from ...util.distinct import unique
@@ -41,7 +42,10 @@ class Labels:
 def label_ops(cols: TraceColumns, rules: RuleSet) -> Labels:
     """Label each distinct GPU op name once, then every op by indexing (no per-op Python)."""
     used = unique(cols.gpu.name)
-    cat_ids, stage_ids, categories, stages = rules.label_names([cols.names[i] for i in used.tolist()])
+    labelled = [rules.label_names(chunk) for chunk in names_in_chunks(cols.names, used)]
+    categories, stages = labelled[0][2:] if labelled else rules.label_names([])[2:]
+    cat_ids = np.concatenate([c for c, _, _, _ in labelled] or [np.zeros(0, np.int64)])
+    stage_ids = np.concatenate([s for _, s, _, _ in labelled] or [np.zeros(0, np.int64)])
     category_of_name = np.zeros(len(cols.names) or 1, np.int32)  # 4 bytes per op, not 8
     stage_of_name = np.zeros(len(cols.names) or 1, np.int32)
     category_of_name[used] = cat_ids
@@ -110,7 +114,7 @@ def classify_columns(cols: TraceColumns, rules: RuleSet, *, elapsed_ns: int | No
 
     per_name = _group_sums({"device": gpu.device, "name": gpu.name, "category": labels.category, "stage": labels.stage},
                            {"duration_ns": duration, "nonoverlapped_ns": owned})
-    per_name["name"] = np.asarray(cols.names or [""], dtype=object)[per_name["name"].to_numpy()]
+    per_name["name"] = names_at(cols.names or [""], per_name["name"].to_numpy())
     per_name["category"] = np.asarray(labels.categories, dtype=object)[per_name["category"].to_numpy()]
     per_name["stage"] = np.asarray(labels.stages, dtype=object)[per_name["stage"].to_numpy()]
     kernels = _finish(per_name, window, labels.has_stages, by="name")

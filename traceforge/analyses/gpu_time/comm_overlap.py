@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import TraceColumns
 from ...columns.table import in_file_order
 from ...util.distinct import unique
@@ -233,7 +234,6 @@ def exposed_comm(cols: TraceColumns) -> pd.DataFrame:
     """``exposed_intervals`` as a table (``EXPOSED_COLUMNS``): ``kernel`` is the name of the
     first kernel of the run of communication."""
     found = exposed_intervals(cols)
-    names = np.asarray(cols.names or [""], dtype=object)
     return pd.DataFrame({"device": found.device, "ts": found.ts, "dur": found.dur,
-                         "kernel": names[cols.gpu.name[found.first_kernel]], "nccl_kernels": found.nccl_kernels,
+                         "kernel": names_at(cols.names, cols.gpu.name[found.first_kernel]), "nccl_kernels": found.nccl_kernels,
                          "comm_ns": found.comm_ns}, columns=EXPOSED_COLUMNS)

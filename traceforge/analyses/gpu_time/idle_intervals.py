@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import TraceColumns
 from ...util.lazy_pandas import pd
 from ...util.percentiles import nearest_rank
@@ -81,7 +82,6 @@ def idle_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kerne
     """One row per idle gap of at least ``min_gap_ns`` (``long_gaps``): device, stream, category,
     start_ns, end_ns, dur_ns, and next_op, the name of the GPU op that ends it."""
     parts = list(long_gaps(cols, min_gap_ns=min_gap_ns, kernel_wait_ns=kernel_wait_ns))
-    names = np.asarray(cols.names, dtype=object)
     start = np.concatenate([p[2] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64)
     end = np.concatenate([p[3] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64)
     code = np.concatenate([p[4] for p in parts] or [np.zeros(0, np.int8)])
@@ -92,5 +92,5 @@ def idle_gaps(cols: TraceColumns, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, kerne
         "stream": np.repeat(np.array([p[1] for p in parts], np.int64), sizes),
         "category": np.asarray(IDLE_CATEGORIES, dtype=object)[code],
         "start_ns": start, "end_ns": end, "dur_ns": end - start,
-        "next_op": names[cols.gpu.name[opener]] if len(opener) else np.zeros(0, object),
+        "next_op": names_at(cols.names, cols.gpu.name[opener]) if len(opener) else np.zeros(0, object),
     }, columns=GAP_COLUMNS)

@@ -22,6 +22,7 @@ import re
 
 import numpy as np
 
+from ...columns.names import names_in_chunks
 from ...columns.scan import KERNEL, TraceColumns
 from ...util.distinct import unique
 
@@ -46,7 +47,7 @@ def op_types(cols: TraceColumns) -> np.ndarray:
     gpu = cols.gpu
     used = unique(gpu.name)
     of_name = np.zeros(len(cols.names) or 1, np.int8)
-    of_name[used] = [type_of_name(cols.names[i]) for i in used.tolist()]
+    of_name[used] = [type_of_name(n) for chunk in names_in_chunks(cols.names, used) for n in chunk]
     out = of_name[gpu.name]
     out[gpu.kind != KERNEL] = MEMORY
     return out

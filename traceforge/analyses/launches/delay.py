@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import GPU_KIND_NAMES, TraceColumns
 from ...columns.table import Table
 from ...util.lazy_pandas import pd
@@ -87,15 +88,14 @@ def launch_table(
     def take(table: Table, column: str, rows: np.ndarray) -> np.ndarray:
         return (table.cols.pop(column) if consume else table.cols[column])[rows]
 
-    names = np.array(cols.names + [""], dtype=object)
     df = pd.DataFrame({
         "device": take(gpu, "device", gpu_rows),
         "stream": take(gpu, "stream", gpu_rows),
         "kind": np.array(GPU_KIND_NAMES, dtype=object)[take(gpu, "kind", gpu_rows)],
-        "name": names[take(gpu, "name", gpu_rows)],
+        "name": names_at(cols.names, take(gpu, "name", gpu_rows)),
         "gpu_ts": take(gpu, "ts", gpu_rows),
         "gpu_duration": take(gpu, "dur", gpu_rows),
-        "api": names[take(launches, "name", launch_rows)],
+        "api": names_at(cols.names, take(launches, "name", launch_rows)),
         "launch_ts": take(launches, "ts", launch_rows),
         "cpu_duration": take(launches, "dur", launch_rows),
         "launch_delay": delay,
@@ -103,7 +103,7 @@ def launch_table(
         "launch_overhead": delay - wait,
         "negative_delay": delay < 0,
         "correlation": take(gpu, "correlation", gpu_rows),
-        "cpu_op": names[cpu_op_names],
+        "cpu_op": names_at(cols.names, cpu_op_names),
         "gpu_ordinal": take(gpu, "ordinal", gpu_rows),
         "launch_ordinal": take(launches, "ordinal", launch_rows),
     }, columns=list(TABLE_COLUMNS), copy=False)  # fresh arrays: no second copy of a big table

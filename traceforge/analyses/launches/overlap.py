@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...columns.names import names_at
 from ...columns.scan import KERNEL, TraceColumns
 from ...util.lazy_pandas import pd
 from .calls import launch_of_gpu
@@ -47,17 +48,16 @@ def launch_overlaps(cols: TraceColumns) -> tuple[int, pd.DataFrame]:
     first, launch_start, second, next_start = calls[hit], start[hit], calls[hit + 1], start[hit + 1]
     del calls, start, hit
 
-    names = np.asarray(cols.names, dtype=object)
     table = pd.DataFrame({
         "correlation": launches.correlation[first],
-        "api": names[launches.name[first]],
-        "kernel": names[kernel_name],
+        "api": names_at(cols.names, launches.name[first]),
+        "kernel": names_at(cols.names, kernel_name),
         "launch_start": launch_start,
         "launch_end": launch_start + np.maximum(launches.dur[first], 0),
         "kernel_start": kernel_start,
         "kernel_end": kernel_end,
         "next_correlation": launches.correlation[second],
-        "next_api": names[launches.name[second]],
+        "next_api": names_at(cols.names, launches.name[second]),
         "next_launch_start": next_start,
         "overlap_ns": overlap,
     }, columns=COLUMNS, copy=False)  # a block per column: not every int column copied into one

@@ -9,16 +9,22 @@ represent exactly: read that event with a JSON parser (``resolve_odd`` in the sc
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
+import operator
 import threading
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import NamedTuple, overload
 
 import numpy as np
 import orjson
 
 from ... import _native
 from ...util.distinct import unique
+from ..memory import paged
+from ..memory.heap import give_back
 from ..write.jsontext import json_bytes, json_int
 
 # the scanner's column and flag names, re-exported: constants, the same in every backend
@@ -88,6 +94,56 @@ class ScanResult(NamedTuple):
     message: str | None
 
 
+GIVE_BACK_CHUNKS = 8  # interned text chunks made between two ``give_back`` calls
+
+
+_chunks_made = itertools.count(1)
+
+
+def _text_chunk(nbytes: int) -> mmap.mmap:
+    """A buffer for an interner's text past its first chunk (``io.memory.paged``: a file map
+    where it can be); every ``GIVE_BACK_CHUNKS`` of them, the resident pages of every file map
+    are handed back (``heap.give_back``), so that a trace of millions of distinct names holds
+    in memory the names being read, not all."""
+    if next(_chunks_made) % GIVE_BACK_CHUNKS == 0:
+        give_back()
+    return paged.new_map(nbytes)
+
+
+class InternedStrings(Sequence[bytes]):
+    """A scanner interner's strings, by id, as bytes (made on each read: the interner keeps
+    them compact, see ``_scanner.c``); a slice is a list. Only grows."""
+
+    def __init__(self, kernel: ModuleType, interner: object) -> None:
+        self._kernel, self._interner = kernel, interner
+
+    def __len__(self) -> int:
+        return self._kernel.count(self._interner)
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            first, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[j] for j in range(first, stop, step)]
+            return self._kernel.strings(self._interner, first, max(stop, first))
+        i = operator.index(i)
+        if i < 0:
+            i += len(self)
+        got = self._kernel.strings(self._interner, i, i + 1) if i >= 0 else None
+        if not got:
+            raise IndexError(f"no string {i} of {len(self)}")
+        return got[0]
+
+    def find(self, text: bytes) -> int:
+        """The id of ``text``, or -1 where it was not met (nothing is added)."""
+        return self._kernel.find(self._interner, text)
+
+
 class RowScanner:
     """The scanner and its interners; one per trace, so ids stay valid across batches.
 
@@ -97,11 +153,11 @@ class RowScanner:
     """
 
     def __init__(self) -> None:
-        self.strings: list[bytes] = []
-        self.tracks: list[bytes] = []
         self._kernel = _native.scanner  # the interners belong to the backend that made them
-        self._strings = self._kernel.Interner(self.strings)
-        self._tracks = self._kernel.Interner(self.tracks)
+        self._strings = self._kernel.Interner(_text_chunk)
+        self._tracks = self._kernel.Interner(_text_chunk)
+        self.strings = InternedStrings(self._kernel, self._strings)
+        self.tracks = InternedStrings(self._kernel, self._tracks)
         self._lock = threading.Lock()
 
     def scan(self, data: bytes, limit: int, start: int = 0) -> ScanResult:

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"kernel_wait_ns": args.kernel_wait_us, "tables": wanted, "where": filters_of(args), "hta": args.hta,
                **ranks.fan_out_of(args, args.inputs)}
     top = args.top if args.top is not None else (TEXT_TOP if args.format == "text" else 0)
+    options["top"] = max(top, 0)
     if args.format == "text":  # each rank's text is made where the rank is read, in parallel
         texts = [_RankText(rank, *text) for rank, text in
                  stats_each(args.inputs, partial(_rank_text_of, wanted, top), **options)]
