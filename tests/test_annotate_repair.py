@@ -132,6 +132,7 @@ def test_unchanged_events_keep_their_bytes(broken, tmp_path):
     assert same == len(before) - dropped - changed
 
 
+@pytest.mark.slow
 def test_cli_annotate_repair_reads_stdin(broken, tmp_path):
     out, two = tmp_path / "stdin.json", tmp_path / "two.json"
     r = run_cli("annotate", "-", "--queue-length", "--repair", "-o", str(out), stdin=broken.read_bytes())

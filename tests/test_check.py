@@ -149,6 +149,7 @@ def test_nan_is_fatal(tmp_path):
     assert b"json_syntax_error" in r.stdout
 
 
+@pytest.mark.slow
 def test_stdin(tmp_path):
     r = run_cli("check", "-", stdin=json.dumps({"traceEvents": [_x("a", 0, 10), _x("b", 5, 10)]}).encode())
     assert r.returncode == 1 and b"slice_spill_overlapping_complete_event 1:" in r.stdout

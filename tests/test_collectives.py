@@ -84,6 +84,7 @@ def test_offsets_drift_and_delays_recovered(tmp_path, base, ranks):
     assert any(f"rank {truth['delays'][0]['rank']}" in s or "last in" in s for s in found.waits.stragglers)
 
 
+@pytest.mark.slow
 def test_64_ranks(tmp_path, short_base):
     where, truth = made(tmp_path, short_base, 64, seed=64, copies=2, gap_ms=40, delays=2)
     found = collectives([str(where)])

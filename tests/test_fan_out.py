@@ -74,6 +74,7 @@ def _files(out: Path) -> dict[str, bytes]:
             for p in sorted(out.iterdir())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_two_jobs_print_and_write_what_one_does(command, rank_dir, tmp_path):
     if command == "report":
@@ -160,6 +161,7 @@ def test_results_come_back_in_item_order(tmp_path):
     assert fan_out.run_jobs(Path.read_bytes, [Path(p) for p in paths], paths, jobs=1) == expected
 
 
+@pytest.mark.slow
 def test_cluster_stats_and_critical_path_equal_the_local_run(rank_dir):
     distributed = pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (the test extra)")
     local = {c: _run(c, rank_dir, rank_dir.parent / "local", "--jobs", "1") for c in ("stats", "critical-path")}

@@ -68,6 +68,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_text_made_per_rank_is_the_gathered_tables_text(ranks, case, jobs):

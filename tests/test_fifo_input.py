@@ -78,6 +78,7 @@ def _untimed(text: bytes) -> bytes:
     return re.sub(rb"\d+(\.\d+)? s\b", b"- s", text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_fifo_input_answers_as_a_file_does(command, tmp_path, sample):
     args = COMMANDS[command]
@@ -107,6 +108,7 @@ def test_fifo_input_answers_as_a_file_does(command, tmp_path, sample):
     assert _tree(tmp_path / "pipe" / "out") == _tree(tmp_path / "file" / "out")
 
 
+@pytest.mark.slow
 def test_report_reads_a_fifo_once(tmp_path, sample):
     pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
     fifo = tmp_path / "in.json.gz"

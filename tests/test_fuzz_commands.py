@@ -150,6 +150,7 @@ def _failure(name: str, r, out_dir) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_fuzz_command(name, tmp_path, sample):
     rng = random.Random(f"{SEED}-{name}")

@@ -55,6 +55,7 @@ COMMANDS = sorted(set(next(a for a in build_parser()._actions if isinstance(a, a
                   - {"open"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_fuzz_options(command, tmp_path, sample, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a value taken as a relative output path lands here

@@ -365,6 +365,7 @@ def _stopped_while_writing(tiled: Path, out: Path) -> subprocess.Popen | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_signal_mid_run_leaves_no_temporary_file(signum, tiled, tmp_path):
     out = tmp_path / "o.json.gz"
@@ -418,6 +419,7 @@ def test_valid_numbers_in_times_are_read(number, tmp_path, backend):
 
 # -- item 16: stdin and FIFOs are read once --------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("repair",), ("trim", "--window", "+0s:+1s"), ("annotate", "--all")],
                          ids=lambda c: c[0])
 def test_stdin_read_once_and_spool_removed(command, tmp_path, sample):

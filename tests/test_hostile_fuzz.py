@@ -70,6 +70,7 @@ COMMANDS = (("info",), ("stats",), ("check",), ("annotate", "--queue-length", "-
 OK_CODES = {"info": {0, 1}, "stats": {0, 1}, "check": {0, 1, 2}, "annotate": {0, 1}}
 
 
+@pytest.mark.slow
 def test_fuzz_no_traceback_no_leftover(tmp_path, sample):
     rng = random.Random(SEED)
     base = _base(sample.raw)

@@ -65,6 +65,7 @@ def _check_outcome(command: str, r) -> None:
         assert err.count("traceforge: error: ") == 1, (command, err)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(INPUTS))
 def test_hostile_value_every_command(name, tmp_path, sample):
     path = tmp_path / "t.json"
@@ -78,6 +79,7 @@ def test_hostile_value_every_command(name, tmp_path, sample):
         out.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", ["dur_5000_digits", "metadata_pid_list"])
 def test_hostile_value_with_and_without_pyarrow(name, mode, tmp_path, sample):

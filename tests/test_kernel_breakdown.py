@@ -75,6 +75,7 @@ def _brute_types(events: list[dict]) -> dict[tuple[int, str], int]:
     return dict(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_kernel_types_equal_a_brute_force_over_every_ns(tmp_path, seed):
     events = _random_trace(tmp_path / "t.json", seed)

@@ -154,6 +154,7 @@ def _tree(where: Path) -> list[str]:
     return sorted(str(p.relative_to(where)) for p in where.rglob("*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", WRITERS)
 def test_full_disk_is_one_line_and_leaves_nothing(command, full_disk, tmp_path, sample):
     args = WRITERS[command]

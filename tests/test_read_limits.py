@@ -95,6 +95,7 @@ def spaced(where: str, spaces: bytes, a: bytes, b: bytes) -> bytes:
     return b'{"traceEvents":[' + a + sep + b + b'],"meta":1}'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 @pytest.mark.parametrize("where", list(SEPARATORS))
 def test_a_long_run_of_whitespace_between_events_is_not_held(tmp_path, suffix, where, backend):

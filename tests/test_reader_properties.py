@@ -144,6 +144,7 @@ def test_generated_events_read_back(tmp_path, trace, batch_bytes, backend):
     assert again == data
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(trace=traces(trailing_comma=False), batch_bytes=st.integers(1, 400), edits=st.lists(
     st.tuples(st.sampled_from(["set", "insert", "delete"]), st.integers(0, 10**6), st.integers(0, 255)),

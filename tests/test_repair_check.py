@@ -67,6 +67,7 @@ def test_flows_repair_cannot_fix_are_the_documented_ones(tmp_path):
         assert "slice_spill_overlapping_complete_event" not in left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [("repair",), ("annotate", "--all", "--repair")])
 def test_fuzzed_traces_after_repair_report_only_documented_stats(flags, tmp_path, sample):
     rng = random.Random(f"repair-{flags[0]}")

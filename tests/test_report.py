@@ -127,6 +127,7 @@ def four_ranks(source: Path, where: Path, slow: int = 3) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_four_ranks_name_the_straggler(sample, tmp_path):
     ranks = four_ranks(sample.path, tmp_path / "ranks")
     out = tmp_path / "report.html"

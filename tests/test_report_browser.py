@@ -35,12 +35,14 @@ def _check(page_path: Path) -> dict:
     return found
 
 
+@pytest.mark.slow
 def test_sample_page_in_a_browser(sample, tmp_path):
     out = tmp_path / "report.html"
     assert run_cli("report", str(sample.path), "-o", str(out)).returncode == 0
     _check(out)
 
 
+@pytest.mark.slow
 def test_four_ranks_in_a_browser(sample, tmp_path):
     out = tmp_path / "report.html"
     assert run_cli("report", str(four_ranks(sample.path, tmp_path / "ranks")), "-o", str(out)).returncode == 0

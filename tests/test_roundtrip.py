@@ -117,6 +117,7 @@ def test_other_layouts(name, style, tmp_path, trace_path):
     assert len(events_out) > len(events_in) or patched  # the CUPTI trace gets counter args only
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", (SAMPLE, "nccl", "triton"))
 def test_zstd_and_stdin_stdout(name, tmp_path, trace_path):
     data = raw_json(trace_path(name))

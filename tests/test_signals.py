@@ -109,6 +109,7 @@ def _untimed(files: dict[str, bytes]) -> dict[str, bytes]:
     return {k: uuid.sub(b"<id>", v) if k.endswith(".html") else v for k, v in files.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_signals_at_random_points_leave_nothing(command, rank_dir, tmp_path):
     if command == "report":

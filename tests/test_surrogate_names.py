@@ -36,6 +36,7 @@ def _ok(r) -> str:
     return r.stdout.decode("utf-8")  # printed escaped: valid UTF-8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_odd_names_print_escaped_with_and_without_pyarrow(mode, odd, tmp_path):
     shown = {

@@ -33,6 +33,7 @@ def test_batches_of_tiny_events_are_bounded_in_events(empty_events):
     assert sum(counts) == EVENTS and max(counts) <= 2 * MAX_BATCH_EVENTS, max(counts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["info", "stats"])
 def test_peak_rss_on_many_empty_events(command, empty_events):
     code = ("import resource, subprocess, sys; r = subprocess.run([sys.executable, '-m', 'traceforge', *sys.argv[1:]], "
