@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from .test_splice import MEMBERS
-from .test_splice import _events as splice_events
+from tests._native.test_splice import MEMBERS
+from tests._native.test_splice import _events as splice_events
 
 _splice = pytest.importorskip("traceforge._native._splice", reason="the C _splice is not built")
 if not hasattr(_splice, "set_avx2"):

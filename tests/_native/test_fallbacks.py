@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT
 from traceforge import _native
 from traceforge._native.fallback import counter_text as py_counter_text
 from traceforge._native.fallback import factorize as py_factorize
@@ -30,7 +31,6 @@ c_search = pytest.importorskip("traceforge._native._search")
 c_splice = pytest.importorskip("traceforge._native._splice")
 c_stacks = pytest.importorskip("traceforge._native._stacks")
 
-ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "train_step.json.gz"
 I64 = np.iinfo(np.int64)
 
@@ -667,9 +667,8 @@ def test_commands_are_byte_identical_on_both_backends(backend, c_outputs, tmp_pa
 
 @pytest.mark.parametrize("name", ["sample", "cupti", "event_sync"])
 def test_check_reports_alike_on_both_backends(backend, name):
+    from tests.conftest import TRACES
     from traceforge.perfetto import check_trace
-
-    from .conftest import TRACES
 
     path = str(SAMPLE if name == "sample" else TRACES[name])
     with _native.using("c"):
@@ -694,7 +693,7 @@ def test_a_needle_that_is_not_bytes_is_a_type_error_every_time():
 @pytest.mark.parametrize("name", ["nccl", "amd"])
 def test_no_native_annotate_all_is_byte_identical_on_real_traces(name, tmp_path):
     """``TRACEFORGE_NO_NATIVE=1``, as a user sets it: every kernel's fallback, the scanner's too."""
-    from .conftest import TRACES
+    from tests.conftest import TRACES
 
     outputs = []
     for forced in ("", "1"):

@@ -6,7 +6,7 @@ same strings and tracks interned, in the same order. Checked on every real trace
 in chunks as the reader feeds them, on hand-made edge cases cut at every byte, and on random
 documents. The fallback has three layers (orjson, a regex per member, a byte-at-a-time port
 of the C parser); the ``layers`` fixture switches the first two off in turn, so each is held
-to the C parser on its own. At the end, the C scanner's own tests (``test_scanner.py``) run
+to the C parser on its own. At the end, the C scanner's own tests (``tests/columns/test_scan.py``) run
 again here, on the fallback through the seam.
 """
 
@@ -15,20 +15,17 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.columns import test_scan as c_scanner_tests
+from tests.conftest import MISSING, ROOT, TRACES_DIR, raw_json
 from traceforge import _native
 from traceforge._native.fallback import scanner as F
 
-from . import test_scanner as c_scanner_tests
-from .conftest import MISSING, TRACES_DIR, raw_json
-
 C = pytest.importorskip("traceforge._native._scanner")
 
-ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "train_step.json.gz"
 
 
@@ -455,7 +452,7 @@ def test_rows_of_parsed_events_are_the_same():
 
 
 # -- the C scanner's own tests, on the fallback ------------------------------------------------------
-# Each test_* of test_scanner.py is collected here too, and runs with the seam's scanner
+# Each test_* of tests/columns/test_scan.py is collected here too, and runs with the seam's scanner
 # switched to the fallback (the autouse fixture above).
 
 globals().update({name: test for name, test in vars(c_scanner_tests).items() if name.startswith("test_")})

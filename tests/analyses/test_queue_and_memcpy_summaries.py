@@ -11,14 +11,13 @@ import orjson
 import pytest
 
 import traceforge
+from tests.analyses.gpu_time.test_idle_intervals import nearest_rank, parse
+from tests.conftest import SAMPLE, run_cli
 from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, STREAM_LAUNCH_APIS, last_step_start
 from traceforge.analyses.launches.queue_summary import CUDA_LAUNCH_QUEUE_LIMIT, QUARTILES, queue_summary
 from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, memcpy_bandwidth
 from traceforge.analyses.memory.memcpy_summary import memcpy_summary
 from traceforge.columns.scan import scan
-
-from .conftest import SAMPLE, run_cli
-from .test_idle_intervals import nearest_rank, parse
 
 SUFFIX = re.compile(r"(_v\d+|_ptsz|_ptds)+$")
 DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA|AtoA)\b")

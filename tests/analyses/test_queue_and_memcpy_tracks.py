@@ -9,12 +9,11 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, last_step_start
 from traceforge.analyses.launches.queue_length import queue_length
 from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, copy_rows, memcpy_bandwidth
 from traceforge.util.exacttime import to_ns
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _stream(df, stream):
@@ -105,7 +104,7 @@ def test_memcpy_bandwidth_zero_duration_and_hta_maxima(columns):
     df = memcpy_bandwidth(columns("negative_queue"))
     assert df.gbps.ge(0).all() and np.isfinite(df.gbps).all()
     top = df.groupby("kind").gbps.max()
-    # Whole-µs copies take Kineto's own rate (tests/test_memcpy_rates.py), as HTA's do: the peaks agree.
+    # Whole-µs copies take Kineto's own rate (tests/analyses/memory/test_memcpy_bw.py), as HTA's do: the peaks agree.
     assert top["HtoD"] == pytest.approx(21.166, abs=0.001)  # HTA: 21.2
     assert top["DtoD"] == pytest.approx(865.162, abs=0.001)  # HTA: 865.2, a single 8 MB copy
     df = memcpy_bandwidth(columns("df_index"))

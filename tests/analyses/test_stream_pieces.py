@@ -22,6 +22,9 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.analyses.gpu_time.test_comm_overlap import brute_exposed, gpu_ops, read_events
+from tests.analyses.gpu_time.test_idle_intervals import brute_gaps, brute_table, parse
+from tests.conftest import SAMPLE, raw_json
 from traceforge.analyses.cross_trace.stats import wall_span
 from traceforge.analyses.gpu_time import busy as gpu_busy
 from traceforge.analyses.gpu_time.busy import busy_idle
@@ -36,10 +39,6 @@ from traceforge.annotator.plugins import classify as classify_plugin
 from traceforge.annotator.plugins import launch_delay as launch_delay_plugin
 from traceforge.annotator.run import annotate
 from traceforge.columns.scan import scan
-
-from .conftest import SAMPLE, raw_json
-from .test_idle_intervals import brute_gaps, brute_table, parse
-from .test_overlap import brute_exposed, gpu_ops, read_events
 
 CHUNKS = [1, 2, 7, 1 << 18]  # 1 << 18: every stream of these traces in one piece (the whole-array path)
 
@@ -264,7 +263,7 @@ def test_device_unions_in_pieces_equal_one_piece(name, trace_path, tmp_path, mon
     """The whole-trace rows of ``comm_overlap`` and ``temporal_breakdown``, and ``busy_idle``'s
     devices, merge a device's intervals a piece at a time (``gpu_busy.merged_times`` /
     ``merged_pieces``, ``GAP_CHUNK`` rows): the same tables at any piece size, with HTA's times
-    too (their brute force: tests/test_overlap.py, tests/test_temporal.py, tests/test_stats.py);
+    too (their brute force: tests/analyses/gpu_time/test_comm_overlap.py, tests/analyses/gpu_time/test_temporal.py, tests/analyses/cross_trace/test_stats.py);
     "unsorted" has a stream whose ops are not in time order."""
     cols = scan(str(_unsorted_trace(tmp_path) if name == "unsorted" else trace_path(name)))
     span = wall_span(cols)

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import SAMPLE
 from traceforge.analyses.launches.calls import (
     STREAM_LAUNCH_APIS,
     api_name,
@@ -27,8 +28,6 @@ from traceforge.emit.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.emit.tracks import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.jsontext import Texts
-
-from .conftest import SAMPLE
 
 scan_module = importlib.import_module("traceforge.columns.scan")
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-SAMPLE = Path(__file__).parents[1] / "samples" / "train_step.json.gz"
+from tests.conftest import ROOT
+
+SAMPLE = ROOT / "samples" / "train_step.json.gz"
 
 TOY = textwrap.dedent('''
     """A toy analysis: how many GPU ops have started, every ``toy_every``-th GPU op start."""

@@ -11,10 +11,9 @@ import threading
 
 import pytest
 
+from tests.conftest import SAMPLE, TRACES
 from traceforge.cli.commands.traces import annotate as annotate_command
 from traceforge.cli.main import build_parser
-
-from .conftest import SAMPLE, TRACES
 
 annotate_module = importlib.import_module("traceforge.annotator.run")
 schedule = importlib.import_module("traceforge.annotator.schedule")

@@ -15,6 +15,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from tests.analyses.memory.test_timeline import HAND, _levels, _memory_truth, _write
 from traceforge.analyses.gpu_time.idle_intervals import idle_gaps
 from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator import registry, schedule
@@ -23,8 +24,6 @@ from traceforge.columns.scan import scan
 from traceforge.emit.tracks import Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.jsontext import Texts
-
-from .test_memory import HAND, _levels, _memory_truth, _write
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 CALL_CATS = {"cuda_runtime", "cuda_driver"}

@@ -1,7 +1,7 @@
 """Every many-file command fans out the same way (``api.fan_out``): ``--jobs 2`` prints and
 writes exactly what ``--jobs 1`` does, the summary across ranks comes from the jobs' small
 results (no trace is read again for it), and rank heads are read without a reader's batch.
-The Dask path is checked against the local one in ``test_ranks.py`` (launch-stats,
+The Dask path is checked against the local one in ``tests/cli/test_ranks.py`` (launch-stats,
 annotate) and here (stats, critical-path)."""
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.conftest import load_script, run_cli
 from traceforge.api import fan_out
 from traceforge.errors import TraceforgeError
 from traceforge.io.read import reader as reader_module
 from traceforge.io.read.rank_files import head_rank
-
-from .conftest import load_script, run_cli
 
 DISTRIBUTED = b'"distributedInfo": {"backend": "nccl", "rank": 0'
 # rank -> (steps, seed) of the sample it is made from: sizes differ, so the largest (started

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import gzip
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import traceforge
+from tests.conftest import ROOT, TRACES
 
-from .conftest import TRACES
-
-SAMPLE = Path(__file__).parents[1] / "samples" / "train_step.json.gz"
+SAMPLE = ROOT / "samples" / "train_step.json.gz"
 
 
 def _same(a, b) -> None:

@@ -7,7 +7,7 @@ import gzip
 import pytest
 import zstandard
 
-from .conftest import raw_json, run_cli
+from tests.conftest import raw_json, run_cli
 
 
 def _cases(good: bytes) -> dict[str, tuple[bytes, str]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 TIMEOUT_S = 60  # the answer comes in about a second; the margin is for a loaded machine
 

@@ -16,7 +16,7 @@ import random
 import pytest
 import zstandard
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 INPUTS = int(os.environ.get("TRACEFORGE_FUZZ_INPUTS", "500"))
 SEED = int(os.environ.get("TRACEFORGE_FUZZ_SEED", "41"))

@@ -21,7 +21,7 @@ import time
 import pytest
 import zstandard
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 SECONDS = float(os.environ.get("TRACEFORGE_FUZZ_SECONDS", "3"))
 SEED = int(os.environ.get("TRACEFORGE_FUZZ_SEED", "49"))

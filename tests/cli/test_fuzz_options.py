@@ -5,7 +5,7 @@ not UTF-8 (as the command line gives it: bytes past 0x7f as surrogates), paths t
 (check's verdicts 1 and 2 aside), within seconds, never a traceback or an internal error.
 
 Bounded in time: ``TRACEFORGE_FUZZ_OPTION_SECONDS`` (default 2) seconds per command, seeded by
-``TRACEFORGE_FUZZ_SEED``. ``open`` (it serves until stopped) has tests/test_open_hostile.py;
+``TRACEFORGE_FUZZ_SEED``. ``open`` (it serves until stopped) has tests/cli/commands/traces/test_open_refusals.py;
 ``--cluster`` and ``--trace-processor`` (they reach other programs) are left out, and so is the
 value ``-`` (stdin or stdout: ``run_cli`` runs it in a process in the tree's root). Paths are
 only under the test's own directory (an output option given ``/`` would write there)."""
@@ -20,10 +20,9 @@ import time
 
 import pytest
 
+from tests.cli.test_fuzz_fields import Hang, _on_alarm
+from tests.conftest import run_cli
 from traceforge.cli.main import build_parser
-
-from .conftest import run_cli
-from .test_fuzz_commands import Hang, _on_alarm
 
 SECONDS = float(os.environ.get("TRACEFORGE_FUZZ_OPTION_SECONDS", "2"))
 SEED = int(os.environ.get("TRACEFORGE_FUZZ_SEED", "55"))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, load_script, run_cli
+from tests.conftest import ROOT, load_script, run_cli
 
 
 def one_line_error(r: subprocess.CompletedProcess, code: int = 1) -> str:

@@ -13,11 +13,10 @@ import orjson
 import pytest
 
 import traceforge
+from tests.api.test_fan_out import DISTRIBUTED, RANKS
+from tests.conftest import run_cli
 from traceforge.cli.commands.tables import stats as stats_command
 from traceforge.cli.rank_summary import summarize
-
-from .conftest import run_cli
-from .test_fan_out import DISTRIBUTED, RANKS
 
 # A rank with CPU ops and no GPU op: no rows in the GPU tables, a note on stderr.
 CPU_ONLY = {

@@ -14,14 +14,13 @@ import orjson
 import pytest
 import zstandard
 
+from tests.conftest import ROOT, TRACES, raw_json, stderr_on_a_terminal
 from traceforge.api.results import gpu_figures
 from traceforge.cli.main import main
 from traceforge.cli.rank_summary import summarize
 from traceforge.cli.ranks import rank_files
 from traceforge.columns.scan import scan
 from traceforge.util.progress import ProgressBar
-
-from .conftest import ROOT, TRACES, raw_json, stderr_on_a_terminal
 
 RANK_KEY = b'"distributedInfo": {"rank": 0}'
 # File names in another order than the ranks, so the order must come from distributedInfo.

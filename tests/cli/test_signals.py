@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, load_script
+from tests.conftest import ROOT, load_script
 
 TRIES = int(os.environ.get("TRACEFORGE_SIGNAL_TRIES", "2"))
 DISTRIBUTED = b'"distributedInfo": {"backend": "nccl", "rank": 0'

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from .arrow_modes import MODES, run_in
-from .conftest import run_cli
+from tests.conftest import run_cli
+from tests.support.arrow_modes import MODES, run_in
 
 KERNEL_MARK, CPU_MARK = "\\ud800", "\\udcff"  # as printed: the escape of each
 

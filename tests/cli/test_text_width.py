@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import TRACES, run_cli
 from traceforge.cli.commands.tables.stats import TABLES as STATS_TABLES
 from traceforge.cli.main import build_parser
 from traceforge.cli.output import WIDTH
-
-from .conftest import TRACES, run_cli
 
 
 def _commands(a: str, b: str, tmp: str) -> list[tuple[str, ...]]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import SAMPLE
 from traceforge.analyses.cross_trace.stats import wall_span
 from traceforge.columns.info import summarize, trace_info
 from traceforge.columns.scan import scan
 from traceforge.util.exacttime import ns_to_us_text
-
-from .conftest import SAMPLE
 
 CPU_OP_CATS = {"cpu_op", "operator", "user_annotation", "python_function"}
 

@@ -6,10 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from tests.conftest import TRACES, run_cli, stderr_on_a_terminal
 from traceforge.columns.scan import scan
 from traceforge.util.union import union_ns
-
-from .conftest import TRACES, run_cli, stderr_on_a_terminal
 
 
 def test_union_counts_each_instant_once():

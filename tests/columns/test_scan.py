@@ -8,12 +8,11 @@ import random
 import numpy as np
 import pytest
 
+from tests.conftest import SAMPLE, raw_json
 from traceforge.columns.scan import scan
 from traceforge.errors import TraceFormatError
 from traceforge.io.read import rows as R
 from traceforge.io.read.reader import TraceReader
-
-from .conftest import SAMPLE, raw_json
 
 KERNEL = '{"ph": "X", "cat": "kernel", "name": %s, "pid": 0, "tid": 7, "ts": %s, "dur": %s, "args": %s}'
 ARGS = '{"device": 0, "stream": 7, "correlation": %s}'

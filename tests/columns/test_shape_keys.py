@@ -11,12 +11,11 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import TRACES_DIR, raw_json
 from traceforge import _native
 from traceforge._native.fallback import scanner as F
 from traceforge.analyses.roofline import work as W
 from traceforge.columns.scan import SHAPE_ARGS, scan
-
-from .conftest import TRACES_DIR, raw_json
 
 C = pytest.importorskip("traceforge._native._scanner")
 

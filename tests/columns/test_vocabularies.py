@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.conftest import run_cli
 from traceforge.analyses.launches.queue_length import queue_length
 from traceforge.columns.scan import KERNEL, MEMCPY, MEMSET, scan
 from traceforge.perfetto import check_trace
-
-from .conftest import run_cli
 
 
 @pytest.fixture(scope="module")

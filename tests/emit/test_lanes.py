@@ -11,8 +11,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from tests.annotator.plugins.test_critical_path import annotate, most, path_tracks, read
 from tests.conftest import TRACES
-from tests.test_critical_path_annotate import annotate, most, path_tracks, read
 from traceforge.emit.lanes import partition
 
 

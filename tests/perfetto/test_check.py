@@ -11,9 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.perfetto import check_trace
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _write(tmp_path, events, name="t.json") -> str:
@@ -338,11 +337,10 @@ def test_plain_rows_and_the_parser_agree_on_real_traces(name, monkeypatch, trace
 def _replays(path, max_rows=None, max_examples=10) -> tuple[tuple, tuple]:
     """The reports of the C walk (over windows of ``max_rows`` rows) and of the Python
     reference (every row in memory) on the same trace."""
+    from tests.support.replay_reference import Columns
+    from tests.support.replay_reference import replay as reference
     from traceforge.perfetto.replay import replay
     from traceforge.perfetto.report import CheckReport, Findings
-
-    from .replay_reference import Columns
-    from .replay_reference import replay as reference
 
     reports = []
     for walk in (lambda c, f: replay(c, f, max_rows), lambda c, f: reference(Columns.of(c), f)):

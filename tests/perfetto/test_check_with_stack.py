@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.perfetto.test_trace_processor import binary  # noqa: F401 (the fixture: trace_processor, or a skip saying why)
 from traceforge.perfetto import check_trace
 from traceforge.perfetto import trace_processor as tp
 from traceforge.perfetto.timestamps import perfetto_ns, time_ns
-
-from .test_trace_processor import binary  # noqa: F401 (the fixture: trace_processor, or a skip saying why)
 
 SPILL = "slice_spill_overlapping_complete_event"
 MONOTONIC_US = 4_906_300_508_406  # h100/resnet50_train's clock: doubles there are 2^-10 µs apart

@@ -15,14 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import TRACES, run_cli
+from tests.perfetto.test_trace_processor import binary  # noqa: F401 (the fixture: trace_processor, or a skip saying why)
 from traceforge import annotate
 from traceforge.annotator.plugins.launch_delay import FLOW_CATEGORY
 from traceforge.perfetto import check_trace
 from traceforge.perfetto import trace_processor as tp
 from traceforge.perfetto.overlaps import SpillWalk, spilled_on_thread
-
-from .conftest import TRACES, run_cli
-from .test_trace_processor import binary  # noqa: F401 (the fixture: trace_processor, or a skip saying why)
 
 MISBOUND = "flow_bound_to_other_slice"
 

@@ -30,12 +30,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.conftest import ROOT, TRACES, raw_json, run_cli
 from traceforge.annotator.registry import ANALYSES
 from traceforge.perfetto import check_trace
 from traceforge.perfetto import trace_processor as tp
 from traceforge.perfetto.rules import RULES
-
-from .conftest import ROOT, TRACES, raw_json, run_cli
 
 BINARY = os.environ.get(tp.ENV) or str(ROOT.parent / "shared" / "bin" / "trace_processor")
 

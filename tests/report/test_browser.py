@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TRACES, load_script, run_cli
-from tests.test_report import four_ranks
+from tests.report.test_report import four_ranks
 
 pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.gpu_time.classify import NON_GPU
 from traceforge.report.collect import _memory_series, delay_histogram, rank_report
 from traceforge.report.headline import headline, step_table
 from traceforge.util.lazy_pandas import pd
-
-from .conftest import TRACES, run_cli
 
 bokeh = pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
 

@@ -12,12 +12,11 @@ import re
 import numpy as np
 import pytest
 
+from tests.support import make_ranks
 from traceforge import _native
 from traceforge.analyses.collectives.clock import ClockFit, _table
 from traceforge.io.memory.heap import hold_freed
 from traceforge.rewrite.merge import _KEY_NAMES, RankInput, _last_event_end, merge_ranks
-
-from .conftest import load_script
 
 # what key_values stands for: the regex the batch edit split on before it
 SPLIT = re.compile(rb'"(pid|tid|id|correlation|External id|external id|args)"\s*:\s*'
@@ -92,7 +91,7 @@ def test_last_event_end_strips_as_rstrip_did():
 @pytest.fixture(scope="module")
 def ranks_dir(tmp_path_factory, make_sample):
     out = tmp_path_factory.mktemp("ranks") / "r3"
-    load_script("make_ranks").make(make_sample(steps=4).path, out, 3, 7, delays=2)
+    make_ranks.make(make_sample(steps=4).path, out, 3, 7, delays=2)
     return out
 
 

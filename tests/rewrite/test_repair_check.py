@@ -12,11 +12,10 @@ import random
 
 import pytest
 
+from tests.cli.test_fuzz_fields import _base, mutate
+from tests.conftest import run_cli
 from traceforge.perfetto.rules import RULES, WARNING
 from traceforge.rewrite.repair import NOT_REPAIRED
-
-from .conftest import run_cli
-from .test_fuzz_commands import _base, mutate
 
 INPUTS = int(os.environ.get("TRACEFORGE_FUZZ_REPAIR_INPUTS", "40"))
 FIXED = {"slice_spill_overlapping_complete_event", "flow_end_from_slice_0"}

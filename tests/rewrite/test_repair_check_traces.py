@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TRACES, run_cli
+from tests.rewrite.test_repair_check import DROPPING_STARTS
 from traceforge.rewrite.repair import NOT_REPAIRED
-
-from .conftest import TRACES, run_cli
-from .test_repair_check import DROPPING_STARTS
 
 FIXED_WARNINGS = {"dangling_flow_end", "pid_tid_out_of_range"}  # flow ends dropped, ids renumbered
 # In the input, a loss repair cannot fix, or one that leaves a flow end without its start after repair.

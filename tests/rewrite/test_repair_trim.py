@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.perfetto import check_trace
 from traceforge.perfetto.timestamps import perfetto_ns, time_ns
 from traceforge.rewrite.rebase import shift_us_text
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 SPILLS = ("slice_spill_overlapping_complete_event", "slice_drop_overlapping_complete_event")
 
@@ -398,7 +397,7 @@ def _same_events(a, b) -> bool:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_trim_reads_plain_rows_as_the_parser_does(seed, tmp_path, monkeypatch):
-    from .test_check import _odd_and_plain_events
+    from tests.perfetto.test_check import _odd_and_plain_events
 
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": [\n' + ",\n".join(_odd_and_plain_events(200 + seed, 3000)) + "\n]}")
@@ -449,7 +448,7 @@ def _fuzz_trace(seed: int) -> str:
     first met in a parsed event and then in a plain one; and thread names at ts 0."""
     import random
 
-    from .test_check import _odd_and_plain_events
+    from tests.perfetto.test_check import _odd_and_plain_events
 
     events = _odd_and_plain_events(700 + seed, 2000)
     r = random.Random(seed)

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.structure.filters import Filters
 from traceforge.analyses.structure.steps import gpu_steps, profiler_steps
 from traceforge.columns.scan import scan
-
-from .conftest import TRACES, run_cli
 
 
 def _per_step(path) -> dict[int, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FETCHED, TRACES, load_script
+from tests.conftest import FETCHED, TRACES, load_script
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT, SAMPLE
 from traceforge.columns.scan import scan
-
-from .conftest import ROOT, SAMPLE
 
 
 @pytest.mark.parametrize("name", [SAMPLE, "alexnet"])

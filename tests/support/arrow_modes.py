@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 HAS_PYARROW = importlib.util.find_spec("pyarrow") is not None
 MODES = ("pyarrow", "no-pyarrow")

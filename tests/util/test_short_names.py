@@ -4,11 +4,10 @@ the same text, in tables (``cli.output.render``), patterns, counters and the rep
 import pandas as pd
 import pytest
 
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.gpu_time.kernel_names import kernel_labels
 from traceforge.cli.output import Col, render
 from traceforge.util.short_names import ELLIPSIS, shorten, shorten_distinct
-
-from .conftest import TRACES, run_cli
 
 CUDNN = ("void cudnn::bn_bw_1C11_singleread_specialized<float, 512, true, 1, 2, 0>(cudnn::{variant}"
          "NhwcBatchNormBackwardParams, float, float const*, float*, cudnn::reduced_divisor, int, float>)")

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT, TRACES, run_cli
+from tests.support import make_ranks
 from traceforge.analyses.collectives.kinds import bus_factor, kind_of, nccl_size
 from traceforge.api.collectives import collectives
 from traceforge.api.merge import merge
 from traceforge.rewrite.merge import ID_STRIDE
-
-from .conftest import TRACES, load_script, run_cli
 
 US = 1000
 OFFSET_TOL_NS = 5 * US
@@ -25,7 +25,7 @@ WAIT_TOL_NS = 5 * US
 
 def made(tmp: Path, base: Path, ranks: int, seed: int, **kw) -> tuple[Path, dict]:
     out = tmp / f"r{ranks}_s{seed}"
-    truth = load_script("make_ranks").make(base, out, ranks, seed, **kw)
+    truth = make_ranks.make(base, out, ranks, seed, **kw)
     return out, truth
 
 
@@ -299,7 +299,7 @@ def test_real_pair_matched_fitted_and_merged(tmp_path):
     assert run_cli("check", str(out)).returncode == 0
     from traceforge.perfetto import trace_processor as tp
 
-    binary = tp.find(str(Path(__file__).resolve().parents[2] / "shared" / "bin" / "trace_processor"))
+    binary = tp.find(str(ROOT.parent / "shared" / "bin" / "trace_processor"))
     try:
         stats = tp.query(binary, str(out), tp.STATS_SQL, timeout=120)
     except Exception as e:  # noqa: BLE001

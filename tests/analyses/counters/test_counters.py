@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.counters import counter_tables
 from traceforge.analyses.counters.names import kernel_function, kernel_key
 from traceforge.annotator.plugins.counters import RATE_SCALE
@@ -21,8 +22,6 @@ from traceforge.io.read.ncu_csv import unit_factor
 from traceforge.io.read.reader import TraceReader, quote_times
 from traceforge.perfetto import check_trace
 from traceforge.util.exacttime import to_ns
-
-from .conftest import TRACES, raw_json, run_cli
 
 HTA_TOP_OPS = {"conv2d": 38, "relu_": 14, "linear": 12, "max_pool2d": 6, "dropout": 4, "adaptive_avg_pool2d": 2,
                "rand": 1}

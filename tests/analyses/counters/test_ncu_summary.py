@@ -14,11 +14,10 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import TRACES_DIR
 from traceforge.analyses.counters.kinds import TOTAL
 from traceforge.analyses.gpu_time.kernel_names import kernel_kind, short_kernel_name
 from traceforge.cli.main import main
-
-from .conftest import TRACES_DIR
 
 NCU = TRACES_DIR / "h100" / "ncu_raw.csv"
 NCU_TRACE = TRACES_DIR / "h100" / "ncu_target_trace.json.gz"

@@ -156,7 +156,7 @@ def test_resnet_step_3_runs_through_the_forward_pass():
 
 
 def test_annotate_follows_the_forward_pass_unless_hta(linked, tmp_path):
-    from tests.test_critical_path_annotate import annotate, ns
+    from tests.annotator.plugins.test_critical_path import annotate, ns
 
     for extra, length, marked in (((), 28_000, {"F", "F.child", "B"}), (("--critical-path-hta",), 18_000, {"B"})):
         events = annotate(linked, tmp_path, *extra)

@@ -16,14 +16,13 @@ import pandas as pd
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.analyses.cross_trace.diff import compare
 from traceforge.analyses.cross_trace.stats import TAIL_PERCENTS, TraceStats, tails, trace_stats, wall_span
 from traceforge.analyses.launches.overlap import launch_overlaps
 from traceforge.analyses.structure.activity import canonical_kind
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 SCANNED_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op", "user_annotation",
                 "python_function", "cuda_profiler_range"}
@@ -307,7 +306,7 @@ def test_cli_formats_ranks_and_errors(capsys):
     assert "hipLaunchKernel" in text and "Launch overlap: 0 of 12" in text
 
     assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3"]) == 1
-    assert "one table: name it with --table" in capsys.readouterr().err  # tests/test_diff.py
+    assert "one table: name it with --table" in capsys.readouterr().err  # tests/analyses/cross_trace/test_diff.py
     assert main(["diff", str(TRACES["amd"]), str(TRACES["triton"]), "--format", "csv", "--top", "3",
                  "--table", "ops"]) == 0
     text = capsys.readouterr().out

@@ -12,11 +12,10 @@ from decimal import Decimal
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, raw_json
 from traceforge.analyses.cross_trace.tail_compare import COMPARED
 from traceforge.analyses.structure.activity import CUPTI_KINDS
 from traceforge.cli.main import main
-
-from .conftest import TRACES, raw_json
 
 FIVE = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"}
 

@@ -8,11 +8,10 @@ from decimal import Decimal
 
 import pytest
 
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.gpu_time.annotations import gpu_annotation_times
 from traceforge.analyses.structure.steps import profiler_steps
 from traceforge.columns.scan import scan
-
-from .conftest import TRACES, raw_json, run_cli
 
 
 def _ns(value) -> int:

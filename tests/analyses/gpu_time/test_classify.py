@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, TRACES, raw_json
 from traceforge.analyses.gpu_time.classify import NON_GPU, classify_columns, label_ops
 from traceforge.analyses.gpu_time.rules import PRESETS, RuleSet, load_rules
 from traceforge.api.reads import gpu_columns as load_gpu_columns
@@ -28,8 +29,6 @@ from traceforge.cli.main import main
 from traceforge.columns.scan import MEMCPY, MEMSET
 from traceforge.errors import UsageError
 from traceforge.util.exacttime import to_ns
-
-from .conftest import SAMPLE, TRACES, raw_json
 
 HTA_TRACES = ("negative_queue", "df_index", "trace_diff")  # the three in docs/hta.md
 _cache: dict = {}
@@ -381,7 +380,7 @@ def test_cli_formats_and_elapsed(capsys):
     rows = {r["category"]: r for r in data["rows"]}
     assert rows[NON_GPU]["nonoverlapped_ns"] == 15_500_000_000 - busy
     code, out, err = cli(capsys, "classify", small, "--format", "json", "--elapsed-s", "0.00001")
-    assert code == 1 and out == "" and "less than GPU 0's busy time" in err  # tests/test_classify_elapsed.py
+    assert code == 1 and out == "" and "less than GPU 0's busy time" in err  # tests/analyses/gpu_time/test_classify_elapsed.py
     code, _, err = cli(capsys, "classify", small, small, small, "--elapsed-s", "1,2")
     assert code == 1 and "one value or one per input (3), not 2" in err
     _, out, _ = cli(capsys, "classify", small, "--kernels", "--format", "csv")

@@ -17,12 +17,11 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import ROOT, TRACES, run_cli
 from traceforge.analyses.gpu_time.comm_overlap import WHOLE_TRACE, comm_overlap, exposed_comm
 from traceforge.analyses.hta.types import COMMUNICATION, COMPUTATION, MEMORY, OTHER, op_types
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
-
-from .conftest import ROOT, TRACES, run_cli
 
 # --- brute force: plain Python over the parsed events ---------------------------------------
 

@@ -13,14 +13,13 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, raw_json, run_cli
 from traceforge.analyses.gpu_time.busy import KERNEL_WAIT_NS
 from traceforge.analyses.gpu_time.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals
 from traceforge.analyses.launches.calls import last_step_start
 from traceforge.columns.scan import scan
 from traceforge.io.read.reader import quote_times
 from traceforge.util.exacttime import to_ns
-
-from .conftest import SAMPLE, raw_json, run_cli
 
 GPU_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}

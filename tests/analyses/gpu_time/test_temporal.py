@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 import traceforge
+from tests.analyses.gpu_time.test_comm_overlap import NCCL, Op, gpu_ops, read_events, sweep, whole, write_trace
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.gpu_time.comm_overlap import WHOLE_TRACE
 from traceforge.analyses.gpu_time.temporal import temporal_breakdown
 from traceforge.columns.scan import scan
-
-from .conftest import TRACES, run_cli
-from .test_overlap import NCCL, Op, gpu_ops, read_events, sweep, whole, write_trace
 
 
 def brute_temporal(ops: list[Op]) -> dict[int, tuple[int, int, int, int]]:

@@ -11,12 +11,11 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.hta.choices import hta_version, hta_view, queue_apis
 from traceforge.analyses.launches.calls import HTA_QUEUE_APIS, last_step_start
 from traceforge.columns.scan import scan
 from traceforge.errors import UsageError
-
-from .conftest import TRACES, run_cli
 
 
 def _trace(path: Path, *, gpu_step_at: float | None, steps=((1, 0, 10), (2, 10, 10))) -> str:
@@ -108,7 +107,7 @@ def test_cli_switch(tmp_path):
 def test_resnet50s_cut_is_its_gpu_side_step_4_25_ms_later():
     """torch 2.11's trace: the GPU-side copy of ProfilerStep#5 starts 4,252.923 µs after the CPU
     range; HTA cuts there (``get_cuda_kernel_launch_stats`` counts 1,826 launches, as
-    ``launch-stats --hta`` does: tests/test_hta_switch.py), 62 more than the CPU range's cut."""
+    ``launch-stats --hta`` does: tests/analyses/hta/test_switch.py), 62 more than the CPU range's cut."""
     cols = scan(str(TRACES["h100_resnet50"]))
     cpu = int(cols.steps.ts.max())
     assert last_step_start(cols) - cpu == 4_252_923

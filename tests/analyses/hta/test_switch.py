@@ -14,13 +14,12 @@ import json
 import math
 from decimal import Decimal
 from functools import cache
-from pathlib import Path
 
 import pytest
 
-from .conftest import TRACES, run_cli
+from tests.conftest import TESTS, TRACES, run_cli
 
-RECORDED = json.loads((Path(__file__).parent / "data" / "hta_figures.json").read_text())["versions"]
+RECORDED = json.loads((TESTS / "data" / "hta_figures.json").read_text())["versions"]
 VERSIONS = sorted(RECORDED)
 NAMES = sorted(RECORDED[VERSIONS[0]])
 STATS_TABLES = ("overlap", "temporal", "kernel_types", "kernel_breakdown", "queue", "streams")
@@ -347,7 +346,7 @@ def test_launch_stats_hta_median_and_p90_are_htas(name, version):
 def test_gpu_annotations_hta_are_htas():
     """``stats --hta --table gpu_annotations``: count, sum, max and min per name equal HTA 0.5.0's
     ``get_gpu_user_annotation_breakdown`` exactly (``test_gpu_annotations.HTA_NCCL``, with its call)."""
-    from .test_gpu_annotations import HTA_NCCL
+    from tests.analyses.gpu_time.test_annotations import HTA_NCCL
 
     rows = _json(["stats", str(TRACES["nccl"]), "--format", "json", "-q", "--table", "gpu_annotations",
                   "--hta"])["gpu_annotations"]

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, raw_json, run_cli
 from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
 from traceforge.analyses.launches.delay import HTA_LAUNCH_STATS_APIS
-
-from .conftest import SAMPLE, raw_json, run_cli
 
 SUFFIX = "_new"  # neither a CUPTI version nor a stream suffix (``launches.api_name`` strips those)
 _LAUNCH_NAME = re.compile(rb'"(' + b"|".join(re.escape(a.encode()) for a in sorted(STREAM_LAUNCH_APIS, key=len,

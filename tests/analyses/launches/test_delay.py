@@ -11,6 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge import annotate, launch_stats
 from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS, calls_of, last_step_start
 from traceforge.analyses.launches.delay import (
@@ -32,8 +33,6 @@ from traceforge.perfetto.timestamps import perfetto_ns as perfetto_ns_array
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
 from traceforge.util.durations import parse_duration_ns
 from traceforge.util.exacttime import to_ns
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 # HTA 0.5 (../shared/docs/hta-reference.md): launches, median and p90 of the delay in µs.
@@ -206,7 +205,7 @@ class PerfettoFlowBinder:
 @pytest.mark.parametrize("name, cutoff, most_unplaced", [
     ("negative_queue", None, 5),  # 5 cudaMemsetAsync share their start with a 0-µs cudaPeekAtLastError
     ("ns_resolution", "0us", 11),  # fractional epoch-µs ts: every positive delay gets an arrow but where
-    # Perfetto spills the op or its launch (their ends would bind to the slice under it: test_flow_binding.py)
+    # Perfetto spills the op or its launch (their ends would bind to the slice under it: tests/perfetto/test_flow_binding.py)
     ("nccl", "0us", 0),  # gpu_user_annotation slices enclose kernels on the GPU threads
     (SAMPLE, "0us", 5),  # two GPUs, a graph launch, the driver API; 5 zero-duration memsets have no inside
 ])

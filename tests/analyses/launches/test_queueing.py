@@ -4,10 +4,9 @@ import json
 
 import pytest
 
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.launches.delay import launch_table
 from traceforge.columns.scan import scan
-
-from .conftest import TRACES, run_cli
 
 
 def _trace(path):

@@ -9,10 +9,9 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.memory.memcpy_bw import RATE_SCALE, copy_rates, copy_rows, memcpy_bandwidth
 from traceforge.columns.scan import scan
-
-from .conftest import TRACES, raw_json, run_cli
 
 ARG = "memory bandwidth (GB/s)"
 

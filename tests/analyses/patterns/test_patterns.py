@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.gpu_time.kernel_names import short_kernel_name
 from traceforge.analyses.launches.calls import last_step_start
 from traceforge.analyses.patterns.by_op import find_patterns
@@ -19,8 +20,6 @@ from traceforge.io.read.reader import TraceReader, quote_times
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
 from traceforge.util.distinct import factorized
 from traceforge.util.exacttime import to_ns
-
-from .conftest import TRACES, raw_json, run_cli
 
 MEMSET = "Memset (Device)"
 EPILOGUE = ("void epilogue::impl::globalKernel<float, float, float, true, true>(int, int, long, float*, "

@@ -3,7 +3,7 @@
 
 import pytest
 
-from .conftest import TRACES, run_cli
+from tests.conftest import TRACES, run_cli
 
 
 def test_fewer_patterns_than_asked_says_why(sample):

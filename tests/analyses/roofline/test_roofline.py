@@ -16,14 +16,13 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.roofline import work as W
 from traceforge.analyses.roofline.limits import limits_for, parse_limits
 from traceforge.analyses.roofline.model import roofline, split_by_duration
 from traceforge.api import reads
 from traceforge.errors import TraceforgeError, UsageError
 from traceforge.util.lazy_pandas import pd
-
-from .conftest import TRACES, raw_json, run_cli
 
 F32, BF16 = "float", "c10::BFloat16"
 
@@ -402,9 +401,8 @@ def test_trace_without_shapes_one_line_exit_0():
 
 @pytest.mark.integration
 def test_annotated_trace_imports_in_trace_processor_with_args(tmp_path):
+    from tests.perfetto.test_trace_processor import BINARY
     from traceforge.perfetto import trace_processor as tp
-
-    from .test_trace_processor import BINARY
 
     src = TRACES["h100_ddp"]
     out = tmp_path / "roof.json.gz"

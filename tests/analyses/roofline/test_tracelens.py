@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, TRACES, load_script
-from .test_roofline_triton import compiled_trace
+from tests.analyses.roofline.test_triton import compiled_trace
+from tests.conftest import ROOT, TRACES, load_script
 
 TRACELENS_PYTHON = Path(os.environ.get("TRACELENS_PYTHON", ROOT.parent / "venv-tracelens" / "bin" / "python"))
 

@@ -14,10 +14,9 @@ import orjson
 import pandas as pd
 import pytest
 
+from tests.conftest import TRACES, run_cli
 from traceforge.analyses.roofline import work as W
 from traceforge.cli.output import WIDTH
-
-from .conftest import TRACES, run_cli
 
 F32, BF16 = "float", "c10::BFloat16"
 H100_GBPS = 3350

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge import Filters
 from traceforge.analyses.cross_trace.stats import TraceStats
 from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
@@ -21,8 +22,6 @@ from traceforge.analyses.structure.steps import gpu_steps, steps_window
 from traceforge.api import reads
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
-
-from .conftest import TRACES, raw_json, run_cli
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import SAMPLE, TRACES
 from traceforge.analyses.patterns.by_op import find_patterns
 from traceforge.analyses.structure import export_tables
 from traceforge.analyses.structure.stacks import build_stacks, nest_calls
@@ -20,8 +21,6 @@ from traceforge.api.reads import stack_columns as scan_for_stacks
 from traceforge.columns import windows
 from traceforge.columns.scan import TraceColumns, scan
 from traceforge.columns.table import Table
-
-from .conftest import SAMPLE, TRACES
 
 
 def _ancestors(cols: TraceColumns, rows: np.ndarray, first_op: np.ndarray) -> dict[int, tuple[int, ...]]:

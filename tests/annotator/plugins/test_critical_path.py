@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 import traceforge
+from tests.analyses.critical_path.test_path import EVENTS
+from tests.conftest import ROOT, TRACES, run_cli
 from traceforge.perfetto import check_trace
 from traceforge.perfetto.timestamps import time_ns
-
-from .conftest import ROOT, TRACES, run_cli
-from .test_critical_path import EVENTS
 
 SAMPLE = ROOT / "samples" / "train_step.json.gz"
 ALEXNET = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"

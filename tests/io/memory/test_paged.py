@@ -12,13 +12,12 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import SAMPLE, raw_json
 from traceforge.annotator.run import annotate
 from traceforge.cli import main as cli
 from traceforge.columns.scan import scan
 from traceforge.columns.table import GrowingColumns
 from traceforge.io.memory import heap, paged
-
-from .conftest import SAMPLE, raw_json
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux") or getattr(mmap, "MADV_DONTNEED", None) is None,
                                 reason="resident memory read from /proc; madvise(MADV_DONTNEED) on Linux")

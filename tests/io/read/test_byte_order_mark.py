@@ -12,9 +12,8 @@ import sys
 
 import pytest
 
+from tests.conftest import ROOT, run_cli
 from traceforge.io.read.reader import BOM
-
-from .conftest import ROOT, run_cli
 
 EVENT = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
          "args": {"stream": 7, "device": 0}}

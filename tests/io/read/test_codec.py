@@ -10,11 +10,10 @@ import random
 import pytest
 import zstandard
 
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.errors import TraceFormatError, UsageError
 from traceforge.io.read.codec import ZstdFrames, iter_decompressed
 from traceforge.io.write.output import COMPRESSIONS, Compressor, output_compression
-
-from .conftest import TRACES, raw_json, run_cli
 
 _rng = random.Random(5)
 DATA = b"".join(b'{"ph":"X","name":"%s","ts":%d,"dur":%d},' % (_rng.randbytes(_rng.randint(4, 60)).hex().encode(), i,

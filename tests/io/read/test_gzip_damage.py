@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 
 def events_text(n: int, seed: int) -> bytes:

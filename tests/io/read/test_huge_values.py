@@ -12,11 +12,10 @@ import time
 
 import pytest
 
+from tests.conftest import run_cli
+from tests.support.arrow_modes import MODES, run_in
 from traceforge.io.read.rank_files import head_rank
 from traceforge.io.write.jsontext import json_int
-
-from .arrow_modes import MODES, run_in
-from .conftest import run_cli
 
 COMMANDS = (("info",), ("stats",), ("check",), ("classify",), ("launch-stats",), ("patterns",), ("critical-path",),
             ("counters",), ("repair", "-o", "{out}"), ("annotate", "--all", "-o", "{out}"), ("diff", "{path}"))

@@ -12,10 +12,9 @@ import subprocess
 import pytest
 import zstandard
 
+from tests.conftest import run_cli
 from traceforge.io.read.limits import ReadLimits, parse_size, reading_limits
 from traceforge.io.read.reader import TraceReader
-
-from .conftest import run_cli
 
 MB = 1 << 20
 EVENT = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,

@@ -12,9 +12,8 @@ import sys
 
 import pytest
 
+from tests.conftest import ROOT
 from traceforge.io.read.reader import MAX_BATCH_EVENTS, TraceReader
-
-from .conftest import ROOT
 
 MB = 1 << 20
 EVENTS = 2_000_000

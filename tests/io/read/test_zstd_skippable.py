@@ -9,11 +9,10 @@ import struct
 import pytest
 import zstandard
 
+from tests.conftest import run_cli
 from traceforge.cli.serve import json_size
 from traceforge.io.read.codec import detect_codec
 from traceforge.io.read.rank_files import head_rank
-
-from .conftest import run_cli
 
 
 def _skippable(magic_low: int, payload: bytes) -> bytes:

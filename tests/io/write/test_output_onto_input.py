@@ -9,9 +9,8 @@ import shutil
 
 import pytest
 
+from tests.conftest import run_cli
 from traceforge.io.read.reader import TraceReader
-
-from .conftest import run_cli
 
 WRITERS = [("annotate", "--queue-length"), ("annotate", "--launch-delay"), ("annotate", "--queue-length", "--repair"),
            ("patterns", "--tag-kernels"), ("repair",), ("trim", "--steps", "2"), ("report",)]

@@ -1,7 +1,7 @@
 """Outputs never replace an input (issue 54 item 1): every writing command, given an output
 that is one of the files it reads (the same name, a symlink, a hard link; a trace, a file in
 an input directory, a --rules file), refuses in one line before anything is read, and the
-input is unchanged. (``tests/test_hostile_same_output.py`` covers -o of the trace writers on
+input is unchanged. (``tests/io/write/test_output_onto_input.py`` covers -o of the trace writers on
 their own input.)"""
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT, run_cli
 from traceforge.io.read import codec, rank_files
-
-from .conftest import ROOT, run_cli
 
 RULES = '{"name": "mine", "rules": [{"category": "all", "match": ".*"}]}'
 

@@ -8,6 +8,7 @@ import importlib
 import numpy as np
 import pytest
 
+from tests.conftest import SAMPLE, raw_json
 from traceforge.annotator.registry import ANALYSES, with_defaults
 from traceforge.annotator.schedule import run_analyses
 from traceforge.columns.scan import scan
@@ -15,8 +16,6 @@ from traceforge.io.read.reader import TraceReader
 from traceforge.io.write import placed_patch
 from traceforge.io.write.patch import ExtraArgs, patch_editor
 from traceforge.io.write.writer import write_trace
-
-from .conftest import SAMPLE, raw_json
 
 
 def _variants(data: bytes) -> dict[str, bytes]:

@@ -9,10 +9,9 @@ import orjson
 import pytest
 import zstandard
 
+from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.annotator.plugins.roofline import KERNEL_ARGS as ROOFLINE_ARGS
 from traceforge.io.read.reader import TraceReader
-
-from .conftest import SAMPLE, TRACES, raw_json, run_cli
 
 
 def _event_bytes(path) -> tuple[bytes, list[bytes], bytes]:

@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 import traceforge
-
-from .conftest import ROOT, run_cli
-from .test_critical_path import EVENTS
+from tests.analyses.critical_path.test_path import EVENTS
+from tests.conftest import ROOT, run_cli
 
 SAMPLE = str(ROOT / "samples" / "train_step.json.gz")
 

@@ -4,7 +4,7 @@ cross-rank summary the other many-rank commands give."""
 import json
 import re
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 RANK = b'"rank": 0,'
 

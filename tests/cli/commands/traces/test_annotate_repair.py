@@ -18,12 +18,11 @@ import orjson
 import pytest
 
 import traceforge
+from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.event_edits import EventEdits, edits_after, event_spans, rescanned
 from traceforge.perfetto import check_trace
 from traceforge.rewrite.repair import repair
-
-from .conftest import TRACES, raw_json, run_cli
 
 OPTIONS = {"delay_cutoff": "0us"}  # an arrow to every kernel, so arrows end on the moved ones
 CHOICES = [("queue_length",), ("launch_delay",), ("queue_length", "launch_delay", "classify"), ("all",)]
@@ -98,7 +97,7 @@ def test_arrows_move_with_their_kernels_and_leave_their_negative_thread(broken, 
     fixed = result.repaired
     assert fixed.moved_slices == alone.moved_slices
     assert fixed.dropped_flow_ends == alone.dropped_flow_ends >= 1
-    # no arrow ends on a kernel Perfetto would spill (annotate draws none there: test_flow_binding.py)
+    # no arrow ends on a kernel Perfetto would spill (annotate draws none there: tests/perfetto/test_flow_binding.py)
     assert fixed.moved_flow_ends == alone.moved_flow_ends
     assert fixed.remapped_events > alone.remapped_events  # the arrows' starts on the launching thread
     events = orjson.loads(raw_json(one))["traceEvents"]

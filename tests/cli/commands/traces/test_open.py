@@ -12,10 +12,9 @@ import urllib.request
 import pytest
 import zstandard
 
+from tests.conftest import ROOT, TRACES, raw_json
 from traceforge.cli import serve
 from traceforge.cli.serve import SizeEstimate, json_size
-
-from .conftest import ROOT, TRACES, raw_json
 
 
 def _free_port() -> int:

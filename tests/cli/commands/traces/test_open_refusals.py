@@ -14,7 +14,7 @@ import urllib.request
 
 import zstandard
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 MB = 1 << 20
 
