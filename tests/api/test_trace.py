@@ -60,6 +60,7 @@ def _same_critical_path(trace, path: str) -> None:
         assert got.has_syncs == expected.has_syncs and got.metadata == expected.metadata
 
 
+@pytest.mark.slow
 def test_every_method_equals_its_path_function_on_the_sample():
     _check_every_method(str(SAMPLE), "aten::addmm")
 

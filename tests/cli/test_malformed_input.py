@@ -308,6 +308,7 @@ def test_output_onto_a_fifo_is_written_in_place(tmp_path, sample):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "plain.json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
 def test_file_size_limit_is_one_line(command, tmp_path, sample):
     out_dir = tmp_path / "out"

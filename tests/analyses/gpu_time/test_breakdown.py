@@ -86,6 +86,7 @@ def test_kernel_types_equal_a_brute_force_over_every_ns(tmp_path, seed):
         assert part["time_ns"].is_monotonic_decreasing
 
 
+@pytest.mark.slow
 def test_types_can_be_left_out(tmp_path):
     events = _random_trace(tmp_path / "t.json", 7)
     table = kernel_types(scan(str(tmp_path / "t.json")), types=["COMPUTATION", "COMMUNICATION"])

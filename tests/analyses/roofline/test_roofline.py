@@ -315,6 +315,7 @@ def test_every_entry_point_says_what_is_missing_once_and_invents_nothing(tmp_pat
     assert all(("flops" in k) == (case != "no shapes") for k in kernels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", MISSING)
 def test_the_report_section_says_what_is_missing(tmp_path, case):
     pytest.importorskip("bokeh")
@@ -425,6 +426,7 @@ def test_annotated_trace_imports_in_trace_processor_with_args(tmp_path):
     assert {k for k in got if k.startswith("counter:")} >= {"counter:Roofline TFLOP/s", "counter:Roofline %"}
 
 
+@pytest.mark.slow
 def test_report_has_a_roofline_chart_and_the_ops_that_lost_most(tmp_path):
     pytest.importorskip("bokeh")
     import traceforge

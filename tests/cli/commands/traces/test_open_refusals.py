@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 
+import pytest
 import zstandard
 
 from tests.conftest import ROOT
@@ -78,6 +79,7 @@ def test_sigterm_ends_open_with_143_and_port_0_prints_the_real_port(sample):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_port_out_of_range_is_one_line(sample):
     for port in ("70000", "-1", "x"):
         r = subprocess.run([sys.executable, "-m", "traceforge", "open", str(sample.path), "--port", port, "--no-browser"],
