@@ -7,11 +7,15 @@ Take a snapshot of each tree, then compare the two snapshots:
     python scripts/same_outputs.py snapshot --tree . --out /tmp/snap-b
     python scripts/same_outputs.py compare /tmp/snap-a /tmp/snap-b
 
-``snapshot`` runs every command (annotate with each analysis alone and with --all, check,
-repair, trim, open, info, launch-stats, patterns, classify, counters, stats, export, diff),
-in each --format, on every ``*.json.gz`` under --traces (default ``../shared/traces`` of
-this checkout) and on the tree's ``samples/train_step.json.gz``, plus option variants,
-several-trace (per-rank) runs, stdin input, --help texts and expected errors. Each run is
+``snapshot`` runs every command that the tree's ``traceforge --help`` lists, with each
+``--format`` and each ``--table`` its --help names, annotate with each analysis alone and with
+--all, ``--hta``/``--hta-version`` and the filters (--steps, --window, --kernel, --op) wherever a
+command has them, on every ``*.json.gz`` under --traces (default ``../shared/traces`` of this
+checkout) and on the tree's ``samples/train_step.json.gz``, plus option variants, several-trace
+(per-rank) runs with --jobs 2, the commands across ranks (collectives, merge, report) on the
+trace_filter pair and on ranks made by ``make_ranks.py`` (this script's), stdin input, --help
+texts and expected errors; it stops before running if a command, an analysis or a table of
+--help would not run. ``--only REGEX`` runs just the runs whose name matches. Each run is
 ``python -m traceforge ...`` in a subprocess with ``PYTHONPATH=TREE`` (checked to import
 traceforge from TREE), so only the command line is used and the tree's layout does not
 matter. Every run has its own working directory in which ``in/`` holds copies of the
@@ -20,10 +24,11 @@ traces; arguments are relative paths, so the two trees' runs have identical argv
 Per run the manifest (``SNAPDIR/manifest.json``) records argv, exit code, the sha256 of
 stdout and stderr, and for every file the run wrote the sha256 and size of its content:
 ``.gz`` and ``.zst`` files are decompressed first (their compressed bytes may differ from
-run to run), other files (CSV, HTML, plain JSON) are hashed as written. Only what varies
-between identical runs is normalised in stdout and stderr: elapsed seconds ("checked in
-0.6 s", "(0.5 s)", ``"seconds": 0.612``), the tree's and the scratch directory's absolute
-paths, and the port ``open`` serves on. The normalised texts (and small text outputs) are
+run to run), other files (CSV, HTML, plain JSON) are hashed as written, except that in HTML
+every uuid (the random element ids of report's Bokeh plots) becomes ``<UUID-k>``, numbered in
+order of first use. Only what varies between identical runs is normalised in stdout and
+stderr: elapsed seconds ("checked in 0.6 s", "(0.5 s)", ``"seconds": 0.612``), the tree's and
+the scratch directory's absolute paths, and the port ``open`` serves on. The normalised texts (and small text outputs) are
 kept in ``SNAPDIR/text/`` for the diffs ``compare`` prints.
 
 ``compare`` prints every difference (a missing run, argv, exit code, stdout, stderr, an
@@ -64,11 +69,19 @@ SAMPLE = "samples/train_step.json.gz"
 NCU_TRACE = "h100/ncu_target_trace.json.gz"
 NCU_CSV = "h100/ncu_raw.csv"
 CUPTI_TRACE_DIR = "hta/cupti_profiler/"
-COMMANDS = ("annotate", "check", "repair", "trim", "open", "info", "launch-stats", "patterns", "classify",
-            "counters", "stats", "export", "diff")
-ANALYSIS_FLAGS = ("--queue-length", "--memcpy-bw", "--launch-delay", "--classify", "--counters", "--patterns")
+RANK_PAIR = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
+MADE_RANKS_BASE = "hta/nccl_parser_config/nccl_data.json.gz"  # has NCCL kernels with their collectives' args
+MADE_RANKS = "ranks"  # under in/: rank<R>.json.gz made by make_ranks.py from MADE_RANKS_BASE
+MADE_RANKS_ARGS = ("--ranks", "3", "--seed", "1")
+GPU_LIMITS = "gpu_limits.json"  # under in/: a --gpu-limits file naming the GPU of GPU_LIMITS_TRACE
+GPU_LIMITS_TRACE = "hta/triton_example/triton_example.json.gz"
+GPU_LIMITS_TEXT = ('{"NVIDIA A100-PG509-200": {"memory_gbps": 1555, '
+                   '"tflops": {"fp32": 19.5, "tf32_tensor": 156, "bf16_tensor": 312}}}\n')
+TABLES_TRACE = "h100/resnet50_train.json.gz"  # every stats table in CSV here too, beside the sample
 PATTERN_OPS = ("aten::addmm", "aten::conv2d", "aten::linear", "aten::mm", "aten::bmm", "aten::convolution")
+KERNEL_REGEX = "(?i)gemm|conv"  # --kernel filter runs
 CHECK_CODES = (0, 1, 2)  # check: nothing lost, something lost, Perfetto would refuse the trace
+TRACE_PROCESSOR = HERE.parent.parent / "shared" / "bin" / "trace_processor"
 RUN_TIMEOUT_S = 600
 TEXT_KEPT_BYTES = 1 << 20  # stdout/stderr/output texts up to this size are kept for diffs
 DIFF_LINES = 40
@@ -79,6 +92,74 @@ TIMING_PATTERNS = (
     (re.compile(r'"seconds": \d+(?:\.\d+)?(?:[eE][-+]?\d+)?'), '"seconds": <T>'),  # check, json
     (re.compile(r"(\(|, )\d+(?:\.\d+)? s\)$", re.MULTILINE), r"\1<T> s)"),  # "(0.6 s)", "appended, 0.5 s)"
 )
+# What varies between two runs in a written file: the random element ids (uuid4) an HTML page's
+# plots are made with (report's Bokeh document); each becomes <UUID-k>, k in order of first use.
+UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+
+
+# -- the command line under test ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cli:
+    """What the tree's ``--help`` texts say: the commands and, per command, its options, its
+    --format and --table choices. The plan follows them, so every command, format and table runs."""
+
+    commands: tuple[str, ...]
+    helps: dict[str, str]  # command -> its --help text, whitespace collapsed
+
+    def has(self, command: str, option: str) -> bool:
+        return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", self.helps.get(command, "")) is not None
+
+    def formats(self, command: str) -> tuple[str, ...]:
+        m = re.search(r"--format \{([^}]*)\}", self.helps.get(command, ""))
+        return tuple(m.group(1).split(",")) if m else ()
+
+    def tables(self, command: str) -> tuple[str, ...]:
+        text = self.helps.get(command, "")
+        m = re.search(r"--table \{([^}]*)\}", text)
+        if m:
+            return tuple(m.group(1).split(","))
+        m = re.search(r"only this table \(again for more\): (.*?) \(default", text)
+        return tuple(t.strip() for t in m.group(1).split(",")) if m else ()
+
+    def table_in_text(self, command: str) -> bool:
+        """--table also picks what text (and json) print; else it is only for --format csv."""
+        m = re.search(r"(?<!\[)--table (?:\{[^}]*\}|[A-Z]+) (.{0,60})", self.helps.get(command, ""))
+        return m is not None and re.match(r"(the|which) table --format csv", m.group(1)) is None
+
+    def has_filters(self, command: str) -> bool:
+        return "filters: analyse only part of the trace" in self.helps.get(command, "")
+
+    def analyses(self) -> tuple[str, ...]:
+        """annotate's analysis flags: its usage's bare flags between -o and --all."""
+        usage = self.helps.get("annotate", "").split("positional arguments:")[0]
+        m = re.search(r"\[-o OUTPUT\](.*?)\[--all\]", usage)
+        return tuple(re.findall(r"\[(--[a-z][a-z0-9-]*)\]", m.group(1))) if m else ()
+
+    def hta_versions(self) -> tuple[str, ...]:
+        for text in self.helps.values():
+            m = re.search(r"HTA's choices of this version \(([^)]*)\)", text)
+            if m:
+                return tuple(v.strip() for v in m.group(1).split(","))
+        return ()
+
+
+def read_cli(setup: Setup, jobs: int) -> Cli:
+    def helptext(command: str | None) -> str:
+        argv = [setup.python, "-m", "traceforge", *([command] if command else []), "--help"]
+        done = subprocess.run(argv, cwd=setup.scratch, env=setup.env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"same_outputs: {' '.join(argv[2:])} exited {done.returncode}: {done.stderr[-500:]}")
+        return done.stdout
+    top = helptext(None)
+    listing = top.split("COMMAND", 2)[-1].split("options:")[0]
+    commands = tuple(re.findall(r"^ {4}([a-z][a-z-]+)(?=\s|$)", listing, re.MULTILINE))
+    if not commands:
+        raise SystemExit("same_outputs: found no command in traceforge --help")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        texts = list(pool.map(helptext, commands))
+    return Cli(commands, {c: " ".join(t.split()) for c, t in zip(commands, texts)})
 
 
 # -- the runs ---------------------------------------------------------------------------------
@@ -111,11 +192,14 @@ class TraceFacts:
     steps: tuple[int, ...]  # ProfilerStep numbers
     span_ns: int  # from the first non-negative ts to the last event end
     ops: tuple[str, ...]  # PATTERN_OPS present in the trace, in PATTERN_OPS order
+    rank: int | None = None  # distributedInfo.rank
 
 
 def read_facts(label: str, path: Path) -> TraceFacts:
     doc = orjson.loads(gzip.decompress(path.read_bytes()))
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    info = doc.get("distributedInfo") if isinstance(doc, dict) else None
+    rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
     steps: set[int] = set()
     names: set[str] = set()
     first, last = None, None
@@ -137,10 +221,43 @@ def read_facts(label: str, path: Path) -> TraceFacts:
         last = end if last is None else max(last, end)
     span_ns = int(round((last - first) * 1000)) if first is not None and last is not None else 0
     return TraceFacts(label, path.stat().st_size, tuple(sorted(steps)), span_ns,
-                      tuple(op for op in PATTERN_OPS if op in names))
+                      tuple(op for op in PATTERN_OPS if op in names), rank)
 
 
-def per_trace_runs(t: TraceFacts, other: str) -> list[Run]:
+def base_argv(command: str, p: str, other: str) -> tuple[str, ...]:
+    """The least a command needs to do its work on trace ``p`` (``other``: a second trace)."""
+    return {
+        "annotate": ("annotate", p, "--all", "-o", "out.json.gz"),
+        "export": ("export", p, "--csv", "csv"),
+        "diff": ("diff", p, other),
+        "merge": ("merge", p, "-o", "merged.json.gz"),
+        "report": ("report", p, "-o", "report.html"),
+        "trim": ("trim", p, "-o", "out.json.gz"),
+    }.get(command, (command, p))
+
+
+def format_runs(cli: Cli, command: str, argv: tuple[str, ...], at: str, text: bool = True) -> list[Run]:
+    """``argv`` in each --format of the command, CSV once per --table; where --table also picks
+    the text and JSON tables: text once per table and JSON with every table."""
+    runs = [Run(f"{command}" + at, argv)] if text else []
+    tables = cli.tables(command)
+    for fmt in cli.formats(command):
+        if fmt == "text":
+            continue
+        if fmt == "csv" and tables:
+            runs += [Run(f"{command} --format csv --table {t}" + at, (*argv, "--format", "csv", "--table", t))
+                     for t in tables]
+        else:
+            runs.append(Run(f"{command} --format {fmt}" + at, (*argv, "--format", fmt)))
+    if tables and cli.table_in_text(command):
+        runs += [Run(f"{command} --table {t}" + at, (*argv, "--table", t)) for t in tables]
+        every = tuple(x for t in tables for x in ("--table", t))
+        if "json" in cli.formats(command):
+            runs.append(Run(f"{command} --format json every --table" + at, (*argv, "--format", "json", *every)))
+    return runs
+
+
+def per_trace_runs(cli: Cli, t: TraceFacts, other: str) -> list[Run]:
     """The runs every trace gets; ``other`` is the trace it is diffed against."""
     p, at = f"in/{t.label}", f" @ {t.label}"
     runs = [
@@ -158,29 +275,34 @@ def per_trace_runs(t: TraceFacts, other: str) -> list[Run]:
         Run("stats" + at, ("stats", p)),
         Run("export --csv" + at, ("export", p, "--csv", "csv")),
         Run(f"diff {other}" + at, ("diff", p, f"in/{other}")),
+        Run("roofline" + at, ("roofline", p)),
+        # a trace without ProfilerStep#N: the whole trace is the one instance
+        Run("critical-path" + at, ("critical-path", p) if t.steps else ("critical-path", p, "--annotation", "")),
     ]
     for fmt in ("csv", "json"):
         runs += [
             Run(f"launch-stats --format {fmt}" + at, ("launch-stats", p, "--format", fmt)),
-            Run(f"patterns --format {fmt}" + at, ("patterns", p, "--format", fmt)),
             Run(f"classify --format {fmt}" + at, ("classify", p, "--format", fmt)),
-            Run(f"stats --format {fmt}" + at, ("stats", p, "--format", fmt)),
         ]
-    for flag in (*ANALYSIS_FLAGS, "--all"):
+    runs.append(Run("patterns --format json" + at, ("patterns", p, "--format", "json")))
+    runs += [Run("stats --format json" + at, ("stats", p, "--format", "json")),
+             Run("stats --format csv --table summary" + at, ("stats", p, "--format", "csv", "--table", "summary"))]
+    for flag in (*cli.analyses(), "--all"):
         runs.append(Run(f"annotate {flag}" + at, ("annotate", p, flag, "-o", "out.json.gz")))
     if t.span_ns >= 10:
         lo, hi = t.span_ns * 3 // 10, t.span_ns * 6 // 10
         runs.append(Run("trim --window middle" + at, ("trim", p, "-o", "out.json.gz", "--window", f"+{lo}ns:+{hi}ns")))
-        runs.append(Run("trim --window head" + at, ("trim", p, "-o", "out.json.gz", "--window", f":+{lo}ns")))
+        if t.label == SAMPLE:
+            runs.append(Run("trim --window head" + at, ("trim", p, "-o", "out.json.gz", "--window", f":+{lo}ns")))
     if t.steps:
         middle = t.steps[len(t.steps) // 2]
         runs.append(Run("trim --steps one" + at, ("trim", p, "-o", "out.json.gz", "--steps", str(middle))))
-        if len(t.steps) > 1:
+        if len(t.steps) > 1 and t.label == SAMPLE:
             span = f"{t.steps[0]}-{t.steps[-1]}"
             runs.append(Run("trim --steps all" + at, ("trim", p, "-o", "out.json.gz", "--steps", span)))
-    for i, op in enumerate(t.ops[:2]):
+    for i, op in enumerate(t.ops[:1 if t.label != SAMPLE else 2]):
         runs.append(Run(f"patterns --op {op}" + at, ("patterns", p, "--op", op)))
-        if i == 0:
+        if i == 0 and t.label == SAMPLE:
             runs += [
                 Run(f"patterns --op {op} --format {fmt}" + at, ("patterns", p, "--op", op, "--format", fmt))
                 for fmt in ("csv", "json")
@@ -188,31 +310,39 @@ def per_trace_runs(t: TraceFacts, other: str) -> list[Run]:
             runs.append(Run(f"annotate --patterns --op {op}" + at,
                             ("annotate", p, "--patterns", "--op", op, "-o", "out.json.gz")))
     if t.label.startswith(CUPTI_TRACE_DIR) or t.label == NCU_TRACE:
-        runs += counter_runs(t.label, ())
+        runs += format_runs(cli, "counters", ("counters", p), at, text=False)
     if t.label == NCU_TRACE:
         ncu = ("--ncu", f"in/{NCU_CSV}")
-        runs += counter_runs(t.label, ncu)
-        runs.append(Run("annotate --counters --ncu" + at, ("annotate", p, "--counters", *ncu, "-o", "out.json.gz")))
-        runs.append(Run("annotate --all --ncu" + at, ("annotate", p, "--all", *ncu, "-o", "out.json.gz")))
+        at_ncu = " --ncu" + at
+        runs += format_runs(cli, "counters", ("counters", p, *ncu), at_ncu)
+        runs += [
+            Run("counters --rules default" + at_ncu, ("counters", p, *ncu, "--rules", "default")),
+            Run("counters --ncu-skip 0 --peak-dram-gbps 2000 --peak-tensor-pct 50" + at_ncu,
+                ("counters", p, *ncu, "--ncu-skip", "0", "--peak-dram-gbps", "2000", "--peak-tensor-pct", "50")),
+            Run("annotate --counters --ncu" + at, ("annotate", p, "--counters", *ncu, "-o", "out.json.gz")),
+            Run("annotate --all --ncu" + at, ("annotate", p, "--all", *ncu, "-o", "out.json.gz")),
+        ]
+        csv_at = f" @ {NCU_CSV}"
+        runs += format_runs(cli, "counters", ("counters", f"in/{NCU_CSV}"), csv_at)
+    if t.label == GPU_LIMITS_TRACE:
+        limits = ("--gpu-limits", f"in/{GPU_LIMITS}")
+        runs += [
+            Run("roofline --gpu-limits" + at, ("roofline", p, *limits)),
+            Run("roofline --gpu-limits --format json" + at, ("roofline", p, *limits, "--format", "json")),
+            Run("annotate --roofline --gpu-limits" + at, ("annotate", p, "--roofline", *limits, "-o", "out.json.gz")),
+        ]
+    if t.label == TABLES_TRACE:
+        runs += [Run(f"stats --format csv --table {table}" + at, ("stats", p, "--format", "csv", "--table", table))
+                 for table in cli.tables("stats") if table != "summary"]
     return runs
 
 
-def counter_runs(label: str, ncu: tuple[str, ...]) -> list[Run]:
-    p, at = f"in/{label}", (" --ncu" if ncu else "") + f" @ {label}"
-    runs = [Run("counters --format json" + at, ("counters", p, *ncu, "--format", "json"))]
-    if ncu:
-        runs.append(Run("counters" + at, ("counters", p, *ncu)))
-    for table in ("kernels", "operators", "problems"):
-        runs.append(Run(f"counters --format csv --table {table}" + at,
-                        ("counters", p, *ncu, "--format", "csv", "--table", table)))
-    return runs
-
-
-def sample_runs(facts: TraceFacts) -> list[Run]:
+def sample_runs(cli: Cli, facts: TraceFacts) -> list[Run]:
     """Output codecs, stdin and stdout, the default output path, and the options' variants,
-    on the small bundled sample."""
+    on the small bundled sample: every --format and --table, --hta, the filters."""
     p, at = f"in/{SAMPLE}", f" @ {SAMPLE}"
     op = facts.ops[0] if facts.ops else None
+    step = facts.steps[len(facts.steps) // 2] if facts.steps else None
     runs = [
         Run("annotate --all -o .json.zst" + at, ("annotate", p, "--all", "-o", "out.json.zst")),
         Run("annotate --all -o .json" + at, ("annotate", p, "--all", "-o", "out.json")),
@@ -222,17 +352,27 @@ def sample_runs(facts: TraceFacts) -> list[Run]:
         Run("annotate --all (default output)" + at, ("annotate", SAMPLE.rsplit("/", 1)[1], "--all"), own_copy=SAMPLE),
         Run("annotate --all from stdin" + at, ("annotate", "-", "--all", "-o", "out.json.gz"), stdin=SAMPLE),
         Run("annotate --all -q" + at, ("-q", "annotate", p, "--all", "-o", "out.json.gz")),
+        Run("annotate --all --repair" + at, ("annotate", p, "--all", "--repair", "-o", "out.json.gz")),
+        Run("annotate --copy" + at, ("annotate", p, "--copy", "-o", "out.json.gz")),
         Run("annotate --launch-delay --delay-cutoff 10us" + at,
             ("annotate", p, "--launch-delay", "--delay-cutoff", "10us", "-o", "out.json.gz")),
         Run("annotate --classify --rules hta" + at, ("annotate", p, "--classify", "--rules", "hta", "-o", "out.json.gz")),
         Run("annotate --patterns --min-len 2 --top-k 3" + at,
             ("annotate", p, "--patterns", "--min-len", "2", "--top-k", "3", "-o", "out.json.gz")),
+        Run("annotate --patterns --tag-kernels" + at, ("annotate", p, "--patterns", "--tag-kernels", "-o", "out.json.gz")),
+        Run("annotate --idle-gaps --idle-gaps-min 50us" + at,
+            ("annotate", p, "--idle-gaps", "--idle-gaps-min", "50us", "-o", "out.json.gz")),
+        Run("annotate --critical-path --critical-path-annotation ''" + at,
+            ("annotate", p, "--critical-path", "--critical-path-annotation", "", "-o", "out.json.gz")),
+        Run("annotate --critical-path --critical-path-hta" + at,
+            ("annotate", p, "--critical-path", "--critical-path-hta", "-o", "out.json.gz")),
         Run("check from stdin" + at, ("check", "-"), CHECK_CODES, stdin=SAMPLE),
         Run("check --max-examples 0" + at, ("check", p, "--max-examples", "0"), CHECK_CODES),
         Run("repair --compression small -o .json.zst" + at,
             ("repair", p, "-o", "out.json.zst", "--compression", "small")),
         Run("trim -o .json.zst" + at, ("trim", p, "-o", "out.json.zst", "--window", "+1ms:")),
         Run("trim -o .json" + at, ("trim", p, "-o", "out.json", "--window", "+1ms:")),
+        Run("trim --compression small" + at, ("trim", p, "-o", "out.json.gz", "--window", "+1ms:", "--compression", "small")),
         Run("launch-stats cutoffs" + at,
             ("launch-stats", p, "--runtime-cutoff", "5us", "--delay-cutoff", "10us", "--top", "3")),
         Run("launch-stats --format json cutoffs" + at,
@@ -240,19 +380,31 @@ def sample_runs(facts: TraceFacts) -> list[Run]:
         Run("patterns --min-len 2 --max-len 4 --top-k 3" + at,
             ("patterns", p, "--min-len", "2", "--max-len", "4", "--top-k", "3")),
         Run("patterns -o --tag-kernels" + at, ("patterns", p, "-o", "out.json.gz", "--tag-kernels")),
+        Run("patterns -o --compression small" + at, ("patterns", p, "-o", "out.json.gz", "--compression", "small")),
         Run("patterns -o - (stdout)" + at, ("patterns", p, "-o", "-")),
         Run("patterns from stdin" + at, ("patterns", "-"), stdin=SAMPLE),
         Run("classify --html" + at, ("classify", p, "--html", "chart.html")),
         Run("classify --elapsed-s 1.5" + at, ("classify", p, "--elapsed-s", "1.5")),
-        Run("stats --table summary" + at, ("stats", p, "--table", "summary")),
-        Run("stats --format csv --table top_kernels --top 3" + at,
-            ("stats", p, "--format", "csv", "--table", "top_kernels", "--top", "3")),
         Run("stats --kernel-wait-us 5" + at, ("stats", p, "--kernel-wait-us", "5")),
         Run("stats --top 0" + at, ("stats", p, "--top", "0")),
-        Run("diff itself --format csv" + at, ("diff", p, p, "--format", "csv")),
+        Run("stats --format csv --table top_kernels --top 3" + at,
+            ("stats", p, "--format", "csv", "--table", "top_kernels", "--top", "3")),
         Run("diff --top 0" + at, ("diff", p, p, "--top", "0")),
+        Run("diff --per-step" + at, ("diff", p, p, "--per-step")),
+        Run("diff --no-per-step" + at, ("diff", p, p, "--no-per-step")),
+        Run("diff --rules hta" + at, ("diff", p, p, "--rules", "hta")),
+        Run("roofline --top 3" + at, ("roofline", p, "--top", "3")),
+        Run("critical-path --annotation ''" + at, ("critical-path", p, "--annotation", "")),
+        Run("critical-path --annotation ProfilerStep" + at, ("critical-path", p, "--annotation", "ProfilerStep")),
+        Run("report (default output) --points 50" + at, ("report", p, "--points", "50")),
+        Run("export --csv (filtered out)" + at, ("export", p, "--csv", "csv", "--kernel", "^no such kernel$")),
         Run("open" + at, ("open", p, "--no-browser"), serve=True),
     ]
+    if TRACE_PROCESSOR.exists():
+        runs.append(Run("check --trace-processor" + at, ("check", p, "--trace-processor", str(TRACE_PROCESSOR)),
+                        CHECK_CODES))
+    if step is not None:
+        runs.append(Run("critical-path --step" + at, ("critical-path", p, "--step", str(step))))
     for rules in ("hta", "vllm-llama", "vllm-ds", "vllm-gpt-oss"):
         runs.append(Run(f"classify --rules {rules}" + at, ("classify", p, "--rules", rules)))
     if op is not None:
@@ -260,11 +412,47 @@ def sample_runs(facts: TraceFacts) -> list[Run]:
             Run(f"patterns --op {op} --nested" + at, ("patterns", p, "--op", op, "--nested")),
             Run(f"patterns --op-regex {op}" + at, ("patterns", p, "--op-regex", f"^{re.escape(op)}$")),
         ]
+    # every format and table
+    for command in ("launch-stats", "stats", "roofline", "critical-path"):
+        runs += format_runs(cli, command, (command, p), " (formats)" + at, text=False)
+    runs += format_runs(cli, "diff", ("diff", p, p), " itself" + at)
+    # HTA's choices, and the filters, on every command that has them
+    other = p
+    for command in cli.commands:
+        argv = base_argv(command, p, other)
+        if command in ("annotate", "patterns") and op is not None:
+            argv = (*argv, "--op", op)  # --hta counts nested operators: patterns need an operator
+        if cli.has(command, "--hta"):
+            runs.append(Run(f"{command} --hta" + at, (*argv, "--hta")))
+            runs += [Run(f"{command} --hta-version {v}" + at, (*argv, "--hta-version", v)) for v in cli.hta_versions()]
+        if cli.has_filters(command):
+            if step is not None:
+                runs.append(Run(f"{command} --steps {step}" + at, (*argv, "--steps", str(step))))
+            if facts.span_ns >= 10:
+                lo, hi = facts.span_ns * 2 // 10, facts.span_ns * 7 // 10
+                runs.append(Run(f"{command} --window" + at, (*argv, "--window", f"{lo}ns:{hi}ns")))
+            runs.append(Run(f"{command} --kernel" + at, (*argv, "--kernel", KERNEL_REGEX)))
+            if op is not None and cli.has(command, "--op") and command not in ("annotate", "patterns"):
+                runs.append(Run(f"{command} --op" + at, (*argv, "--op", f"^{re.escape(op)}$")))
+            if step is not None and op is not None:
+                runs.append(Run(f"{command} --steps --kernel" + at, (*argv, "--steps", str(step), "--kernel", KERNEL_REGEX)))
     return runs
 
 
-def several_trace_runs(labels: Sequence[str]) -> list[Run]:
-    """Per-rank runs: a directory of traces or several files, each run as on its own, then a summary."""
+def distinct_ranks(facts: Sequence[TraceFacts], prefix: str) -> list[str]:
+    """The smallest trace under ``prefix`` of each distributedInfo.rank: several files, one per rank."""
+    chosen: dict[int, TraceFacts] = {}
+    for t in sorted(facts, key=lambda t: (t.size, t.label)):
+        if t.label.startswith(prefix) and t.rank is not None and t.rank not in chosen:
+            chosen[t.rank] = t
+    return [f"in/{chosen[r].label}" for r in sorted(chosen)]
+
+
+def several_trace_runs(cli: Cli, facts: Sequence[TraceFacts], made_ranks: bool) -> list[Run]:
+    """Per-rank runs: a directory of traces or several files, each run as on its own, then a
+    summary; the commands across ranks (collectives, merge, report) on a real pair of ranks and
+    on ranks made from one trace."""
+    labels = [t.label for t in facts]
     runs: list[Run] = []
     h100 = [label for label in labels if label.startswith("h100/")]
     if h100:
@@ -277,14 +465,16 @@ def several_trace_runs(labels: Sequence[str]) -> list[Run]:
             Run("patterns (directory) @ h100", ("patterns", d, "--jobs", "2")),
             Run("patterns --format json (directory) @ h100", ("patterns", d, "--jobs", "1", "--format", "json")),
             Run("classify (directory) @ h100", ("classify", d, "--jobs", "2")),
-            # stats numbers a trace without distributedInfo.rank by its position: ddp_nccl_1rank's rank 0 first
-            Run("stats (directory; a rank twice is an error) @ h100", ("stats", d), (1,)),
+            Run("stats (directory) @ h100", ("stats", d, "--jobs", "2")),
+            Run("roofline (directory) @ h100", ("roofline", d, "--jobs", "2")),
+            Run("roofline --format json (directory) @ h100", ("roofline", d, "--jobs", "2", "--format", "json")),
+            Run("critical-path (directory) @ h100", ("critical-path", d, "--jobs", "2", "--annotation", "")),
         ]
         ranked = [f"in/{label}" for label in ("h100/ddp_nccl_1rank.json.gz", "h100/cudagraph_infer.json.gz",
                                                "h100/ncu_target_trace.json.gz") if label in h100]
-        runs += [Run(f"stats --format {fmt} (files) @ h100", ("stats", *ranked, "--format", fmt))
-                 for fmt in ("text", "csv", "json")]
-    files = [f"in/{label}" for label in labels if label.startswith("hta/")][:3]
+        runs += [Run(f"stats --format {fmt} (files) @ h100", ("stats", *ranked, "--format", fmt, *table))
+                 for fmt, table in (("text", ()), ("csv", ("--table", "devices")), ("json", ()))]
+    files = distinct_ranks(facts, "hta/")
     if len(files) >= 2:
         names = ", ".join(f[3:] for f in files)
         runs += [
@@ -294,7 +484,44 @@ def several_trace_runs(labels: Sequence[str]) -> list[Run]:
             Run(f"classify --html --format csv (files) @ {names}",
                 ("classify", *files, "--html", "chart.html", "--format", "csv", "--jobs", "2")),
             Run(f"classify --format json --elapsed-s (files) @ {names}",
-                ("classify", *files, "--format", "json", "--elapsed-s", *(["2"] * len(files)), "--jobs", "2")),
+                ("classify", *files, "--format", "json", "--elapsed-s", ",".join(["2"] * len(files)), "--jobs", "2")),
+            Run(f"critical-path --format json (files) @ {names}",
+                ("critical-path", *files, "--format", "json", "--annotation", "")),
+        ]
+    pair = [f"in/{label}" for label in RANK_PAIR if label in labels]
+    if len(pair) == 2:
+        at = " @ trace_filter pair"
+        runs += format_runs(cli, "collectives", ("collectives", *pair), at)
+        runs.append(Run("collectives --no-align" + at, ("collectives", *pair, "--no-align")))
+        runs.append(Run("collectives --jobs 2" + at, ("collectives", *pair, "--jobs", "2")))
+        merge = ("merge", *pair, "-o", "merged.json.gz")
+        pair_steps = next(t.steps for t in facts if t.label == RANK_PAIR[0])
+        runs += [
+            Run("merge" + at, merge),
+            Run("merge --collectives" + at, (*merge, "--collectives")),
+            Run("merge --all" + at, (*merge, "--all")),
+            Run("merge --no-align" + at, (*merge, "--no-align")),
+            Run("merge --ranks 1" + at, (*merge, "--ranks", "1")),
+            Run("merge --window" + at, (*merge, "--window", "+100ms:+300ms")),
+            Run("merge --compression small" + at, (*merge, "--compression", "small")),
+            Run("merge -o .json.zst --jobs 2" + at, ("merge", *pair, "-o", "merged.json.zst", "--jobs", "2")),
+            Run("merge -o .json" + at, ("merge", *pair, "-o", "merged.json")),
+            Run("report --points 100" + at, ("report", *pair, "-o", "report.html", "--points", "100")),
+            Run("stats --compare" + at, ("stats", *pair, "--compare")),
+            Run("stats --compare --format json" + at, ("stats", *pair, "--compare", "--format", "json")),
+            Run("stats (files)" + at, ("stats", *pair, "--jobs", "2")),
+        ]
+        if pair_steps:
+            runs.append(Run("merge --steps" + at, (*merge, "--steps", str(pair_steps[0]))))
+    if made_ranks:
+        d, at = f"in/{MADE_RANKS}", f" @ made ranks ({MADE_RANKS_BASE} {' '.join(MADE_RANKS_ARGS)})"
+        runs += [
+            Run("collectives" + at, ("collectives", d, "--jobs", "2")),
+            Run("collectives --format json" + at, ("collectives", d, "--format", "json")),
+            Run("collectives --table waits" + at, ("collectives", d, "--table", "waits")),
+            Run("collectives --format csv --table clocks" + at, ("collectives", d, "--format", "csv", "--table", "clocks")),
+            Run("merge --all" + at, ("merge", d, "-o", "merged.json.gz", "--all", "--jobs", "2")),
+            Run("report --jobs 2" + at, ("report", d, "-o", "report.html", "--jobs", "2")),
         ]
     return runs
 
@@ -303,47 +530,66 @@ def error_runs(labels: Sequence[str]) -> list[Run]:
     """Runs that must fail, with the message and exit code they fail with today."""
     p = f"in/{SAMPLE}"
     runs = [
-        Run("error: no command", (), (2,)),
-        Run("error: unknown command", ("nonsense",), (2,)),
+        Run("error: no command", (), (1,)),
+        Run("error: unknown command", ("nonsense",), (1,)),
+        Run("error: unknown option", ("info", p, "--no-such-option"), (1,)),
         Run("error: missing input", ("info", "in/missing.json.gz"), (1,)),
         Run("error: trim unknown step", ("trim", p, "-o", "out.json.gz", "--steps", "9999"), (1,)),
         Run("error: trim bad window", ("trim", p, "-o", "out.json.gz", "--window", "5"), (1,)),
-        Run("error: export without --csv", ("export", p), (2,)),
+        Run("error: trim without --window or --steps", ("trim", p, "-o", "out.json.gz"), (1,)),
+        Run("error: export without --csv", ("export", p), (1,)),
         Run("error: patterns --tag-kernels without -o", ("patterns", p, "--tag-kernels"), (1,)),
+        Run("error: annotate without an analysis", ("annotate", p, "-o", "out.json.gz"), (1,)),
         Run("error: annotate -o missing directory", ("annotate", p, "--all", "-o", "no/such/dir/out.json.gz"), (1,)),
-        Run("error: launch-stats bad cutoff", ("launch-stats", p, "--delay-cutoff", "fast"), (2,)),
+        Run("error: launch-stats bad cutoff", ("launch-stats", p, "--delay-cutoff", "fast"), (1,)),
         Run("error: classify unknown rules", ("classify", p, "--rules", "no-such-preset"), (1,)),
-        Run("error: classify --elapsed-s count", ("classify", p, p, "--elapsed-s", "1", "2", "3"), (1,)),
+        Run("error: classify --elapsed-s count", ("classify", p, p, "--elapsed-s", "1,2,3"), (1,)),
         Run("error: annotate -o - with two inputs", ("annotate", p, p, "--all", "-o", "-"), (1,)),
+        Run("error: stats --format csv without --table", ("stats", p, "--format", "csv"), (1,)),
+        Run("error: diff --format csv without --table", ("diff", p, p, "--format", "csv"), (1,)),
+        Run("error: stats unknown table", ("stats", p, "--table", "no_such_table"), (1,)),
+        Run("error: critical-path --format csv two tables",
+            ("critical-path", p, "--format", "csv", "--table", "summary", "--table", "segments"), (1,)),
+        Run("error: merge without -o", ("merge", p), (1,)),
+        Run("error: stats a rank twice", ("stats", p, p), (1,)),
+        Run("error: --max-size", ("info", p, "--max-size", "1KB"), (1,)),
         Run("error: not a trace", ("info", "in/h100/ncu_raw.csv"), (1,)) if NCU_CSV in labels else None,
     ]
     return [r for r in runs if r is not None]
 
 
-def help_runs() -> list[Run]:
+def help_runs(cli: Cli) -> list[Run]:
     runs = [Run("--version", ("--version",)), Run("--help", ("--help",))]
-    runs += [Run(f"{command} --help", (command, "--help")) for command in COMMANDS]
+    runs += [Run(f"{command} --help", (command, "--help")) for command in cli.commands]
     return runs
 
 
-def plan(facts: Sequence[TraceFacts], extra_inputs: Sequence[str]) -> list[Run]:
-    """Every run, the slowest (largest traces) first."""
+def plan(cli: Cli, facts: Sequence[TraceFacts], extra_inputs: Sequence[str]) -> list[Run]:
+    """Every run, the slowest (largest traces) first. Stops if a command of --help, an analysis
+    of annotate or a --table of a command would not run."""
     labels = [f.label for f in facts]
     runs: list[tuple[int, Run]] = []
     for i, t in enumerate(facts):
         other = labels[(i + 1) % len(labels)]
-        runs += [(t.size, r) for r in per_trace_runs(t, other)]
+        runs += [(t.size, r) for r in per_trace_runs(cli, t, other)]
         if t.label == SAMPLE:
-            runs += [(t.size, r) for r in sample_runs(t)]
+            runs += [(t.size, r) for r in sample_runs(cli, t)]
     big = max(f.size for f in facts)
-    runs += [(big, r) for r in several_trace_runs(labels)]
-    runs += [(0, r) for r in error_runs([*labels, *extra_inputs]) + help_runs()]
+    runs += [(big, r) for r in several_trace_runs(cli, facts, MADE_RANKS in extra_inputs)]
+    runs += [(0, r) for r in error_runs([*labels, *extra_inputs]) + help_runs(cli)]
     runs.sort(key=lambda pair: -pair[0])
     ordered = [r for _, r in runs]
     names = [r.name for r in ordered]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
         raise SystemExit(f"same_outputs: duplicate run names: {sorted(duplicates)}")
+    working = [r.argv[1:] if r.argv[:1] == ("-q",) else r.argv for r in ordered if r.expect != (1,)]
+    missing = [c for c in cli.commands if not any(a[:1] == (c,) and "--help" not in a for a in working)]
+    missing += [f"annotate {f}" for f in cli.analyses() if not any(a[:1] == ("annotate",) and f in a for a in working)]
+    missing += [f"{c} --table {t}" for c in cli.commands for t in cli.tables(c)
+                if not any(a[:1] == (c,) and "--table" in a and t in a for a in working)]
+    if missing:
+        raise SystemExit(f"same_outputs: the plan does not run: {', '.join(missing)}")
     return ordered
 
 
@@ -403,6 +649,12 @@ def content(path: Path) -> tuple[bytes, str]:
     return data, "none"
 
 
+def number_uuids(data: bytes) -> bytes:
+    """Each distinct uuid in ``data`` replaced by <UUID-k>, k counting from 0 in order of first use."""
+    seen: dict[bytes, bytes] = {}
+    return UUID.sub(lambda m: seen.setdefault(m.group(0), b"<UUID-%d>" % len(seen)), data)
+
+
 def keep_text(setup: Setup, name: str, data: bytes) -> bool:
     """Keep a text (normalised stdout/stderr, a small output) for compare's diffs."""
     if len(data) > TEXT_KEPT_BYTES or b"\0" in data[:4096]:
@@ -424,6 +676,8 @@ def record_files(run: Run, workdir: Path, setup: Setup) -> dict[str, dict[str, o
             continue  # the input copied in
         try:
             data, codec = content(path)
+            if path.suffix == ".html":
+                data = number_uuids(data)
             entry: dict[str, object] = {"sha256": sha256(data), "bytes": len(data), "codec": codec}
         except (OSError, EOFError, zstandard.ZstdError, gzip.BadGzipFile) as e:
             entry = {"error": f"{type(e).__name__}: {e}"}
@@ -554,7 +808,7 @@ def snapshot(args: argparse.Namespace) -> int:
     text_dir.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix="same-outputs-"))
     try:
-        return take_snapshot(tree, out, traces, text_dir, scratch, args.jobs, args.keep_scratch)
+        return take_snapshot(tree, out, traces, text_dir, scratch, args.jobs, args.keep_scratch, args.only)
     finally:
         if args.keep_scratch:
             print(f"scratch kept in {scratch}", file=sys.stderr)
@@ -562,8 +816,22 @@ def snapshot(args: argparse.Namespace) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def make_ranks(inputs: Path) -> list[str]:
+    """Rank traces made from MADE_RANKS_BASE by make_ranks.py (this script's, so both trees read
+    the same files), gzipped again without a time stamp so that their bytes are the same each time."""
+    maker = HERE / "make_ranks.py"
+    if not maker.exists():
+        raise SystemExit(f"same_outputs: {maker} is missing: it makes the rank traces")
+    target = inputs / MADE_RANKS
+    subprocess.run([sys.executable, str(maker), str(inputs / MADE_RANKS_BASE), "-o", str(target), *MADE_RANKS_ARGS],
+                   check=True, capture_output=True)
+    for path in sorted(target.glob("*.gz")):
+        path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes()), compresslevel=6, mtime=0))
+    return sorted(path.relative_to(inputs).as_posix() for path in target.iterdir())
+
+
 def take_snapshot(tree: Path, out: Path, traces: Path, text_dir: Path, scratch: Path, jobs: int,
-                  keep_scratch: bool) -> int:
+                  keep_scratch: bool, only: str | None = None) -> int:
     started = time.perf_counter()
     inputs = scratch / "in"
     sources: dict[str, Path] = {SAMPLE: tree / SAMPLE}
@@ -574,6 +842,10 @@ def take_snapshot(tree: Path, out: Path, traces: Path, text_dir: Path, scratch: 
         target = inputs / label
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sources.get(label, traces / label), target)
+    (inputs / GPU_LIMITS).write_text(GPU_LIMITS_TEXT, encoding="utf-8")
+    extra.append(GPU_LIMITS)
+    if MADE_RANKS_BASE in sources:
+        extra += make_ranks(inputs)
     (scratch / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TRACEFORGE"))}
     env.update(PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYTHONIOENCODING="utf-8", COLUMNS="100", LC_ALL="C.UTF-8",
@@ -581,9 +853,13 @@ def take_snapshot(tree: Path, out: Path, traces: Path, text_dir: Path, scratch: 
     setup = Setup(sys.executable, tree, scratch, text_dir, env, keep_scratch)
     imported_from = check_import(setup)
 
+    cli = read_cli(setup, jobs)
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         facts = list(pool.map(read_facts, sources, [inputs / label for label in sources]))
-    runs = plan(facts, extra)
+    runs = plan(cli, facts, [MADE_RANKS if label.startswith(MADE_RANKS + "/") else label for label in extra])
+    if only is not None:
+        print(f"{len(runs)} runs planned; only those matching {only!r} run", file=sys.stderr)
+        runs = [r for r in runs if re.search(only, r.name)]
     print(f"{len(runs)} runs on {len(facts)} traces, {jobs} at a time, tree {tree}", file=sys.stderr)
 
     results: list[Result] = []
@@ -710,6 +986,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--traces", default=str(DEFAULT_TRACES), help=f"traces directory (default {DEFAULT_TRACES})")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at once (default: the cores)")
     p.add_argument("--keep-scratch", action="store_true", help="keep the runs' working directories")
+    p.add_argument("--only", metavar="REGEX", help="only the runs whose name matches (re.search): to try the plan")
     p.set_defaults(func=snapshot)
     c = sub.add_parser("compare", help="print every difference between two snapshots; exit 1 if any")
     c.add_argument("a", metavar="SNAPDIR_A")

@@ -25,6 +25,7 @@ LAYERS: tuple[str | tuple[str, ...], ...] = (
     "report",
     "api",
     "annotator",
+    "plan",
     "rewrite",
     "emit",
     ("perfetto", "analyses"),

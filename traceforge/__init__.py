@@ -51,6 +51,7 @@ from .analyses.structure.filters import Filters
 from .annotator.registry import ANALYSES
 from .annotator.run import AnnotateResult, annotate
 from .api.collectives import Collectives, collectives
+from .api.files import DERIVED as _DERIVED
 from .api.files import (
     classify,
     classify_kernels,
@@ -65,6 +66,7 @@ from .api.files import (
     queue_length,
     roofline,
     stats,
+    table,
 )
 from .api.merge import MergeResult, merge
 from .api.trace import Trace, Traces, load
@@ -81,5 +83,8 @@ __all__ = [
     "TraceforgeError", "Traces", "TrimResult", "UsageError", "__version__", "annotate", "classify",
     "classify_kernels", "compare_tails", "counters", "critical_path", "diff", "export", "launch_stats", "load",
     "memcpy_bandwidth", "output_compression", "patterns", "queue_length", "reading_limits", "repair", "roofline", "scan", "stats", "trace_info", "trim",
-    "Collectives", "MergeResult", "collectives", "merge",
+    "Collectives", "MergeResult", "collectives", "merge", "table",
 ]
+# The path-level function of each feature with a table that has none written in ``api.files``.
+globals().update(_DERIVED)
+__all__ += sorted(_DERIVED)

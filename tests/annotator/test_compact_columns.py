@@ -20,7 +20,6 @@ from traceforge.analyses.launches.calls import (
     stream_launch_rows,
 )
 from traceforge.analyses.launches.queue_length import queue_length
-from traceforge.annotator.plan import ScanPlan
 from traceforge.annotator.registry import ANALYSES
 from traceforge.columns.scan import scan
 from traceforge.columns.table import SpilledColumns, _MappedColumn
@@ -28,6 +27,7 @@ from traceforge.emit.flow_anchors import LaunchWindows, flow_anchors
 from traceforge.emit.tracks import CounterTrack, FlowArrows, Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.jsontext import Texts
+from traceforge.plan.scan_plan import ScanPlan
 
 scan_module = importlib.import_module("traceforge.columns.scan")
 

@@ -1,7 +1,8 @@
-"""An annotate analysis is one module: a toy one, declared in a module outside traceforge and
-named in ``TRACEFORGE_PLUGINS``, shows up everywhere the built-in ones do (``annotate --help``,
-``--all``, the per-rank summary, ``traceforge.annotate`` and ``Trace.table``) with no other
-file edited. docs/architecture.md walks through the same module."""
+"""A feature is one module: a toy one with one track and one table, declared in a module outside
+traceforge and named in ``TRACEFORGE_PLUGINS``, shows up everywhere the built-in ones do
+(``annotate --help``, ``--all``, the per-rank summary, ``traceforge.annotate``, ``stats --table``
+in text, CSV and JSON, ``Trace.table``, its ``Trace`` method and its path-level function) with no
+other file edited. docs/architecture.md ("Adding a feature") walks through the same module."""
 
 from __future__ import annotations
 
@@ -25,13 +26,18 @@ TOY = textwrap.dedent('''
     import numpy as np
     import pandas as pd
 
-    from traceforge.annotator.plugin import Analysis, Figure, Option
+    from traceforge.annotator.plugin import Analysis, Column, Figure, Option, Table
     from traceforge.emit.tracks import CounterTrack, Injections
 
 
     def started(cols, every):
         ts = np.unique(np.sort(cols.gpu.ts)[::every])
         return ts, np.arange(1, len(ts) + 1)
+
+
+    def table(cols, ctx):
+        ts, count = started(cols, ctx.options["toy_every"])
+        return pd.DataFrame({"ts": ts, "started": count})
 
 
     def build(cols, ctx):
@@ -45,7 +51,8 @@ TOY = textwrap.dedent('''
         "toy", "a toy counter track: GPU ops started so far", build,
         options=(Option("toy_every", "a point every N GPU ops (default 2)", default=2, parse=int, metavar="N"),),
         launch_apis=frozenset(), figures=(Figure("toy_points", "toy points"),),
-        table=lambda cols, options: pd.DataFrame(dict(zip(("ts", "started"), started(cols, options["toy_every"])))),
+        tables=(Table("toy", "Toy: GPU ops started so far", (Column("ts us", "ts", "ts_us"),
+                                                              Column("started", "started", "count")), table),),
     )
 ''')
 
@@ -110,3 +117,40 @@ def test_a_plugin_module_that_cannot_be_imported_is_one_warning(toy_env):
     assert done.returncode == 0 and "--queue-length" in done.stdout
     assert done.stderr.splitlines() == ["traceforge: warning: analysis module no_such_module (from TRACEFORGE_PLUGINS) "
                                         "cannot be imported: No module named 'no_such_module'; left out"]
+
+
+def test_a_toy_feature_is_a_stats_table_in_text_csv_and_json(toy_env):
+    done = _run(toy_env, "stats", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "gpu_annotations, toy" in " ".join(done.stdout.split())  # the last of the --table choices
+    text = _run(toy_env, "stats", str(SAMPLE), "--table", "toy")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    at = lines.index("Toy: GPU ops started so far")
+    assert lines[at + 1].split() == ["ts", "us", "started"] and lines[at + 2].split()[-1] == "1"
+    csv = _run(toy_env, "stats", str(SAMPLE), "--table", "toy", "--format", "csv")
+    assert csv.returncode == 0, csv.stderr
+    rows = csv.stdout.splitlines()
+    assert rows[0] == "rank,ts,started" and rows[1].endswith(",1") and rows[-1].endswith(f",{len(rows) - 1}")
+    doc = orjson.loads(_run(toy_env, "stats", str(SAMPLE), "--table", "toy", "--table", "summary",
+                            "--format", "json").stdout)
+    assert list(doc) == ["summary", "toy"] and [r["started"] for r in doc["toy"]] == list(range(1, len(rows)))
+    assert [r["ts"] for r in doc["toy"]] == [int(r.split(",")[1]) for r in rows[1:]]  # exact ns
+    assert lines[at + 2].split()[0] == f"{doc['toy'][0]['ts'] // 1000}.{doc['toy'][0]['ts'] % 1000:03d}"
+
+
+def test_a_toy_feature_has_a_trace_method_and_a_path_function(toy_env):
+    code = textwrap.dedent(f'''
+        import traceforge
+        loaded = traceforge.load({str(SAMPLE)!r})
+        method, function = loaded.toy(toy_every=3), traceforge.toy({str(SAMPLE)!r}, toy_every=3)
+        assert method.equals(function) and method.equals(loaded.table("toy", toy_every=3))
+        assert "toy" in traceforge.__all__ and traceforge.table({str(SAMPLE)!r}, "toy").equals(loaded.toy())
+        every_other = traceforge.stats({str(SAMPLE)!r}, tables=["toy"]).toy
+        assert every_other.drop(columns="rank").equals(loaded.toy())
+        print(len(method), len(loaded.toy()), int(method["started"].iloc[-1]))
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], env=toy_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows, default_rows, last = map(int, done.stdout.split())
+    assert rows == last > 10 and default_rows > rows  # every 2nd GPU op start (the default) gives more points

@@ -19,11 +19,11 @@ from tests.analyses.memory.test_timeline import HAND, _levels, _memory_truth, _w
 from traceforge.analyses.gpu_time.idle_intervals import idle_gaps
 from traceforge.analyses.memory import timeline as mt
 from traceforge.annotator import registry, schedule
-from traceforge.annotator.plan import ScanPlan
 from traceforge.columns.scan import scan
 from traceforge.emit.tracks import Injections, SliceTrack, TidAllocator
 from traceforge.io.read.reader import TraceReader
 from traceforge.io.write.jsontext import Texts
+from traceforge.plan.scan_plan import ScanPlan
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 CALL_CATS = {"cuda_runtime", "cuda_driver"}

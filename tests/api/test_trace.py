@@ -11,6 +11,7 @@ import pytest
 
 import traceforge
 from tests.conftest import ROOT, TRACES
+from traceforge.api.files import DERIVED
 
 SAMPLE = ROOT / "samples" / "train_step.json.gz"
 
@@ -41,6 +42,9 @@ def _check_every_method(path: str, op: str | None) -> None:
     _same(trace.counters(), traceforge.counters(path))
     _same(trace.diff(trace), traceforge.diff(path, path))
     _same(trace.table("queue_length"), traceforge.queue_length(path))
+    for name in DERIVED:  # made from the features' declarations: the path function reads what the feature declares
+        _same(getattr(trace, name)(), getattr(traceforge, name)(path))
+        _same(trace.table(name), traceforge.table(path, name))
     _same_critical_path(trace, path)
     assert trace.info() == traceforge.trace_info(path)
 
@@ -69,6 +73,14 @@ def test_every_method_equals_its_path_function_on_the_sample():
                                       ("cupti", None), ("amd", None)])
 def test_every_method_equals_its_path_function_on_real_traces(name, op):
     _check_every_method(str(TRACES[name]), op)
+
+
+def test_features_without_a_hand_written_function_have_one_made_from_their_declaration():
+    assert sorted(DERIVED) == ["exposed_comm", "idle_gaps", "memory"]
+    assert set(DERIVED) <= set(traceforge.__all__) and all(hasattr(traceforge.Trace, name) for name in DERIVED)
+    gaps = traceforge.idle_gaps(str(SAMPLE), idle_gaps_min="1us")
+    assert len(gaps) > len(traceforge.idle_gaps(str(SAMPLE))) > 0  # the declared option, its declared default
+    assert set(gaps["category"]) == {"host_wait", "kernel_wait", "other"}  # host wait reads the joined launch calls
 
 
 def test_the_stack_analyses_can_read_the_spilled_cpu_ops_again():

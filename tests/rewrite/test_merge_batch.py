@@ -1,13 +1,17 @@
 """The merge's batch edit at speed (issue 51's 1.5x of ``annotate --copy``): the key search
 ``_native.splice.key_values`` (C and fallback) against the regex it stands for, the merged
-bytes the same on either backend and with ``io.heap.hold_freed``, and the clock fit's params."""
+bytes the same on either backend and with ``io.heap.hold_freed``, the ranks written in
+parallel as members giving the same text as one after another, and the clock fit's params."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import re
+import tempfile
+import zlib
 
 import numpy as np
 import pytest
@@ -15,8 +19,10 @@ import pytest
 from tests.support import make_ranks
 from traceforge import _native
 from traceforge.analyses.collectives.clock import ClockFit, _table
+from traceforge.api.fan_out import run_jobs
 from traceforge.io.memory.heap import hold_freed
-from traceforge.rewrite.merge import _KEY_NAMES, RankInput, _last_event_end, merge_ranks
+from traceforge.io.read.codec import iter_decompressed
+from traceforge.rewrite.merge import _KEY_NAMES, RankInput, Window, _last_event_end, merge_ranks
 
 # what key_values stands for: the regex the batch edit split on before it
 SPLIT = re.compile(rb'"(pid|tid|id|correlation|External id|external id|args)"\s*:\s*'
@@ -122,3 +128,89 @@ def test_clock_params_are_the_tables_first_row_per_rank():
     assert fit.params(2) == (5, -3, 9) and fit.params(0) == (0, 0, 0) and fit.params(1) == (0, 0, 0)
     t = np.array([9, 10**9 + 9, -(10**9)], np.int64)
     assert fit.shift(2, t).tolist() == [5, 5 - 3, 5 + ((-(10**9) - 9) * -3) // 10**9]
+
+
+def gzip_members(data: bytes) -> int:
+    count = 0
+    while data:
+        d = zlib.decompressobj(31)
+        d.decompress(data)
+        assert d.eof
+        data, count = d.unused_data, count + 1
+    return count
+
+
+def text_of(path) -> bytes:
+    return b"".join(bytes(chunk) for chunk in iter_decompressed(str(path)))
+
+
+def left_behind() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("merge-rank-")}
+
+
+@pytest.fixture(scope="module")
+def odd_rank(tmp_path_factory):
+    odd = [
+        {"ph": "X", "name": "a", "ts": 10.5, "dur": 1, "args": {"id": 7, "correlation": 3}, "pid": 5, "tid": 6},
+        {"ph": "X", "name": "b", "pid": "Spans", "tid": "x", "ts": "12.25", "dur": 2},
+        {"ph": "s", "name": "f", "cat": "ac2g", "id": 90000000, "pid": 5, "tid": 6, "ts": 11},
+        {"ph": "X", "name": "c", "pid": -1, "tid": 4, "ts": 14.001, "dur": 1,
+         "args": {"external id": 12, "nested": {"correlation": 123456789}}},
+        {"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "p"}},
+    ]
+    path = tmp_path_factory.mktemp("odd") / "odd.json"
+    path.write_text(json.dumps({"traceEvents": odd}))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".json.zst", ".json"])
+def test_ranks_written_in_parallel_give_the_same_text(tmp_path, ranks_dir, odd_rank, suffix):
+    """Members from the workers: the same text as one rank after another, whatever the ids the
+    scan guessed (none, too few, too many: written again from the right start), with a rank
+    the window empties, the appended events, and no member file left behind."""
+    inputs = [RankInput(0, str(ranks_dir / "rank0.json.gz"), 1234, 20_000, 5),
+              RankInput(1, str(odd_rank), -777, -3_000, 9, 5_000_000, 1_000),
+              RankInput(2, str(ranks_dir / "rank1.json.gz"), 9, 0, 0),
+              RankInput(3, str(ranks_dir / "rank2.json.gz"), 0, 0, 0)]
+    extra = [b'{"ph":"i","name":"after","pid":1,"tid":1,"ts":1}', b'{"ph":"i","name":"after2","pid":1,"tid":1,"ts":2}']
+
+    def appended(written):
+        assert [w.rank for w in written] == [r.rank for r in inputs] and written[0].pids  # the pid maps came back
+        return iter(extra)
+
+    before = left_behind()
+    serial = merge_ranks(inputs, str(tmp_path / f"serial{suffix}"), appended=appended)
+    want = text_of(tmp_path / f"serial{suffix}")
+    for guess in (None, [-1, -1, -1, -1], [10**12, 0, 5, 10**9]):
+        out = tmp_path / f"members{suffix}"
+        merged = merge_ranks(inputs, str(out), appended=appended, jobs=2, id_tops=guess, runner=run_jobs)
+        assert text_of(out) == want, guess
+        assert [(w.events_in, w.events_out, w.added, w.pids, w.tids) for w in merged.ranks] == [
+            (w.events_in, w.events_out, w.added, w.pids, w.tids) for w in serial.ranks]
+        assert merged.appended == serial.appended == 2
+    if suffix == ".json.gz":
+        assert gzip_members(out.read_bytes()) >= 1 + 4 + 3 + 1  # head, ranks, separators, appended, tail
+    json.loads(want)
+    far = tmp_path / "far.json"  # only slices, all past the window: a rank that writes nothing
+    far.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 10**13, "dur": 1}]}))
+    inputs = around = [inputs[0], RankInput(1, str(far)), inputs[2]]
+    inside = Window(0, 9 * 10**15)
+    merge_ranks(around, str(tmp_path / f"window{suffix}"), keep=inside, appended=appended)
+    merge_ranks(around, str(tmp_path / f"window2{suffix}"), keep=inside, appended=appended, jobs=2, id_tops=[0, 0, 0],
+                runner=run_jobs)
+    assert text_of(tmp_path / f"window2{suffix}") == text_of(tmp_path / f"window{suffix}")
+    names = {e.get("name") for e in json.loads(text_of(tmp_path / f"window{suffix}"))["traceEvents"]}
+    assert "x" not in names and "after" in names
+    assert left_behind() <= before
+
+
+def test_a_bad_rank_in_parallel_leaves_no_output_and_no_member(tmp_path, ranks_dir):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents":[{"ph":"X","ts":1,"dur":1,"pid":1,"tid":1},{"ph":')
+    inputs = [RankInput(0, str(ranks_dir / "rank0.json.gz")), RankInput(1, str(bad)),
+              RankInput(2, str(ranks_dir / "rank1.json.gz"))]
+    before = left_behind()
+    with pytest.raises(Exception, match="bad.json"):
+        merge_ranks(inputs, str(tmp_path / "out.json.gz"), jobs=2, id_tops=[0, 0, 0], runner=run_jobs)
+    assert not (tmp_path / "out.json.gz").exists()
+    assert left_behind() <= before

@@ -283,6 +283,32 @@ done:
     return out;
 }
 
+/* Whether body b[0:n] (members "k":v,...) has needle k as a member's name: k followed by ':'
+ * (after JSON whitespace). */
+static int body_adds(const unsigned char *b, Py_ssize_t n, const Py_buffer *k) {
+    const unsigned char *end = b + n;
+    while (b < end) {
+        const unsigned char *at = tf_memmem(b, (size_t)(end - b), k->buf, (size_t)k->len);
+        if (!at) return 0;
+        const unsigned char *c = at + k->len;
+        while (c < end && (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')) c++;
+        if (c < end && *c == ':') return 1;
+        b = at + 1;
+    }
+    return 0;
+}
+
+/* Whether a needle the body adds occurs in span b[0:n] (a key met that only other events get
+ * does not matter: the members go in after the event's own). */
+static int own_needle_met(const unsigned char *b, Py_ssize_t n, const unsigned char *body, Py_ssize_t body_len,
+                          const Buffers *needles) {
+    for (Py_ssize_t k = 0; k < needles->n; k++)
+        if (body_adds(body, body_len, &needles->views[k]) &&
+            tf_memmem(b, (size_t)n, needles->views[k].buf, (size_t)needles->views[k].len))
+            return 1;
+    return 0;
+}
+
 /* The common case of adding members to events' args, in one pass: each event is checked
  * for the new keys and copied with its members while it is in cache. None where an event
  * needs more (its args' place unknown, or a key met before it): the caller's general path. */
@@ -328,7 +354,9 @@ static PyObject *insert_members(PyObject *self, PyObject *args) {
     pos = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!bl[i]) continue;
-        if (span_has_needle((const unsigned char *)raw + s[i], a[i] - s[i], anchored, &anchor, &needles)) {
+        if (span_has_needle((const unsigned char *)raw + s[i], a[i] - s[i], anchored, &anchor, &needles) &&
+            own_needle_met((const unsigned char *)raw + s[i], a[i] - s[i], (const unsigned char *)text + bs[i], bl[i],
+                           &needles)) {
             clash = 1;
             break;
         }
@@ -533,7 +561,8 @@ static PyMethodDef methods[] = {
     {"insert_members", insert_members, METH_VARARGS,
      "insert_members(data, starts, at, empty, blob, body_starts, body_lengths, needles) -> data with, for each "
      "event i that has a body (sorted), ', ' (none where empty[i]) and blob[body_starts[i]:][:body_lengths[i]] "
-     "inserted at at[i]; None if an event with a body has at[i] < 0 or one of needles in data[starts[i]:at[i]]"},
+     "inserted at at[i]; None if an event with a body has at[i] < 0 or one of needles in data[starts[i]:at[i]] "
+     "that its body adds (the needle followed by ':')"},
     {"key_values", key_values, METH_VARARGS,
      "key_values(data, keys) -> (codes, starts, stops, ints, overflow): every match, left to right, of "
      "'\"(key|...)\"\\s*:\\s*(-?\\d+|\"(?:[^\"\\\\]|\\\\.)*\"|\\{)' in data: the key's index in keys "

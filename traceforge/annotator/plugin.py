@@ -1,11 +1,14 @@
-"""What an annotate analysis declares about itself: the contract between one analysis
-module (``annotator/plugins/*.py``) and the rest of traceforge.
+"""What a feature declares about itself: the contract between one feature module
+(``annotator/plugins/*.py``) and the rest of traceforge.
 
-A module declares one ``Analysis`` named ``ANALYSIS``. From it alone come the analysis's
-CLI flag and options (``annotate --help``), its place in ``--all``, its keyword in the
-Python API (``traceforge.annotate(..., name=True)``, ``Trace.annotate``), its table on a
-loaded trace (``Trace.table(name)``), its figures in the per-rank summary, and what the
-scan keeps of the trace for it. docs/architecture.md walks through adding one.
+A module declares one ``Analysis`` (a feature) named ``ANALYSIS``. From it alone come the
+feature's annotate flag and options (``annotate --help``), its place in ``--all``, its keyword in
+the Python API (``traceforge.annotate(..., name=True)``, ``Trace.annotate``), its table on a
+loaded trace (``Trace.table(name)``) and its ``Trace`` method and path-level function (named for
+it, where no hand-written one has its name), its ``stats`` tables (``Table``: ``stats --table``, their
+text, CSV and JSON, ``TraceStats.NAME``), its figures in the per-rank summary, and what the scan
+keeps of the trace for it (``plan.scan_plan.ScanPlan``). A feature without ``build`` adds no track:
+it gives tables only (``plugins/stats.py``). docs/architecture.md walks through adding one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ..analyses.structure.stacks import NameMask
 from ..emit.tracks import CounterTrack, Injections, TidAllocator
 
 if TYPE_CHECKING:
+    from ..analyses.cross_trace.stats import StatsContext
     from ..columns.scan import TraceColumns
     from ..util.lazy_pandas import pd
 
@@ -40,6 +44,9 @@ class Option:
     def cli(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+
+# What every analysis may read beside its own options: HTA's choices (the CLI's --hta, ``analyses.hta_choices``).
+SHARED_OPTIONS = ("hta",)
 
 MOST_COUNT = 10**9
 
@@ -77,18 +84,58 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Column:
+    """A column of a table's text: its ``header``, the DataFrame column ``key`` it shows, and the
+    ``unit`` its values are shown in (one of ``cli.tables.UNITS``: "count", "ms", "us", "pct", ...;
+    "" as they are). ``left``: aligned left (text); ``repeat``: a key column, repeated in each block
+    of a table too wide for the terminal; ``width``: a text column's most characters;
+    ``if_positive``: shown only where some row's value is above 0."""
+
+    header: str
+    key: str
+    unit: str = ""
+    left: bool = False
+    repeat: bool = False
+    width: int | None = None
+    if_positive: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table a feature gives to ``stats`` (``stats --table NAME``, ``traceforge.stats(tables=...)``,
+    ``TraceStats.NAME``): one per rank, with a ``rank`` column first. In text, ``title`` over
+    ``columns`` (none: no section of its own); CSV and JSON hold every column as it is.
+
+    ``make(columns, context)`` makes it (``analyses.stats.StatsContext``: the options, the wall span,
+    the steps); None for a core table, made with the others by ``analyses.stats.trace_stats``. It reads
+    the columns ``stats`` scans (the launch calls GPU ops join in memory), and the [memory] events where
+    its feature declares ``memory_events``."""
+
+    name: str
+    title: str
+    columns: tuple[Column, ...] = ()
+    make: Callable[[TraceColumns, StatsContext], pd.DataFrame] | None = None
+    order: int = 1000  # place among stats' tables: in TraceStats, in JSON, in --table's list
+    text_order: int | None = None  # place in the text, where not ``order``
+    default: bool = False  # made when no table is named
+    without_gpu: bool = False  # shown in the text of a rank without GPU ops too
+    aliases: tuple[str, ...] = ()  # other names ``stats --table`` takes for it (its feature's, say)
+
+
+@dataclass(frozen=True)
 class Analysis:
-    """An annotate analysis: its flag, options, what it reads of the trace, and ``build``.
+    """A feature: its annotate flag (``build``), options, what it reads of the trace, its tables.
 
     ``build(columns, context) -> Injections`` is pure: it reads the columns and returns what
-    to add (tracks, slices, arrows, args); it never opens a file. The settings that say what
-    the scan must keep (``launch_apis``, ``stack_marks``, ``patches_args``) are values or
-    functions of the options; the scan keeps only what the chosen analyses read.
+    to add (tracks, slices, arrows, args); it never opens a file; None for a feature that adds
+    no track (no annotate flag). The settings that say what the scan must keep (``launch_apis``,
+    ``stack_marks``, ``patches_args``) are values or functions of the options; the scan keeps only
+    what the chosen analyses read.
     """
 
     name: str
     help: str
-    build: Callable[[TraceColumns, AnnotateContext], Injections]
+    build: Callable[[TraceColumns, AnnotateContext], Injections] | None
     options: tuple[Option, ...] = ()
     order: int = 100  # place in --help, in --all and in the output (built-ins 10..60, then by name)
     # --all runs it (False for one that needs an option of its own, or costs much more than the others: its
@@ -120,6 +167,11 @@ class Analysis:
     result: Callable[[TraceColumns, Mapping[str, Any]], Any] | None = None
     # The figures it reports in ``Injections.figures``: columns of the per-rank summary.
     figures: tuple[Figure, ...] = ()
+    # Its tables in ``stats``; the first is also its ``Trace.table(name)`` where it declares no ``table``.
+    tables: tuple[Table, ...] = ()
+    # The name of its ``Trace`` method and path-level function (None: its own name); one written by
+    # hand in ``api/`` under that name is used, else they are made from ``Trace.table(name)``.
+    api: str | None = None
 
     def setting(self, name: str, options: Mapping[str, Any]) -> Any:
         value = getattr(self, name)

@@ -40,9 +40,9 @@ from ..io.write.output import AtomicOutput, check_writable
 from ..io.write.patch import ExtraArgs, patch_editor
 from ..io.write.placed_patch import copy_placed
 from ..io.write.writer import EventSink, write_trace
+from ..plan.scan_plan import ScanPlan
 from ..rewrite.repair import RepairReading, RepairResult
 from . import registry, schedule
-from .plan import ScanPlan
 from .plugin import Analysis
 
 

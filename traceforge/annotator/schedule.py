@@ -22,7 +22,7 @@ from ..columns.scan import TraceColumns
 from ..emit.tracks import Injections, TidAllocator
 from ..io.memory.heap import give_back
 from ..io.write.jsontext import Block
-from .plan import ScanPlan
+from ..plan.scan_plan import ScanPlan
 from .plugin import Analysis, AnnotateContext
 
 

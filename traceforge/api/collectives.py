@@ -39,6 +39,7 @@ class RankCollectives:
     metadata: dict = field(default_factory=dict)  # the top-level keys but traceEvents
     step_ranges: list = field(default_factory=list)  # (step number, ts ns, end ns) of ProfilerStep#N
     trace_start_ns: int | None = None
+    id_top: int = -1  # the largest flow id, correlation or External id the scanner read (-1: none; see rewrite.merge)
 
 
 @dataclass
@@ -85,8 +86,14 @@ class _Collector:
         self.wanted = np.zeros(0, np.int8)  # per scanner string id: 1 kernel name, 2 CPU op name, 0 neither
         self.kernels: list[Slice] = []
         self.cpu_ops: list[Slice] = []
+        self.id_top = -1
 
     def __call__(self, batch: EventBatch) -> None:
+        rows = batch.rows
+        for flag, column in ((R.F_ID, R.ID), (R.F_CORRELATION, R.CORRELATION), (R.F_EXTERNAL_ID, R.EXTERNAL_ID)):
+            values = rows[(rows[:, R.FLAGS] & flag) != 0, column]
+            if len(values):
+                self.id_top = max(self.id_top, int(values.max()))
         new = self.scanner.strings[len(self.wanted):]
         if new:
             names = [R.decode_string(raw) for raw in new]
@@ -135,7 +142,7 @@ def rank_collectives(path: str, rank: int = 0) -> RankCollectives:
             ranges.append((int(number), ts, ts + dur))
     return RankCollectives(rank, path, table, int(steps.dur.sum()) if len(steps) else 0, len(steps),
                            (span[1] - span[0]) if span else 0, cols.event_count, base, cols.metadata, ranges,
-                           cols.trace_start_ns)
+                           cols.trace_start_ns, hook.id_top)
 
 
 def collectives(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, align: bool = True,

@@ -9,16 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..analyses.gpu_time.busy import KERNEL_WAIT_NS
 from ..analyses.gpu_time.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.gpu_time.rules import DEFAULT_RULES, RuleSet, load_rules
 from ..analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patterns
 from ..analyses.structure.filters import Filters
+from ..annotator.registry import FEATURES, declared_columns, has_table, reads_memory, stats_of, table_of
 from ..errors import UsageError
+from ..plan import reads
 from ..util.lazy_pandas import pd
-from . import reads
 from .fan_out import ranked
 
 T = TypeVar("T")
@@ -71,7 +72,7 @@ def roofline(path: str, *, gpu_limits: str | None = None, where: Filters | None 
     from ..annotator.plugins.roofline import tables
 
     options = {"gpu_limits": gpu_limits}
-    return tables(reads.declared_columns(path, "roofline", options, where), options)
+    return tables(declared_columns(path, "roofline", options, where), options)
 
 
 def stats(inputs: str | os.PathLike | Iterable[str | os.PathLike], *, kernel_wait_ns: int = KERNEL_WAIT_NS,
@@ -109,10 +110,8 @@ def _itself(value: T) -> T:
 def _rank_stats(each: Callable[[TraceStats], T], kernel_wait_ns: int, tables: Collection[str] | None,
                 where: Filters | None, hta: bool | str, path: str, rank: int) -> T:
     """``each`` of one trace's statistics (a ``ranked`` job: runs where the trace is read)."""
-    from ..analyses.cross_trace.stats import trace_stats
-
-    cols = reads.stats_columns(path, where, tables)
-    return each(trace_stats(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
+    cols = reads.stats_columns(path, where, memory=reads_memory(tables))
+    return each(stats_of(cols, rank=rank, kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta))
 
 
 def compare_tails(a: str | os.PathLike, b: str | os.PathLike, *, where: Filters | None = None) -> pd.DataFrame:
@@ -234,6 +233,33 @@ def critical_path(path: str, *, annotation: str | None = None, step: int | None 
     ``segments=False``: the summary alone; ``hta``: HTA 0.5's graph, without the trace's
     forward-to-backward links)."""
     from ..analyses.critical_path.path import critical_path as path_of
-    from ..annotator.plan import filtered_scan
+    from ..plan.scan_plan import filtered_scan
 
     return path_of(filtered_scan(path, where), annotation, step, segments=segments, hta=hta)
+
+
+def table(path: str, feature: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
+    """The table of the feature ``feature`` of the trace at ``path`` (as ``Trace.table``), of one read
+    that keeps what its declaration reads (``registry.declared_columns``)."""
+    declared = FEATURES.get(feature)
+    if declared is None or not has_table(declared):
+        having = [name for name, a in FEATURES.items() if has_table(a)]
+        raise UsageError(f"no analysis named {feature!r} has a table (these do: {', '.join(having)})")
+    return table_of(declared, declared_columns(path, feature, options, where), options)
+
+
+def _path_function(feature: str) -> Callable[..., pd.DataFrame]:
+    """``traceforge.NAME(path, where=..., **options)``: the table of the feature ``feature`` (``table``)."""
+    def function(path: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
+        return table(path, feature, where=where, **options)
+
+    declared = FEATURES[feature]
+    function.__name__ = function.__qualname__ = declared.api or feature
+    function.__doc__ = f"The table of {feature} of the trace at ``path`` (``table(path, {feature!r})``): {declared.help}."
+    return function
+
+
+# The path-level function of each feature with a table and no function of its name written above.
+DERIVED: dict[str, Callable[..., pd.DataFrame]] = {
+    f.api or name: _path_function(name) for name, f in FEATURES.items() if has_table(f) and (f.api or name) not in globals()}
+globals().update(DERIVED)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..io.write.jsontext import json_bytes
-from ..rewrite.merge import ID_STRIDE, Merged, RankInput, RankWritten, mapped, merge_ranks
+from ..rewrite.merge import ID_STRIDE, Merged, RankInput, RankWritten, Window, mapped, merge_ranks
 from ..rewrite.rebase import BASE_KEY
 from ..util.exacttime import ns_to_us_text
 from ..util.time_window import parse_steps, parse_window
 from .collectives import Collectives, collectives
+from .fan_out import cores, run_jobs
 
 WAIT_TID_BASE = ID_STRIDE - 4096  # the waiting slices' threads: the top of a rank's tid range
 WAIT_COUNTER = "Time waiting for other ranks (ms)"
@@ -76,16 +77,16 @@ def merge(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str, *, 
     keep = None
     if window is not None or steps is not None:
         lo, hi = (t - origin for t in _window(found, window, steps))
-
-        def keep(ts: int, dur: int | None, ph: bytes) -> bool:
-            return ts < hi and (ts + (dur or 0) > lo if dur else ts >= lo)
-
+        keep = Window(lo, hi)
     chosen_ranks = {r.rank for r in chosen}
     appended = (lambda written: _drawn(found, written, out_base, chosen_ranks)) if draw_collectives else None
     tail = b"\n],\n" + json_bytes({BASE_KEY: out_base})[1:-1] + b',"' + TRACEFORGE_KEY.encode() + b'":' + json_bytes(
             {"ranks": [{"rank": r.rank, "path": r.path, "clock": _clock(found, r.rank), "metadata": r.metadata}
                        for r in chosen]}) + b"}\n"
-    merged = merge_ranks(inputs_, out, tail=tail, keep=keep, appended=appended)
+    # the ranks are written here, in parallel as they were scanned (a cluster's workers scan them)
+    write_jobs = jobs if jobs is not None and cluster is None else cores()
+    merged = merge_ranks(inputs_, out, tail=tail, keep=keep, appended=appended, jobs=write_jobs,
+                         id_tops=[r.id_top for r in chosen], runner=run_jobs)
     return MergeResult(merged, found)
 
 

@@ -1,6 +1,7 @@
 """What commands and notebooks use of the analyses beside ``Trace`` and the path functions: the
 result types, the vocabularies and defaults of their options, and the table functions over the
-columns ``api.reads`` loads. The command line takes these from here, never from ``analyses``."""
+columns the scans of ``plan.reads`` load, and the declared stats tables (``annotator.registry``). The
+command line takes these from here, never from ``analyses``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..analyses.counters import CounterTables, counter_tables, ncu_tables
 from ..analyses.counters.kinds import INSTRUCTIONS, kind_summary
 from ..analyses.critical_path.path import CATEGORY_COLUMNS
 from ..analyses.cross_trace.diff import TABLES as DIFF_TABLES
-from ..analyses.cross_trace.stats import TAIL_PERCENTS, TraceStats, default_tables
+from ..analyses.cross_trace.stats import TAIL_PERCENTS, TraceStats
 from ..analyses.cross_trace.stragglers import (
     MIN_RANKS_FOR_STRAGGLERS,
     STRAGGLER_FIGURES,
@@ -36,6 +37,9 @@ from ..analyses.patterns.by_op import DEFAULT_MIN_LEN
 from ..analyses.patterns.table import ARROW, Patterns
 from ..analyses.structure.export_tables import tables_by_kind
 from ..analyses.structure.filters import Filters
+from ..annotator.registry import STATS_TABLES, TABLE_ALIASES, default_tables, in_text_order
+from ..plan.reads import counter_columns, export_columns, launch_columns, operator_columns
+from ..plan.scan_plan import filtered_scan
 
 __all__ = [
     "ARROW",
@@ -62,13 +66,21 @@ __all__ = [
     "Patterns",
     "QUARTILES",
     "RuleSet",
+    "STATS_TABLES",
+    "TABLE_ALIASES",
     "STRAGGLER_FIGURES",
     "STRAGGLER_SHARE",
     "TAIL_PERCENTS",
     "TraceStats",
     "WHOLE_TRACE",
+    "counter_columns",
     "counter_tables",
     "default_tables",
+    "export_columns",
+    "filtered_scan",
+    "in_text_order",
+    "launch_columns",
+    "operator_columns",
     "hta_launch_table",
     "keeps_hta_launch",
     "kernel_labels",

@@ -11,14 +11,14 @@ name returns for the file (``traceforge.queue_length(path)`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..analyses.counters.tables import has_counters
-from ..analyses.cross_trace.stats import rank_of, trace_stats
+from ..analyses.cross_trace.stats import rank_of
 from ..analyses.gpu_time.busy import KERNEL_WAIT_NS
 from ..analyses.gpu_time.classify import Classified, classify_columns, seconds_to_ns
 from ..analyses.gpu_time.rules import DEFAULT_RULES, RuleSet, load_rules
@@ -28,7 +28,7 @@ from ..analyses.patterns.by_op import DEFAULT_MIN_LEN, DEFAULT_TOP_K, find_patte
 from ..analyses.structure.filters import Filters
 from ..analyses.structure.stacks import stack_ops
 from ..annotator.plugin import Analysis
-from ..annotator.registry import ANALYSES, with_defaults
+from ..annotator.registry import ANALYSES, FEATURES, declared_columns, has_table, stats_of, table_of, with_defaults
 from ..annotator.run import AnnotateResult, annotate
 from ..columns.info import summarize
 from ..columns.scan import TraceColumns, scan
@@ -37,7 +37,6 @@ from ..io.read.codec import input_codec, read_once
 from ..io.read.rank_files import name_rank
 from ..util.lazy_pandas import pd
 from .fan_out import ranked
-from .reads import declared_columns
 
 if TYPE_CHECKING:
     from ..analyses.counters import CounterTables
@@ -127,8 +126,8 @@ class Trace:
         picks which are made; ``hta``: HTA's choices (``traceforge.stats``)."""
         cols = self._view(where)
         rank = rank if rank is not None else rank_of(cols)
-        return trace_stats(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
-                           kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta)
+        return stats_of(cols, rank=rank if rank is not None else name_rank(self.path) or 0,
+                        kernel_wait_ns=kernel_wait_ns, tables=tables, hta=hta)
 
     def classified(self, rules: str | RuleSet = DEFAULT_RULES, *, elapsed_s: float | str | None = None,
                    where: Filters | None = None) -> Classified:
@@ -198,19 +197,36 @@ class Trace:
         return declared_columns(self.path, declared.name, options, where)
 
     def table(self, analysis: str, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
-        """The table of an annotate analysis that has one (``--queue-length``: ``"queue_length"``),
+        """The table of a feature that has one (``--queue-length``: ``"queue_length"``; ``registry.table_of``),
         with its options (those not given take their declared defaults)."""
-        declared = ANALYSES.get(analysis)
-        if declared is None or declared.table is None:
-            having = [name for name, a in ANALYSES.items() if a.table is not None]
+        declared = FEATURES.get(analysis)
+        if declared is None or not has_table(declared):
+            having = [name for name, a in FEATURES.items() if has_table(a)]
             raise UsageError(f"no analysis named {analysis!r} has a table (these do: {', '.join(having)})")
-        return declared.table(self._columns_of(declared, options, where), with_defaults([declared], options))
+        return table_of(declared, self._columns_of(declared, options, where), options)
 
     def annotate(self, out: str | None = None, *, analyses: Iterable[str] = (), options: dict[str, Any] | None = None,
                  where: Filters | None = None, **flags: bool) -> AnnotateResult:
         """Write the trace with the chosen analyses' tracks to ``out`` (see ``traceforge.annotate``).
         The copy needs the trace's bytes, so the file is read again."""
         return annotate(self.path, out, analyses=tuple(analyses), options=options, where=where, **flags)
+
+
+def _feature_method(feature: str) -> Callable[..., pd.DataFrame]:
+    """``Trace.NAME(where=..., **options)``: the table of the feature ``feature`` (``Trace.table``)."""
+    def method(self: Trace, *, where: Filters | None = None, **options: Any) -> pd.DataFrame:
+        return self.table(feature, where=where, **options)
+
+    declared = FEATURES[feature]
+    method.__name__ = method.__qualname__ = declared.api or feature
+    method.__doc__ = f"The table of {feature} (``Trace.table({feature!r})``): {declared.help}."
+    return method
+
+
+# Each feature with a table and no method of its name written above has one made from its declaration.
+for _name, _feature in FEATURES.items():
+    if has_table(_feature) and not hasattr(Trace, _feature.api or _name):
+        setattr(Trace, _feature.api or _name, _feature_method(_name))
 
 
 def _read(path: str, rank: int) -> Trace:

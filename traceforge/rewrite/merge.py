@@ -7,22 +7,35 @@ one), and every ``ts`` moves by the rank's clock shift and base-time difference,
 integer ns arithmetic on the number's text. ``process_name`` gets a ``rank R:`` prefix and
 ``process_sort_index`` puts ranks in order (a rank's processes without either get one).
 Durations are kept as recorded. Only one rank's events are held at a time (a batch).
+
+With ``jobs`` the ranks are written in parallel, each by a worker into a compressed member of
+its own (gzip members and zstd frames may follow one another in one file), and the parent
+copies the members' compressed bytes between its head and tail. A rank's ids start past the
+ids of the ranks before it: the workers start from the ids the scan saw (``id_tops``), and a
+rank written from a start its predecessors' real ids do not give is written again. The text
+inside is the same, byte for byte, as one rank after another gives.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from .. import _native
 from ..errors import UsageError
+from ..io.memory import tempfiles
+from ..io.memory.heap import trim_heap
+from ..io.memory.tempfiles import remove_quietly
+from ..io.read.codec import READ_SIZE
 from ..io.read.reader import TraceReader, parse_event
 from ..io.write.fields import scalar_spans, splice, splice_rows
 from ..io.write.jsontext import Texts, json_bytes
-from ..io.write.output import AtomicOutput, Compressor
+from ..io.write.output import AtomicOutput, Compressor, compression_in_force, output_codec, output_compression
 from ..util.exacttime import ns_to_us_text, to_ns
 
 ID_STRIDE = 1 << 22  # a rank's pids and tids: [rank * ID_STRIDE, (rank + 1) * ID_STRIDE)
@@ -80,13 +93,40 @@ class Merged:
 Keep = Callable[[int, int | None, bytes], bool]  # (ts ns aligned, dur ns or None, ph) -> keep the event?
 
 
+@dataclass(frozen=True)
+class Window:
+    """A ``Keep``: the events in [lo, hi) ns of the merged clock (a slice: any overlap)."""
+
+    lo: int
+    hi: int
+
+    def __call__(self, ts: int, dur: int | None, ph: bytes) -> bool:
+        return ts < self.hi and (ts + (dur or 0) > self.lo if dur else ts >= self.lo)
+
+
+# Runs ``job`` over ``items`` (their input ``paths`` beside) in up to ``jobs`` workers, yielding
+# the results in item order: the API passes its fan-out (``api.fan_out.run_jobs``).
+Runner = Callable[..., Iterable]
+
+
+def _in_turn(job: Callable, items: Sequence, paths: Sequence[str], *, jobs: int) -> Iterable:
+    """The runner without workers: each item in turn, here."""
+    return map(job, items)
+
+
 def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEvents":[\n', tail: bytes = b"\n]}\n",
-                keep: Keep | None = None, appended: Callable[[list[RankWritten]], Iterable[bytes]] | None = None
-                ) -> Merged:
+                keep: Keep | None = None, appended: Callable[[list[RankWritten]], Iterable[bytes]] | None = None,
+                jobs: int = 1, id_tops: Sequence[int] | None = None, runner: Runner | None = None) -> Merged:
     """Write ``ranks`` into ``out`` (atomically); ``appended(written)`` gives more events after
-    the ranks' (e.g. the arrows between ranks), ``tail`` closes the document."""
+    the ranks' (e.g. the arrows between ranks), ``tail`` closes the document. ``jobs`` > 1:
+    that many ranks written at once (``keep`` must then pickle); ``id_tops``: each rank's
+    largest id as the scan saw it (-1: none), where the workers' ids start (see the module);
+    ``runner(job, items, paths, jobs=)`` runs the ranks' jobs (the API's fan-out; default: one
+    after another here)."""
     if any(not 0 <= r.rank < MAX_RANKS for r in ranks):
         raise UsageError(f"merge: ranks must be in 0..{MAX_RANKS - 1} (pids and tids stay below 2^32)")
+    if jobs > 1 and len(ranks) > 1:
+        return _merge_members(ranks, out, head, tail, keep, appended, jobs, id_tops, runner or _in_turn)
     written: list[RankWritten] = []
     extra = 0
     with AtomicOutput(out, tuple(r.path for r in ranks)) as sink:
@@ -103,6 +143,121 @@ def merge_ranks(ranks: list[RankInput], out: str, *, head: bytes = b'{"traceEven
                 extra += 1
         sink.write(tail)
     return Merged(out, written, extra)
+
+
+@dataclass
+class _Member:
+    """A rank written by a worker: its file, what was written, from which id on, and its ids'
+    top past that start (-1: none; the same whatever the start)."""
+
+    path: str
+    written: RankWritten
+    id_base: int
+    id_top: int
+    empty: bool
+
+
+def _merge_members(ranks: list[RankInput], out: str, head: bytes, tail: bytes, keep: Keep | None,
+                   appended: Callable[[list[RankWritten]], Iterable[bytes]] | None, jobs: int,
+                   id_tops: Sequence[int] | None, runner: Runner) -> Merged:
+    # the members come compressed: the output writes their bytes as they are (the input refused now)
+    output = AtomicOutput(out, tuple(r.path for r in ranks), codec="plain")
+    codec = "plain" if out == "-" else output_codec(out)
+    paths: list[str] = []
+    try:
+        for _ in ranks:
+            fd, path = tempfiles.make_in_tempdir("merge-rank-", ".part")
+            os.close(fd)
+            paths.append(path)
+        members = _written_members(ranks, paths, keep, codec, jobs, id_tops, runner)
+        extra = 0
+        with output as sink:
+            _whole_member(sink, codec, head)
+            first = True
+            for m in members:
+                if m.empty:
+                    continue
+                if not first:
+                    _whole_member(sink, codec, b",\n")
+                first = False
+                with open(m.path, "rb") as f:
+                    while chunk := f.read(READ_SIZE):
+                        sink.write(chunk)
+                remove_quietly(m.path)
+            if appended is not None:
+                more = Compressor(_Into(sink), codec)
+                try:
+                    at_first = [first]
+                    for text in appended([m.written for m in members]):
+                        _put(more, at_first, text)
+                        extra += 1
+                except BaseException:
+                    more.abort()
+                    raise
+                more.close()
+            _whole_member(sink, codec, tail)
+    finally:
+        for path in paths:
+            remove_quietly(path)
+    return Merged(out, [m.written for m in members], extra)
+
+
+def _written_members(ranks: list[RankInput], paths: list[str], keep: Keep | None, codec: str, jobs: int,
+                     id_tops: Sequence[int] | None, runner: Runner) -> list[_Member]:
+    """Every rank written by the workers from the ids its predecessors take: first from
+    ``id_tops``, then again for the ranks whose start the real tops move (at most once more
+    where a top does not depend on the start, as the edits make it)."""
+    guess = list(id_tops) if id_tops is not None else [-1] * len(ranks)
+    members: list[_Member | None] = [None] * len(ranks)
+    job = partial(_write_member, codec, compression_in_force(), keep)
+    while True:
+        bases, base = [], 0
+        for i in range(len(ranks)):
+            bases.append(base)
+            m = members[i]
+            base += (m.id_top if m is not None else max(guess[i], -1)) + 1
+        todo = [i for i, m in enumerate(members) if m is None or m.id_base != bases[i]]
+        if not todo:
+            return [m for m in members if m is not None]
+        for i, m in zip(todo, runner(job, [(ranks[i], paths[i], bases[i]) for i in todo],
+                                       [ranks[i].path for i in todo], jobs=jobs)):
+            members[i] = m
+
+
+def _write_member(codec: str, compression: str, keep: Keep | None, item: tuple[RankInput, str, int]) -> _Member:
+    """One rank's events (a worker's job) into ``path``, compressed as a member of its own."""
+    r, path, id_base = item
+    first = [True]
+    with open(path, "wb", buffering=READ_SIZE) as f, output_compression(compression):
+        sink = Compressor(f, codec)
+        try:
+            done, top = _one_rank(r, sink, first, id_base, keep)
+        except BaseException:
+            sink.abort()
+            raise
+        sink.close()
+    trim_heap()  # a worker writes rank after rank: the holes one leaves do not add up
+    return _Member(path, done, id_base, top - id_base, first[0])
+
+
+class _Into:
+    """A file for a Compressor that writes into another (plain) one: a member made in place."""
+
+    def __init__(self, sink: Compressor):
+        self._sink = sink
+
+    def write(self, data: bytes) -> None:
+        self._sink.write(bytes(data))
+
+    def flush(self) -> None:
+        pass
+
+
+def _whole_member(sink: Compressor, codec: str, text: bytes) -> None:
+    """``text`` compressed on its own into ``sink``, which writes bytes as they are."""
+    member = Compressor(_Into(sink), codec)
+    member.write(text)
+    member.close()
 
 
 def _put(sink: Compressor, first: list[bool], text: bytes | memoryview) -> None:

@@ -221,7 +221,7 @@ def test_kinds_and_nccl_formulas():
 def test_merge_keeps_every_event_and_aligns_the_ends(tmp_path, base):
     where, truth = made(tmp_path, base, 2, seed=11, copies=4, gap_ms=300, delays=2)
     out = tmp_path / "merged.json.gz"
-    result = merge([str(where)], str(out), draw_collectives=True)
+    result = merge([str(where)], str(out), draw_collectives=True, jobs=2)  # ranks written as members
     doc = json.loads(gzip.decompress(out.read_bytes()))
     events = doc["traceEvents"]
     drawn = [e for e in events if str(e.get("cat", "")).startswith("traceforge")
@@ -285,7 +285,7 @@ def test_real_pair_matched_fitted_and_merged(tmp_path):
     text = run_cli("collectives", str(pair), "--table", "instances", "--table", "clocks", "--jobs", "1")
     assert text.returncode == 0 and "fitted" in text.stdout.decode()
     out = tmp_path / "pair.json.gz"
-    assert run_cli("merge", str(pair), "-o", str(out), "--collectives", "--jobs", "1").returncode == 0
+    assert run_cli("merge", str(pair), "-o", str(out), "--collectives", "--jobs", "2").returncode == 0  # members
     events = json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
     for r in (0, 1):
         inputs = json.loads(gzip.decompress((pair / f"sampled_rank-{r}.json.gz").read_bytes()))["traceEvents"]

@@ -18,9 +18,10 @@ import pytest
 import traceforge
 from tests.conftest import SAMPLE, TRACES, raw_json, run_cli
 from traceforge.analyses.cross_trace.diff import compare
-from traceforge.analyses.cross_trace.stats import TAIL_PERCENTS, TraceStats, tails, trace_stats, wall_span
+from traceforge.analyses.cross_trace.stats import TAIL_PERCENTS, tails, trace_stats, wall_span
 from traceforge.analyses.launches.overlap import launch_overlaps
 from traceforge.analyses.structure.activity import canonical_kind
+from traceforge.annotator.registry import STATS_TABLES
 from traceforge.cli.main import main
 from traceforge.columns.scan import KERNEL, scan
 
@@ -227,8 +228,8 @@ def test_export_api_returns_what_it_wrote(tmp_path, monkeypatch):
 
 def test_a_failed_export_leaves_no_table(tmp_path):
     from traceforge.analyses.structure.export_tables import tables_by_kind
-    from traceforge.api.reads import export_columns
     from traceforge.io.write.table_files import write_tables
+    from traceforge.plan.reads import export_columns
 
     def read_tables(path):
         return tables_by_kind(export_columns(path))
@@ -348,8 +349,8 @@ def test_stats_csv_is_one_table_that_pandas_reads(sample):
     r = run_cli("stats", str(sample.path), "--format", "csv")
     assert r.returncode == 1 and not r.stdout
     assert r.stderr.decode().strip().splitlines() == [
-        f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(TraceStats.names())})"]
-    full = traceforge.stats(str(sample.path), tables=TraceStats.names())
+        f"traceforge: error: stats --format csv writes one table: name it with --table ({', '.join(STATS_TABLES)})"]
+    full = traceforge.stats(str(sample.path), tables=tuple(STATS_TABLES))
     for name in ("streams", "overlap", "temporal", "kernel_types"):
         r = run_cli("stats", str(sample.path), "--format", "csv", "--table", name)
         assert r.returncode == 0, r.stderr

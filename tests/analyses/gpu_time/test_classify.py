@@ -23,11 +23,11 @@ import traceforge
 from tests.conftest import SAMPLE, TRACES, raw_json
 from traceforge.analyses.gpu_time.classify import NON_GPU, classify_columns, label_ops
 from traceforge.analyses.gpu_time.rules import PRESETS, RuleSet, load_rules
-from traceforge.api.reads import gpu_columns as load_gpu_columns
 from traceforge.cli.classify_report import NON_GPU_COLOR, render_html
 from traceforge.cli.main import main
 from traceforge.columns.scan import MEMCPY, MEMSET
 from traceforge.errors import UsageError
+from traceforge.plan.reads import gpu_columns as load_gpu_columns
 from traceforge.util.exacttime import to_ns
 
 HTA_TRACES = ("negative_queue", "df_index", "trace_diff")  # the three in docs/hta.md

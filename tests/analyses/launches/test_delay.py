@@ -23,7 +23,6 @@ from traceforge.analyses.launches.delay import (
     outliers,
 )
 from traceforge.annotator.plugins.launch_delay import FLOW_CATEGORY, delay_counters, delay_label
-from traceforge.api.reads import stack_columns as scan_for_stacks
 from traceforge.columns.scan import scan
 from traceforge.emit.flow_anchors import perfetto_thread
 from traceforge.errors import UsageError
@@ -31,6 +30,7 @@ from traceforge.io.read.reader import TraceReader
 from traceforge.perfetto import check_trace
 from traceforge.perfetto.timestamps import perfetto_ns as perfetto_ns_array
 from traceforge.perfetto.timestamps import perfetto_ns_of as perfetto_ns
+from traceforge.plan.reads import stack_columns as scan_for_stacks
 from traceforge.util.durations import parse_duration_ns
 from traceforge.util.exacttime import to_ns
 

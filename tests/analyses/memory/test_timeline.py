@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from tests.conftest import TRACES, raw_json, run_cli
-from traceforge.analyses.cross_trace.stats import reads_memory
 from traceforge.analyses.memory.timeline import memory_peaks, memory_step_peaks, memory_timeline
+from traceforge.annotator.registry import reads_memory
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
 

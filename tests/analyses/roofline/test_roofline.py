@@ -20,7 +20,7 @@ from tests.conftest import TRACES, raw_json, run_cli
 from traceforge.analyses.roofline import work as W
 from traceforge.analyses.roofline.limits import limits_for, parse_limits
 from traceforge.analyses.roofline.model import roofline, split_by_duration
-from traceforge.api import reads
+from traceforge.annotator import registry
 from traceforge.errors import TraceforgeError, UsageError
 from traceforge.util.lazy_pandas import pd
 
@@ -370,7 +370,7 @@ def _brute_force_matmuls(path: Path) -> dict[int, int]:
 def test_every_matrix_multiply_is_2mnk(name):
     path = TRACES[name]
     expected = _brute_force_matmuls(path)
-    cols = reads.declared_columns(str(path), "roofline")
+    cols = registry.declared_columns(str(path), "roofline")
     r = roofline(cols)
     got: dict[int, int] = defaultdict(int)
     ordinal = cols.cpu_ops.ordinal[r.owner]

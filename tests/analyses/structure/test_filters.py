@@ -19,9 +19,10 @@ from traceforge import Filters
 from traceforge.analyses.cross_trace.stats import TraceStats
 from traceforge.analyses.launches.calls import STREAM_LAUNCH_APIS
 from traceforge.analyses.structure.steps import gpu_steps, steps_window
-from traceforge.api import reads
+from traceforge.annotator.registry import STATS_TABLES
 from traceforge.columns.scan import scan
 from traceforge.perfetto import check_trace
+from traceforge.plan import reads
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
@@ -167,7 +168,7 @@ def _trimmed_stats_equal(path, tmp_path, steps: str | None = None, window: str |
     out = tmp_path / "trimmed.json.gz"
     trim_window = None if window is None else ":".join(f"+{side}" if side else "" for side in window.split(":"))
     traceforge.trim(str(path), str(out), steps=steps, window=trim_window)
-    tables = TraceStats.names()
+    tables = tuple(STATS_TABLES)
     filtered = traceforge.stats(str(path), tables=tables, where=Filters(steps=steps, window=window))
     _stats_equal(filtered, traceforge.stats(str(out), tables=tables))
     assert traceforge.load(str(path)).stats(tables=tables, where=Filters(steps=steps, window=window)) is not None

@@ -15,12 +15,12 @@ from tests.conftest import SAMPLE, TRACES
 from traceforge.analyses.patterns.by_op import find_patterns
 from traceforge.analyses.structure import export_tables
 from traceforge.analyses.structure.stacks import build_stacks, nest_calls
-from traceforge.api.reads import export_columns
-from traceforge.api.reads import operator_columns as scan_for_operator
-from traceforge.api.reads import stack_columns as scan_for_stacks
 from traceforge.columns import windows
 from traceforge.columns.scan import TraceColumns, scan
 from traceforge.columns.table import Table
+from traceforge.plan.reads import export_columns
+from traceforge.plan.reads import operator_columns as scan_for_operator
+from traceforge.plan.reads import stack_columns as scan_for_stacks
 
 
 def _ancestors(cols: TraceColumns, rows: np.ndarray, first_op: np.ndarray) -> dict[int, tuple[int, ...]]:

@@ -216,7 +216,8 @@ def insert_members(data: object, starts: object, at: object, empty: object, blob
                    body_lengths: object, needles: object) -> bytes | None:
     """``data`` with, for each event i that has a body (in order), ``", "`` (none where
     ``empty[i]``) and ``blob[body_starts[i]:][:body_lengths[i]]`` inserted at ``at[i]``; None
-    if such an event has ``at[i] < 0`` or one of ``needles`` in ``data[starts[i]:at[i]]``."""
+    if such an event has ``at[i] < 0`` or one of ``needles`` in ``data[starts[i]:at[i]]`` that
+    its body adds (the needle followed by ``:`` in it, after JSON whitespace)."""
     views = [contiguous(x) for x in (data, starts, at, empty, blob, body_starts, body_lengths)]
     data_view, starts_view, at_view, empty_view, blob_view, bs_view, bl_view = views
     n = len(starts_view) // 8
@@ -233,10 +234,22 @@ def insert_members(data: object, starts: object, at: object, empty: object, blob
             return None
         raise IndexError(f"event {i} (start {items(starts_view, np.int64)[i]}, args at "
                          f"{items(at_view, np.int64)[i]}) is out of order or bounds")
-    if _contains(data_view, s, a, needle_views).any():
-        return None
+    for i in np.flatnonzero(_contains(data_view, s, a, needle_views)).tolist():
+        span, body = bytes(data_view[s[i]:a[i]]), bytes(blob_view[bs[i]:bs[i] + bl[i]])
+        if any(_adds(body, k) and k in span for k in map(bytes, needle_views)):
+            return None
     comma = np.frombuffer(empty_view, np.uint8)[events] == 0
     return _inserted(data_view, blob_view, a, comma, bs, bl)
+
+
+def _adds(body: bytes, needle: bytes) -> bool:
+    """Whether ``body`` (members ``"k":v,...``) has ``needle`` followed by ``:`` (after JSON whitespace)."""
+    at = body.find(needle)
+    while at >= 0:
+        if body[at + len(needle):].lstrip(b" \t\n\r")[:1] == b":":
+            return True
+        at = body.find(needle, at + 1)
+    return False
 
 
 def _inserted(data: memoryview, blob: memoryview, at: np.ndarray, comma: np.ndarray, bs: np.ndarray,

@@ -21,26 +21,19 @@ All times are integer ns; a negative ``dur`` counts as 0. Tables (one row set pe
   launched; ``launch_kernels``: which GPU ops each API launched (e.g. the kernels that go
   through ``cudaLaunchKernelExC``).
 - ``launch_overlaps``: the overlapping consecutive launch pairs.
-- ``kernel_types`` / ``kernel_breakdown`` (on request): HTA's kernel breakdown with the ``hta``
-  preset's types, every GPU op kept (``kernel_breakdown``).
-- ``idle_intervals`` (asked for only): per (device, stream, idle category), the gaps' count,
-  total, mean, min, p50, p90, max (``idle_intervals``).
-- ``queue`` (asked for only): per (device, stream), the queue length's change points (count,
-  mean, p50, p95, max) and the time at each quartile of its max and at CUDA's launch-queue
-  limit (``queue_summary``).
-- ``memcpy`` (asked for only): per (device, copy kind), copies, bytes, busy time, mean and peak
-  rate (``memcpy_summary``).
 
-Those are the core tables, made together. Each table of ``EXTRA_TABLES`` is made only when
-asked for (``trace_stats(tables=...)``), or by default if it is marked so; it reads the
-columns with the launch calls that GPU ops join in memory, and a ``StatsContext``.
+Those are the core tables, made together. The other tables are the features' (``Table.make`` of
+``annotator.plugin``: overlap, temporal, kernel types, idle intervals, queue, memcpy, memory, ...),
+each made only when asked for (``trace_stats(extra=..., tables=...)``) from the columns with the
+launch calls that GPU ops join in memory, and a ``StatsContext``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -51,18 +44,10 @@ from ...io.memory.heap import give_back
 from ...io.read.rank_files import metadata_rank
 from ...util.distinct import factorized
 from ...util.lazy_pandas import pd
-from ..gpu_time.annotations import gpu_annotation_times
-from ..gpu_time.breakdown import kernel_breakdown, kernel_types
 from ..gpu_time.busy import KERNEL_WAIT_NS, busy_idle
-from ..gpu_time.comm_overlap import comm_overlap
-from ..gpu_time.idle_intervals import idle_intervals
-from ..gpu_time.temporal import temporal_breakdown
-from ..hta.choices import HTA_DURATION_RATIO, hta_version, hta_view, queue_apis
-from ..launches.calls import STREAM_LAUNCH_APIS, join_gpu_to_launch
+from ..hta.choices import hta_version, hta_view
+from ..launches.calls import join_gpu_to_launch
 from ..launches.overlap import launch_overlaps
-from ..launches.queue_summary import queue_summary
-from ..memory.memcpy_summary import memcpy_summary
-from ..memory.timeline import memory_peaks, memory_step_peaks
 from ..structure.activity import CUPTI_KINDS, GPU_ACTIVITY, cat_kinds, durations_by_kind
 from ..structure.filters import trace_start
 from ..structure.stacks import joined_calls
@@ -72,10 +57,14 @@ TAIL_PERCENTS = (1, 5, 10)
 
 
 class StatsContext:
-    """What extra tables share: the options, the wall span, the steps (made once, when first read)."""
+    """What the tables beside the core ones share: the options (``kernel_wait_ns``, ``hta``: a version
+    or None, and ``options``: their features' options, defaults filled in), the wall span, the steps
+    (made once, when first read)."""
 
-    def __init__(self, cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, hta: str | None = None):
-        self.cols, self.span, self.kernel_wait_ns, self.hta = cols, span, kernel_wait_ns, hta  # hta: a version
+    def __init__(self, cols: TraceColumns, span: tuple[int, int], kernel_wait_ns: int, hta: str | None = None,
+                 options: Mapping[str, Any] | None = None):
+        self.cols, self.span, self.kernel_wait_ns, self.hta = cols, span, kernel_wait_ns, hta
+        self.options = dict(options or {})
 
     @cached_property
     def steps(self) -> Steps:
@@ -87,75 +76,50 @@ class StatsContext:
         return gpu_steps(self.cols, self.steps)
 
 
-@dataclass(frozen=True)
-class ExtraTable:
-    """A table ``stats`` makes only when asked for (or by default, if ``default``)."""
-
-    make: Callable[[TraceColumns, StatsContext], pd.DataFrame]
-    default: bool = False
-    memory: bool = False  # reads the [memory] events (``scan(memory=True)``: parsed, so only when asked for)
-
-
-# name -> ExtraTable; each name is also a field of TraceStats, in the same order.
-EXTRA_TABLES: dict[str, ExtraTable] = {
-    "overlap": ExtraTable(lambda cols, ctx: comm_overlap(cols, gpu_step=ctx.gpu_step), default=True),
-    "temporal": ExtraTable(lambda cols, ctx: temporal_breakdown(cols, gpu_step=ctx.gpu_step), default=True),
-    "kernel_types": ExtraTable(lambda cols, ctx: kernel_types(cols)),
-    "kernel_breakdown": ExtraTable(lambda cols, ctx: kernel_breakdown(
-        cols, duration_ratio=HTA_DURATION_RATIO if ctx.hta else None)),
-    "idle_intervals": ExtraTable(lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns)),
-    "queue": ExtraTable(lambda cols, ctx: queue_summary(
-        cols, apis=queue_apis(ctx.hta) if ctx.hta else STREAM_LAUNCH_APIS)),
-    "memcpy": ExtraTable(lambda cols, ctx: memcpy_summary(cols)),
-    "memory": ExtraTable(lambda cols, ctx: memory_peaks(cols), memory=True),
-    "memory_steps": ExtraTable(lambda cols, ctx: memory_step_peaks(cols, ctx.steps), memory=True),
-    "gpu_annotations": ExtraTable(lambda cols, ctx: gpu_annotation_times(cols)),
-}
+Maker = Callable[[TraceColumns, StatsContext], "pd.DataFrame"]  # one table of a rank, from the context
 
 
 def _empty() -> pd.DataFrame:
     return pd.DataFrame({"rank": np.zeros(0, np.int64)})
 
 
-@dataclass
 class TraceStats:
-    """One DataFrame per table, each with a ``rank`` column first (empty if not made)."""
+    """One DataFrame per table, by name, each with a ``rank`` column first (empty if not made):
+    ``stats.top_kernels``, ``stats.tables()``. The names and their order are the declared tables'
+    (``annotator.registry.STATS_TABLES``)."""
 
-    summary: pd.DataFrame
-    devices: pd.DataFrame
-    streams: pd.DataFrame
-    activity: pd.DataFrame
-    tails: pd.DataFrame
-    top_kernels: pd.DataFrame
-    launch_apis: pd.DataFrame
-    launch_kernels: pd.DataFrame
-    launch_overlaps: pd.DataFrame
-    activity_all: pd.DataFrame = field(default_factory=_empty)
-    overlap: pd.DataFrame = field(default_factory=_empty)
-    temporal: pd.DataFrame = field(default_factory=_empty)
-    kernel_types: pd.DataFrame = field(default_factory=_empty)
-    kernel_breakdown: pd.DataFrame = field(default_factory=_empty)
-    idle_intervals: pd.DataFrame = field(default_factory=_empty)
-    queue: pd.DataFrame = field(default_factory=_empty)
-    memcpy: pd.DataFrame = field(default_factory=_empty)
-    memory: pd.DataFrame = field(default_factory=_empty)
-    memory_steps: pd.DataFrame = field(default_factory=_empty)
-    gpu_annotations: pd.DataFrame = field(default_factory=_empty)
+    def __init__(self, tables: Mapping[str, pd.DataFrame]):
+        self._tables = dict(tables)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = self.__dict__.get("_tables", {})
+        if name not in tables:
+            raise AttributeError(f"no stats table named {name!r} (there are {', '.join(tables)})")
+        return tables[name]
+
+    def __getstate__(self) -> dict:
+        return self.__dict__
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TraceStats) and self._tables.keys() == other._tables.keys() and all(
+            a.equals(other._tables[name]) for name, a in self._tables.items())
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict(self._tables)
 
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tables)
 
     @classmethod
     def of_ranks(cls, parts: list[TraceStats]) -> TraceStats:
         """Several ranks' statistics as one: each table's rows, rank after rank."""
         if len(parts) == 1:
             return parts[0]
-        return cls(**{name: pd.concat([p.tables()[name] for p in parts], ignore_index=True)
-                      for name in parts[0].tables()})
+        return cls({name: pd.concat([p.tables()[name] for p in parts], ignore_index=True)
+                    for name in parts[0].tables()})
 
 
 def rank_of(cols: TraceColumns) -> int | None:
@@ -173,29 +137,25 @@ CORE_TABLES = ("summary", "devices", "streams", "activity", "tails", "top_kernel
 TOTALS_TABLES = ("activity_all",)  # made from every event's duration, as the core tables, only when asked for
 
 
-def default_tables() -> tuple[str, ...]:
-    """What ``trace_stats`` makes when not told: the core tables and the extra tables marked default."""
-    return CORE_TABLES + tuple(name for name, extra in EXTRA_TABLES.items() if extra.default)
-
-
-def reads_memory(tables: Collection[str] | None) -> bool:
-    """Whether any of ``tables`` (default ``default_tables()``) reads the [memory] events."""
-    return any(EXTRA_TABLES[t].memory for t in (default_tables() if tables is None else tables) if t in EXTRA_TABLES)
-
-
 def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERNEL_WAIT_NS,
-                tables: Collection[str] | None = None, hta: bool | str = False) -> TraceStats:
-    """The ``tables`` (default ``default_tables()``) for one trace (one rank); the others are
-    empty. Launch calls and CPU ops may be on disk (``scan``'s ``spill_launch``,
+                tables: Collection[str] | None = None, hta: bool | str = False,
+                extra: Mapping[str, Maker] | None = None, names: Sequence[str] | None = None,
+                options: Mapping[str, Any] | None = None) -> TraceStats:
+    """The ``tables`` (default the core tables) for one trace (one rank), of ``names`` (default the
+    core tables, ``activity_all`` and ``extra``'s, in that order); the others are empty. ``extra``: the
+    makers of the tables beside the core ones (the declared tables' ``make``: ``annotator.registry``),
+    given a ``StatsContext`` with ``options``. Launch calls and CPU ops may be on disk (``scan``'s ``spill_launch``,
     ``spill_cpu_ops``): they are read once for the totals, then only the launch calls a GPU op
     joins come back. ``hta``: HTA's choices (``hta_choices``; True: the latest version's, or a
     version of ``HTA_VERSIONS``): the tables after the totals
     (activity, tails, launch API calls) read HTA's view of the trace, the queue HTA's launch
     APIs, the kernel breakdown HTA's ``duration_ratio``."""
-    wanted = default_tables() if tables is None else tuple(tables)
-    unknown = [t for t in wanted if t not in TraceStats.names()]
+    extra = extra or {}
+    names = tuple(names or (*CORE_TABLES, *TOTALS_TABLES, *extra))
+    wanted = CORE_TABLES if tables is None else tuple(tables)
+    unknown = [t for t in wanted if t not in names]
     if unknown:
-        raise UsageError(f"tables: no table {unknown[0]!r} (there are {', '.join(TraceStats.names())})")
+        raise UsageError(f"tables: no table {unknown[0]!r} (there are {', '.join(names)})")
     span = wall_span(cols)
     totals = _Totals.of(cols) if set(wanted) & {*CORE_TABLES, *TOTALS_TABLES} else None
     cols = _joined_launches(cols)
@@ -207,18 +167,18 @@ def trace_stats(cols: TraceColumns, *, rank: int = 0, kernel_wait_ns: int = KERN
     made = _core_tables(cols, span, kernel_wait_ns, totals) if set(wanted) & set(CORE_TABLES) else {}
     if "activity_all" in wanted:
         made["activity_all"] = totals.activity_all
-    context = StatsContext(cols, span, kernel_wait_ns, hta)
+    context = StatsContext(cols, span, kernel_wait_ns, hta, options)
     for name in wanted:
-        if name in EXTRA_TABLES:
-            made[name] = EXTRA_TABLES[name].make(cols, context)
+        if name in extra:
+            made[name] = extra[name](cols, context)
             give_back()
     out = {}
-    for name in TraceStats.names():
+    for name in names:
         df = made[name] if name in wanted else _empty()
         if "rank" not in df.columns:
             df.insert(0, "rank", np.full(len(df), rank, np.int64))
         out[name] = df
-    return TraceStats(**out)
+    return TraceStats(out)
 
 
 @dataclass

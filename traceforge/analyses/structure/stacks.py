@@ -98,6 +98,9 @@ def stack_keeper(cols: TraceColumns, marked: np.ndarray | None = None,
     def intervals(table: Table, rows: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, ...]:
         return table.track[rows], table.ts[rows], table.dur[rows]
 
+    if marked is not None and not marked.any():  # no op of a marked name: the spilled ops need no read here
+        marked = None
+
     if joined is None:
         items = [intervals(cols.launches)]
     else:

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from ...analyses.gpu_time.busy import IDLE_CATEGORIES
-from ...analyses.gpu_time.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, long_gaps
+from ...analyses.gpu_time.idle_intervals import DEFAULT_MIN_GAP_NS, idle_gaps, idle_intervals, long_gaps
 from ...columns.scan import TraceColumns
 from ...emit.tracks import IndexedTexts, Injections, SliceTrack
 from ...io.write.jsontext import json_bytes
 from ...util.durations import duration_arg, duration_ns
 from ...util.exacttime import ns_to_us_text
-from ..plugin import Analysis, AnnotateContext, Figure, Option
+from ..plugin import Analysis, AnnotateContext, Column, Figure, Option, Table
 
 LABELS = [name.replace("_", " ") for name in IDLE_CATEGORIES]  # "host wait", "kernel wait", "other"
 
@@ -59,4 +59,12 @@ ANALYSIS = Analysis(
     launch_apis=frozenset(), joined_launches=True,  # host wait reads each GPU op's launch call, whatever its API
     figures=(Figure("idle_gaps", "idle gaps"),),
     table=lambda cols, options: idle_gaps(cols, min_gap_ns=_min_gap(options)),
+    tables=(Table("idle_intervals", "Idle gaps per stream and category (between merged busy intervals; percentiles "
+                  "nearest-rank)", (
+        Column("device", "device", repeat=True), Column("stream", "stream", repeat=True),
+        Column("category", "category", left=True, repeat=True),
+        Column("count", "count", "count"), Column("total ms", "total_ns", "ms"), Column("mean us", "mean_ns", "us"),
+        Column("min us", "min_ns", "us"), Column("p50 us", "p50_ns", "us"), Column("p90 us", "p90_ns", "us"),
+        Column("max us", "max_ns", "us"),
+    ), lambda cols, ctx: idle_intervals(cols, kernel_wait_ns=ctx.kernel_wait_ns), order=150, aliases=("idle_gaps",)),),
 )

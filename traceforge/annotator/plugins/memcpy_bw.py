@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...analyses.memory.memcpy_bw import bandwidth_steps, left_out_note, memcpy_bandwidth
+from ...analyses.memory.memcpy_summary import memcpy_summary
 from ...columns.scan import TraceColumns
 from ...emit.tracks import CounterTrack, Injections
-from ..plugin import Analysis, AnnotateContext, counter_tracks_build
+from ..plugin import Analysis, AnnotateContext, Column, Table, counter_tracks_build
 
 
 def memcpy_bw_tracks(cols: TraceColumns) -> list[CounterTrack]:
@@ -40,5 +41,11 @@ def _table(cols: TraceColumns, options: Mapping[str, Any]):
 ANALYSIS = Analysis(
     "memcpy_bw", "memcpy/memset bandwidth in GB/s: one counter track per (GPU, copy kind)",
     build, order=20, launch_apis=frozenset(),
-    table=_table,
+    table=_table, api="memcpy_bandwidth",
+    tables=(Table("memcpy", "Memcpy/memset bandwidth per device and kind (busy: union of the copies; mean: bytes / "
+                  "busy)", (
+        Column("device", "device"), Column("kind", "kind", left=True), Column("copies", "copies", "count"),
+        Column("MB", "bytes", "MB.3"), Column("busy ms", "busy_ns", "ms"), Column("mean GB/s", "mean_gbps", "GB/s"),
+        Column("peak GB/s", "peak_gbps", "GB/s"),
+    ), lambda cols, ctx: memcpy_summary(cols), order=170, aliases=("memcpy_bw",)),),
 )

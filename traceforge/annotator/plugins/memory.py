@@ -8,10 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...analyses.memory.timeline import CPU_DEVICE_TYPE, device_memory, device_type_name, memory_timeline
+from ...analyses.memory.timeline import (
+    CPU_DEVICE_TYPE,
+    device_memory,
+    device_type_name,
+    memory_peaks,
+    memory_step_peaks,
+    memory_timeline,
+)
 from ...columns.scan import MEMORY_EVENT, TraceColumns
 from ...emit.tracks import CounterTrack, Injections, PackedTimes
-from ..plugin import Analysis, AnnotateContext
+from ..plugin import Analysis, AnnotateContext, Column, Table
 
 MB_DECIMALS = 6  # values are bytes; written as MB (10^6 bytes), exactly
 
@@ -50,4 +57,20 @@ def _table(cols: TraceColumns, options: Mapping[str, Any]):
 ANALYSIS = Analysis(
     "memory", "allocated and reserved memory per device (and host) from the [memory] events: counter tracks in MB",
     build, order=90, launch_apis=frozenset(), memory_events=True, table=_table,
+    tables=(
+        Table("memory", "Memory per device from the [memory] events (MB = 10^6 bytes; ts in us)", (
+            Column("device", "device_type", left=True, repeat=True), Column("id", "device", repeat=True),
+            Column("events", "events", "count"),
+            Column("peak alloc MB", "peak_allocated", "MB"), Column("at us", "peak_allocated_ts", "ts_us"),
+            Column("final alloc MB", "final_allocated", "MB"), Column("peak reserved MB", "peak_reserved", "MB"),
+            Column("at us", "peak_reserved_ts", "ts_us"), Column("final reserved MB", "final_reserved", "MB"),
+        ), lambda cols, ctx: memory_peaks(cols), order=180, without_gpu=True),
+        Table("memory_steps", "Memory per profiler step (level entering the step, peak over it, level at its end; MB)", (
+            Column("device", "device_type", left=True, repeat=True), Column("id", "device", repeat=True),
+            Column("step", "step", repeat=True),
+            Column("events", "events", "count"), Column("start alloc", "start_allocated", "MB"),
+            Column("peak alloc", "peak_allocated", "MB"), Column("end alloc", "end_allocated", "MB"),
+            Column("peak reserved", "peak_reserved", "MB"),
+        ), lambda cols, ctx: memory_step_peaks(cols, ctx.steps), order=190, without_gpu=True),
+    ),
 )

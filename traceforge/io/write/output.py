@@ -40,6 +40,11 @@ def output_compression(compression: str) -> AbstractContextManager[None]:
     return scoped(_compression, compression)
 
 
+def compression_in_force() -> str:
+    """The ``output_compression`` in force here ("fast" or "small"), to hand to another process."""
+    return _compression.get()
+
+
 class Compressor:
     """Writes bytes to a binary file, compressed (in a helper thread) by the output's codec,
     at the levels of the ``output_compression`` in force when it is made."""

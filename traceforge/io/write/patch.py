@@ -200,8 +200,8 @@ def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], 
 
     ``at``: where each one's args object takes new members (after the last one, or before
     the ``}`` of an ``empty`` one; -1 if unknown). The members go there, unless one of
-    ``keys`` (JSON texts) occurs between the event's start and that place (it may be in
-    the args already): then the parsed event (``parsed(i)``) decides.
+    ``keys`` (JSON texts) that the event's own body adds occurs between the event's start
+    and that place (it may be in the args already): then the parsed event (``parsed(i)``) decides.
     """
     ints = partial(np.ascontiguousarray, dtype=np.int64)
     common = _native.splice.insert_members(raw, ints(starts), ints(at), np.ascontiguousarray(empty, bool),
@@ -210,14 +210,36 @@ def with_members(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], 
         return common
     edited = bodies.lengths > 0
     placed = at >= 0
-    placed[placed] = ~np.frombuffer(_native.splice.spans_containing(
-        raw, np.ascontiguousarray(starts[placed], np.int64), np.ascontiguousarray(at[placed], np.int64), keys), bool)
+    placed[placed] = ~_own_keys_met(raw, bodies, keys, ints(starts[placed]), ints(at[placed]), np.flatnonzero(placed))
     reparsed = edited & ~placed
     merged = Texts.of([add_args(bytes(raw[starts[i]:ends[i]]), parsed(i), orjson.loads(b"{" + bodies[i] + b"}"))
                        for i in np.flatnonzero(reparsed).tolist()])
     texts = [Texts.where(b", ", placed & ~empty), bodies.only(placed), merged.spread(reparsed)]
     return splice_rows(raw, np.where(placed, at, starts)[edited], np.where(placed, at, ends)[edited],
                        [t.take(edited) for t in texts])
+
+
+def _own_keys_met(raw: bytes | memoryview, bodies: Texts, keys: Sequence[bytes], starts: np.ndarray,
+                  stops: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per span ``raw[starts[i]:stops[i]]`` (the event before its args' place; ``rows``: its
+    body's row): does one of ``keys`` occur in it that its own body adds? Keys only other
+    events get do not matter: the members go in after the event's own."""
+    def containing(data: bytes | memoryview, lo: np.ndarray, hi: np.ndarray, needles: Sequence[bytes]) -> np.ndarray:
+        return np.frombuffer(_native.splice.spans_containing(data, lo, hi, needles), bool)
+
+    met = containing(raw, starts, stops, keys)
+    hit = np.flatnonzero(met)
+    if not len(hit):
+        return met
+    met = met.copy()
+    met[hit] = False
+    b_lo = np.ascontiguousarray(bodies.starts[rows[hit]], np.int64)
+    b_hi = b_lo + bodies.lengths[rows[hit]]
+    for key in keys:
+        adds = hit[containing(bodies.blob, b_lo, b_hi, [key])]  # the bodies are short: looked at first
+        if len(adds):
+            met[adds] |= containing(raw, starts[adds], stops[adds], [key])
+    return met
 
 
 def _args_places(batch: EventBatch, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

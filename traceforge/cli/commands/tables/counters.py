@@ -7,11 +7,11 @@ import math
 import sys
 
 from ....annotator.plugins.counters import COUNTER_OPTIONS, counter_options
-from ....api.reads import counter_columns
 from ....api.results import (
     INSTRUCTIONS,
     PRESETS,
     CounterTables,
+    counter_columns,
     counter_tables,
     kind_summary,
     load_rules,

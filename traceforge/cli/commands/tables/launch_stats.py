@@ -7,13 +7,13 @@ import sys
 
 import numpy as np
 
-from ....api.reads import launch_columns
 from ....api.results import (
     DEFAULT_DELAY_CUTOFF_NS,
     DEFAULT_RUNTIME_CUTOFF_NS,
     gpu_figures,
     hta_launch_table,
     keeps_hta_launch,
+    launch_columns,
     launch_statistics,
     launch_table_consuming,
     outliers,

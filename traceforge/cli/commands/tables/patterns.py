@@ -7,11 +7,9 @@ import csv
 import io
 import sys
 
-from ....annotator.plan import filtered_scan
 from ....annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
 from ....annotator.run import annotate
-from ....api.reads import operator_columns
-from ....api.results import ARROW, DEFAULT_MIN_LEN, Patterns, gpu_figures
+from ....api.results import ARROW, DEFAULT_MIN_LEN, Patterns, filtered_scan, gpu_figures, operator_columns
 from ....columns.info import NO_GPU, RECORD_GPU
 from ....errors import UsageError
 from ....io.write.output import output_compression

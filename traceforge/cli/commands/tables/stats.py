@@ -12,13 +12,13 @@ import numpy as np
 
 from ....api.files import compare_tails, stats, stats_each
 from ....api.results import (
-    CUDA_LAUNCH_QUEUE_LIMIT,
     KERNEL_WAIT_NS,
-    QUARTILES,
+    STATS_TABLES,
+    TABLE_ALIASES,
     TAIL_PERCENTS,
-    WHOLE_TRACE,
     TraceStats,
     default_tables,
+    in_text_order,
 )
 from ....columns.info import NO_GPU, RECORD_GPU
 from ....errors import UsageError
@@ -26,10 +26,11 @@ from ....util.exacttime import ns_to_us_text, to_ns
 from ....util.lazy_pandas import pd
 from ... import ranks
 from ...options import add_filter_arguments, add_hta_argument, filters_of
-from ...output import FORMATS, Col, check_one_csv_table, count, emit, ms, pct, render, us, wrap
+from ...output import FORMATS, Col, check_one_csv_table, count, emit, ms, render, wrap
 from ...rank_summary import Figures, summarize
+from ...tables import section
 
-TABLES = TraceStats.names()
+TABLES = tuple(STATS_TABLES)
 TEXT_TOP = 10
 HTA_CHOICES = ("GPU ops launched before HTA's last-step cut only, times in whole µs, HTA's queue launch APIs, "
                "the kernel breakdown's duration_ratio 0.8 (docs/hta.md)")
@@ -45,6 +46,11 @@ def _us(text: str) -> int:
     return ns
 
 
+def _table_name(name: str) -> str:
+    """A table's name, for one of its other names (``Table.aliases``)."""
+    return TABLE_ALIASES.get(name, name)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "stats",
@@ -56,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace file(s), one per rank, or a directory of them")
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--table", choices=TABLES, action="append", metavar="TABLE",
+    p.add_argument("--table", type=_table_name, choices=TABLES, action="append", metavar="TABLE",
                    help=f"make and print only this table (again for more): {', '.join(TABLES)} "
                    f"(default: {', '.join(default_tables())})")
     p.add_argument("--top", type=int, metavar="N",
@@ -130,10 +136,6 @@ def _rank_figures(tables: dict[str, pd.DataFrame]) -> dict[int, tuple[str, Figur
             figures["gpu_span_ns"] = int((mine["busy_ns"] + mine["idle_ns"]).max())
         out[int(r.rank)] = (str(r.trace), figures)
     return out
-
-
-# What stats shows of a rank without GPU ops: the tables that do not need them.
-WITHOUT_GPU = ("summary", "activity", "activity_all", "tails", "launch_apis", "memory", "memory_steps")
 
 
 @dataclass(frozen=True)
@@ -233,11 +235,6 @@ def _largest(df: pd.DataFrame, column: str, top: int) -> pd.DataFrame:
     return df.take(order[np.arange(len(order)) - first < top])
 
 
-def _step(step: object) -> str:
-    """A per-step table's step: ``all`` for the whole-trace row (``overlap.WHOLE_TRACE``)."""
-    return "all" if int(step) == WHOLE_TRACE else str(step)
-
-
 def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines: list[str] = []
     ranks = pd.unique(pd.concat([df["rank"] for df in tables.values()]))
@@ -245,15 +242,6 @@ def _text(tables: dict[str, pd.DataFrame]) -> list[str]:
         of_rank = {name: df[df["rank"] == rank] for name, df in tables.items()}
         lines += _rank_text(int(rank), of_rank)
     return lines
-
-
-def _mb(value: object) -> str:
-    """Bytes as MB (10^6 bytes); -1 (no level) as "-"."""
-    return "-" if int(value) < 0 else f"{int(value) / 1e6:,.1f}"
-
-
-def _ts(ns: object) -> str:
-    return "-" if int(ns) < 0 else ns_to_us_text(int(ns))
 
 
 def _wall_span(summary: pd.Series) -> list[str]:
@@ -270,17 +258,12 @@ def _from_start(summary: pd.Series, column: str) -> str:
     return ms(summary[column] - summary["trace_start"])
 
 
-def _section(lines: list[str], title: str, df: pd.DataFrame | None, cols: list[Col]) -> None:
-    if df is not None and len(df):
-        lines += ["", *wrap(title), *render(df, cols)]
-
-
 def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
     lines = [f"rank {rank}"]
     s = t.get("summary")
     without_gpu = s is not None and len(s) and s.iloc[0]["gpu_ops"] == 0
     if without_gpu:
-        t = {name: df for name, df in t.items() if name in WITHOUT_GPU}
+        t = {name: df for name, df in t.items() if STATS_TABLES[name].without_gpu}
     if s is not None and len(s):
         r = s.iloc[0]
         lines = [
@@ -289,95 +272,8 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
             *wrap(f"{r['gpu_ops']:,} GPU ops ({r['kernels']:,} kernels), {r['launches']:,} launch calls, "
                   f"{r['cpu_ops']:,} CPU ops", "  "),
         ]
-    _section(lines, "GPU busy per device (union of op intervals)", t.get("devices"), [
-        Col("device", "device"), Col("streams", "streams"), Col("ops", "ops", count),
-        Col("busy ms", "busy_ns", ms), Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct),
-    ])
-    _section(lines, "GPU busy and idle per stream (idle = host wait + kernel wait + other + before first + after last op)",
-             t.get("streams"), [
-        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True), Col("ops", "ops", count),
-        Col("busy ms", "busy_ns", ms), Col("idle ms", "idle_ns", ms), Col("busy %", "busy_pct", pct), Col("host wait ms", "host_wait_ns", ms),
-        Col("kernel wait ms", "kernel_wait_ns", ms), Col("other ms", "other_ns", ms),
-        Col("before ms", "before_first_ns", ms), Col("after ms", "after_last_ns", ms),
-    ])
-    activity = [Col("kind", "kind", left=True), Col("events", "events", count), Col("total ms", "total_ns", ms),
-                Col("share %", "share_pct", pct)]
-    _section(lines, "Time per CUPTI activity kind (kernel, memcpy, memset, runtime, driver; summed durations; "
-             "every kind: --table activity_all)", t.get("activity"), activity)
-    _section(lines, "Time per activity kind, every kind (summed durations; nested events count at every level)",
-             t.get("activity_all"), activity)
-    _section(lines, "Tail concentration: share of a kind's time in its longest 1 / 5 / 10 % events, and their mean",
-             t.get("tails"), [
-        Col("kind", "kind", left=True), Col("count", "count", count), Col("max us", "max_ns", us),
-        Col("min us", "min_ns", us), Col("mean us", "mean_ns", us),
-        *[c for p in (1, 5, 10) for c in (Col(f"top{p}% share", f"top{p}_pct", pct), Col(f"top{p}% mean us", f"top{p}_mean_ns", us))],
-    ])
-    _section(lines, "Top kernels by total time", t.get("top_kernels"), [
-        Col("total ms", "total_ns", ms), Col("share %", "pct", pct), Col("count", "count", count),
-        Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
-        Col("std us", "std_ns", us), Col("name", "name", left=True),
-    ])
-    _section(lines, "Kernel types (HTA's): busy time per set of types running at once, per device",
-             t.get("kernel_types"), [
-        Col("device", "device"), Col("time ms", "time_ns", ms), Col("share %", "share_pct", pct),
-        Col("kernel type", "kernel_type", left=True),
-    ])
-    _section(lines, "Top kernels per kernel type (the rest in Others)", t.get("kernel_breakdown"), [
-        Col("device", "device", repeat=True), Col("type", "kernel_type", left=True, repeat=True),
-        Col("total ms", "total_ns", ms),
-        Col("share %", "share_pct", pct), Col("count", "count", count), Col("mean us", "mean_ns", us),
-        Col("min us", "min_ns", us), Col("max us", "max_ns", us), Col("std us", "std_ns", us),
-        Col("names", "names", count), Col("name", "name", left=True),
-    ])
-    _section(lines, "Launch APIs", t.get("launch_apis"), [
-        Col("calls", "calls", count), Col("total ms", "total_ns", ms), Col("max us", "max_ns", us),
-        Col("GPU ops", "gpu_ops", count), Col("kernels", "kernels", count), Col("kind", "kind", left=True),
-        Col("api", "api", left=True),
-    ])
-    _section(lines, "GPU ops per launch API", t.get("launch_kernels"), [
-        Col("api", "api", left=True), Col("count", "count", count), Col("GPU ms", "total_ns", ms),
-        Col("kind", "kind", left=True), Col("name", "kernel", left=True),
-    ])
-    _section(lines, "Launches issued while the previous launch's kernels still ran (largest overlaps)", t.get("launch_overlaps"), [
-        Col("overlap us", "overlap_ns", us), Col("correlation", "correlation"), Col("next", "next_correlation"),
-        Col("api", "api", left=True), Col("kernel", "kernel", left=True),
-    ])
-    _section(lines, "Communication/computation overlap (NCCL time under compute kernels; exposed = NCCL time with no "
-             "compute kernel on the device; step all = whole trace)", t.get("overlap"), [
-        Col("step", "step", _step), Col("NCCL kernels", "comm_kernels", count), Col("comm ms", "comm_ns", ms),
-        Col("overlapped ms", "overlapped_ns", ms), Col("exposed ms", "exposed_ns", ms),
-        Col("overlap %", "overlap_pct", pct),
-    ])
-    _section(lines, "Temporal breakdown (share of the GPU span from first op start to last op end; step all = whole "
-             "trace)", t.get("temporal"), [
-        Col("step", "step", _step), Col("GPU ops", "gpu_ops", count), Col("span ms", "span_ns", ms),
-        Col("idle ms", "idle_ns", ms), Col("compute ms", "compute_ns", ms), Col("non-compute ms", "non_compute_ns", ms),
-        Col("idle %", "idle_pct", pct), Col("compute %", "compute_pct", pct),
-        Col("non-compute %", "non_compute_pct", pct),
-    ])
-    _summary_sections(lines, t)
-    _section(lines, "Memory per device from the [memory] events (MB = 10^6 bytes; ts in us)", t.get("memory"), [
-        Col("device", "device_type", left=True, repeat=True), Col("id", "device", repeat=True),
-        Col("events", "events", count),
-        Col("peak alloc MB", "peak_allocated", _mb), Col("at us", "peak_allocated_ts", _ts),
-        Col("final alloc MB", "final_allocated", _mb), Col("peak reserved MB", "peak_reserved", _mb),
-        Col("at us", "peak_reserved_ts", _ts), Col("final reserved MB", "final_reserved", _mb),
-    ])
-    _section(lines, "Memory per profiler step (level entering the step, peak over it, level at its end; MB)",
-             t.get("memory_steps"), [
-        Col("device", "device_type", left=True, repeat=True), Col("id", "device", repeat=True),
-        Col("step", "step", repeat=True),
-        Col("events", "events", count), Col("start alloc", "start_allocated", _mb),
-        Col("peak alloc", "peak_allocated", _mb), Col("end alloc", "end_allocated", _mb),
-        Col("peak reserved", "peak_reserved", _mb),
-    ])
-    _section(lines, "GPU user annotations (gpu_user_annotation) per device: share of the device's annotated time "
-             "and of its GPU span", t.get("gpu_annotations"), [
-        Col("device", "device", repeat=True), Col("name", "name", left=True, repeat=True, width=40),
-        Col("count", "count", count), Col("total ms", "total_ns", ms),
-        Col("mean us", "mean_ns", us), Col("min us", "min_ns", us), Col("max us", "max_ns", us),
-        Col("annotated %", "pct_of_annotated", pct), Col("span %", "pct_of_span", pct),
-    ])
+    for name in in_text_order(t):
+        lines += section(STATS_TABLES[name], t[name])
     if s is not None and len(s) and not without_gpu:
         r = s.iloc[0]
         lines += ["", *wrap(f"Launch overlap: {r['overlapping_launch_pairs']:,} of {r['launch_pairs']:,} consecutive "
@@ -385,35 +281,3 @@ def _rank_text(rank: int, t: dict[str, pd.DataFrame]) -> list[str]:
                             "previous launch's kernels still ran (all of them: --table launch_overlaps --top 0)")]
     lines.append("")
     return lines
-
-
-def _gbps(value: object) -> str:
-    return f"{float(value):,.3f}"
-
-
-def _summary_sections(lines: list[str], t: dict[str, pd.DataFrame]) -> None:
-    """The idle-interval, queue and memcpy tables (``--table idle_intervals / queue / memcpy``)."""
-    _section(lines, "Idle gaps per stream and category (between merged busy intervals; percentiles nearest-rank)",
-             t.get("idle_intervals"), [
-        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True),
-        Col("category", "category", left=True, repeat=True),
-        Col("count", "count", count), Col("total ms", "total_ns", ms), Col("mean us", "mean_ns", us),
-        Col("min us", "min_ns", us), Col("p50 us", "p50_ns", us), Col("p90 us", "p90_ns", us),
-        Col("max us", "max_ns", us),
-    ])
-    queue = t.get("queue")
-    at_limit = [Col(f"at limit {CUDA_LAUNCH_QUEUE_LIMIT} ms", "at_limit_ns", ms)] if (
-        queue is not None and len(queue) and (queue["at_limit_ns"] > 0).any()) else []
-    _section(lines, "Queue length per stream (launched, not yet started): change points, and ms at or above "
-             "each quartile of the stream's max", queue, [
-        Col("device", "device", repeat=True), Col("stream", "stream", repeat=True), Col("points", "points", count),
-        Col("mean", "mean", lambda v: f"{float(v):,.1f}"), Col("p50", "p50", count), Col("p95", "p95", count),
-        Col("max", "max", count), Col("span ms", "span_ns", ms),
-        *[Col(f">={q}% ms", f"ge_q{q}_ns", ms) for q in QUARTILES], *at_limit,
-    ])
-    _section(lines, "Memcpy/memset bandwidth per device and kind (busy: union of the copies; mean: bytes / busy)",
-             t.get("memcpy"), [
-        Col("device", "device"), Col("kind", "kind", left=True), Col("copies", "copies", count),
-        Col("MB", "bytes", lambda v: f"{int(v) / 1e6:,.3f}"), Col("busy ms", "busy_ns", ms),
-        Col("mean GB/s", "mean_gbps", _gbps), Col("peak GB/s", "peak_gbps", _gbps),
-    ])

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ....annotator.registry import ANALYSES
+from ....annotator.registry import ANALYSES, option_values
 from ....annotator.run import annotate
 from ....api.results import gpu_figures
 from ....errors import UsageError
 from ....io.write.output import output_compression
 from ... import ranks
 from ...options import (
-    FILTER_OPTIONS,
     add_filter_arguments,
     add_hta_argument,
     add_options,
@@ -79,10 +78,8 @@ def check_chosen(args: argparse.Namespace) -> None:
 
 def annotate_one(args: argparse.Namespace) -> Figures:
     chosen = [name for name, a in ANALYSES.items() if (args.all and a.in_all) or getattr(args, name)]
-    flags = set(ANALYSES) | {"input", "output", "all", "copy", "repair", "func", "command", "jobs", "cluster", "quiet",
-                             "rank_figures", "compression", *(f"where_{name}" for name in FILTER_OPTIONS)}
     figures: Figures = {}
-    options = {k: v for k, v in vars(args).items() if k not in flags}
+    options = option_values(vars(args))
     if getattr(args, "rank_figures", True):  # one of several ranks
         options["on_columns"] = lambda cols: figures.update(gpu_figures(cols))
         # The other ranks' runs keep the cores busy (a cluster's workers likewise), unless one at a time.

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ....api.reads import export_columns
-from ....api.results import tables_by_kind
+from ....api.results import export_columns, tables_by_kind
 from ....io.write.table_files import check_parquet, write_tables
 from ...options import add_filter_arguments, filters_of, output_path
 from ...output import wrap

@@ -1,4 +1,6 @@
-"""What each analysis reads of a trace file: the scan that keeps just that, and no more.
+"""The scans of the commands and path-level functions that read more, or less, than a feature's
+declaration says (``ScanPlan`` of ``annotator.registry.declared_columns`` reads just that): stats'
+totals, export's every event, an nsys CSV, HTA's view, call stacks, ...
 
 The analyses take columns; these are the scans the path-level functions and the CLI make
 for them (one read each). ``Trace`` (``api.trace``) reads once for all of them instead. Each takes ``where``: the
@@ -7,29 +9,17 @@ columns of what these filters keep (``analyses.filters``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from ..analyses.counters.tables import has_counters
-from ..analyses.cross_trace.stats import reads_memory
 from ..analyses.hta.choices import hta_view
 from ..analyses.patterns.by_op import operator_marks
 from ..analyses.structure.filters import Filters
 from ..analyses.structure.stacks import NameMask, stack_ops
-from ..annotator.plan import ScanPlan, filtered_scan
 from ..columns.nsys import is_nsys_gpu_trace, read_nsys_gpu_trace
 from ..columns.scan import TraceColumns
 from ..errors import UsageError
-from ..io.read.reader import TraceReader
-
-
-def declared_columns(path: str, analysis: str, options: Mapping[str, Any] | None = None,
-                     where: Filters | None = None) -> TraceColumns:
-    """What the annotate analysis ``analysis`` reads, by its own declaration (``ScanPlan``)."""
-    from ..annotator.registry import ANALYSES, with_defaults
-
-    declared = [ANALYSES[analysis]]
-    return ScanPlan.of(declared, with_defaults(declared, options)).scan(path, TraceReader(path), where)
+from .scan_plan import filtered_scan
 
 
 def gpu_columns(path: str, where: Filters | None = None) -> TraceColumns:
@@ -71,12 +61,11 @@ def counter_columns(path: str, ncu: str | None = None, where: Filters | None = N
     return stack_ops(cols) if has_counters(cols, ncu) else cols
 
 
-def stats_columns(path: str, where: Filters | None = None, tables: Collection[str] | None = None) -> TraceColumns:
-    """What ``trace_stats`` reads for ``tables`` (default: the default tables), of what ``where``
-    keeps: the CPU ops' durations and the launch calls' totals, which wait on disk; the [memory]
-    events only for the tables that read them."""
-    return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True,
-                         memory=reads_memory(tables))
+def stats_columns(path: str, where: Filters | None = None, *, memory: bool = False) -> TraceColumns:
+    """What ``trace_stats`` reads, of what ``where`` keeps: the CPU ops' durations and the launch
+    calls' totals, which wait on disk; the [memory] events with ``memory`` (for the tables that
+    read them: ``annotator.registry.reads_memory``)."""
+    return filtered_scan(path, where, spill_cpu_ops=True, spill_launch=lambda name: True, memory=memory)
 
 
 def export_columns(path: str, where: Filters | None = None) -> TraceColumns:

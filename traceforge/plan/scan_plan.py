@@ -1,11 +1,12 @@
-"""What the chosen analyses read of the trace: the scan's settings, and which CPU ops and
-launch calls the columns keep after it (``ScanPlan``)."""
+"""What the chosen features read of the trace: the scan's settings, and which CPU ops and
+launch calls the columns keep after it (``ScanPlan``), from what each declares
+(``annotator.plugin.Analysis``: ``launch_apis``, ``stack_marks``, ...; ``Reads`` here)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,7 +25,16 @@ from ..columns.table import Table, merged_by_ordinal
 from ..emit.flow_anchors import LaunchWindows
 from ..io.read.reader import TraceReader
 from ..util.search import in_sorted
-from .plugin import Analysis
+
+
+class Reads(Protocol):
+    """What a feature declares it reads of the scan (``annotator.plugin.Analysis`` has these): each
+    a value, or a function of the options (``setting``)."""
+
+    arrows_from_launches: bool
+    op_shapes: Callable[[str], bool] | None
+
+    def setting(self, name: str, options: dict[str, Any]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class ScanPlan:
         return self.launch_apis != frozenset() or self.joined_launches
 
     @classmethod
-    def of(cls, chosen: list[Analysis], options: dict[str, Any]) -> ScanPlan:
+    def of(cls, chosen: list[Reads], options: dict[str, Any]) -> ScanPlan:
         apis = [a.setting("launch_apis", options) for a in chosen]
         marks = (a.setting("stack_marks", options) for a in chosen)
         return cls(None if None in apis else frozenset().union(*apis),
@@ -80,6 +90,14 @@ class ScanPlan:
             keep, spill = calls_of(self.launch_apis), None
         return filtered_scan(path, where, cpu_ops=some_ops, reader=reader, keep_launch=keep, spill_cpu_ops=some_ops,
                              spill_launch=spill, **kwargs)
+
+    def columns(self, path: str, reader: TraceReader, where: Filters | None = None) -> TraceColumns:
+        """The columns the analyses read as they read them: the scan, then of the CPU ops and launch
+        calls waiting on disk only those they read (``some_ops_only``), as an annotate run has them."""
+        cols = self.scan(path, reader, where)
+        if cols.spilled_cpu_ops is not None or cols.spilled_launches is not None:
+            cols = self.some_ops_only(cols)
+        return cols
 
     def shapes_of(self, name: str) -> bool:
         """Does an analysis read the shapes of the CPU ops named ``name``?"""
