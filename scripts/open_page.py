@@ -5,7 +5,7 @@ the plots are drawn (the fastest of ``--repeat`` opens, as bench.py takes fastes
 
     python3 scripts/open_page.py report.html [--repeat 3] [--screenshot report.png]
 
-The browser test (tests/test_report_browser.py) uses ``open_page`` for what the page does;
+The browser test (tests/report/test_browser.py) uses ``open_page`` for what the page does;
 how fast it opens is measured here, never asserted by a test.
 """
 

@@ -1,6 +1,6 @@
 """Shared fixtures and the suite's two tiers.
 
-Unit tier: traces the tests make themselves (``scripts/make_sample.py`` through the
+Unit tier: traces the tests make themselves (``tests/support/make_sample.py`` through the
 ``sample`` fixtures, and hand-written events). Integration tier: the real traces under
 ``$TRACEFORGE_TRACES`` or else ``../shared/traces`` beside the checkout, read in place
 (``scripts/fetch_traces.py`` fetches the public ones). A test that reads a real trace
@@ -30,6 +30,8 @@ from types import CodeType, ModuleType
 from typing import Any
 
 import pytest
+
+from tests.support import make_sample as make_sample_module
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -315,7 +317,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                                     f"(looked in {TRACES_DIR})")
 
 
-# -- unit-tier traces: made by scripts/make_sample.py --------------------------------------------
+# -- unit-tier traces: made by tests/support/make_sample.py----------------------------------------
 
 def load_script(name: str) -> ModuleType:
     """``scripts/<name>.py`` as a module (scripts/ is not a package)."""
@@ -342,7 +344,7 @@ class Sample:
 def make_sample(tmp_path_factory):
     """``make_sample(steps=5, seed=0, old_kineto=False, suffix=".json.gz") -> Sample``, each
     made once per session (the defaults are ``samples/train_step.json.gz``)."""
-    module = load_script("make_sample")
+    module = make_sample_module
     made: dict[tuple, Sample] = {}
     where = tmp_path_factory.mktemp("samples")
 

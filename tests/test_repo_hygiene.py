@@ -22,6 +22,7 @@ def test_readme_says_test_time_and_fast_tier():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert re.search(r"about\s+\d+\s+minutes\s+on\s+2\s+cores", readme)
     assert 'python3 -m pytest -q -m "not integration"' in readme
+    assert 'python3 -m pytest -q -n 2 -m "not slow and not integration"' in readme
 
 
 def test_ci_runs_the_readme_command_and_can_install_chromium():

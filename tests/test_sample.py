@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 import traceforge
-
-from .conftest import ROOT, load_script, raw_json, run_cli
+from tests.conftest import ROOT, raw_json, run_cli
+from tests.support import make_sample as make_sample_module
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 CALL_CATS = ("cuda_runtime", "cuda_driver")
@@ -61,7 +61,7 @@ def truth(sample) -> Truth:
 @pytest.fixture(scope="module")
 def ms():
     """The make_sample module (its kernel constants name the sample's GPU ops)."""
-    return load_script("make_sample")
+    return make_sample_module
 
 
 def _us(ns: int) -> str:
@@ -164,7 +164,7 @@ def _running(steps: dict) -> dict:
 
 
 def test_annotate_queue_length(sample, truth, tmp_path):
-    from .test_roundtrip import _assert_input_then_appended
+    from tests.io.write.test_roundtrip import _assert_input_then_appended
 
     expected = _queue_truth(truth)
     df = traceforge.queue_length(str(sample.path))
@@ -369,7 +369,7 @@ def test_mined_patterns_and_their_slices(sample, truth, tmp_path):
 
 
 def test_counters_from_an_ncu_csv(sample, tmp_path):
-    from .test_counters import DROPPED, METRICS, _launch_order, _ncu_csv
+    from tests.analyses.counters.test_counters import DROPPED, METRICS, _launch_order, _ncu_csv
 
     events = json.loads(sample.raw)["traceEvents"]
     order = _launch_order(events)
@@ -403,7 +403,7 @@ def test_counters_from_cupti_ranges(sample, tmp_path):
     """Range-profiler events (on each GPU's process) named after the kernels, in launch order:
     each pairs with its kernel, verified by name; a swapped pair is caught; a kernel left
     without a range is reported."""
-    from .test_counters import _launch_order
+    from tests.analyses.counters.test_counters import _launch_order
 
     doc = json.loads(sample.raw)
     events = doc["traceEvents"]
@@ -460,7 +460,7 @@ def test_repair_rebases_every_ts_exactly(sample, ms, tmp_path):
 
 
 def test_trim_steps_and_window(sample, truth, tmp_path):
-    from .test_repair_trim import _assert_kept_exactly, _events, _expected_kept
+    from tests.rewrite.test_repair_trim import _assert_kept_exactly, _events, _expected_kept
 
     steps = {e.name: e for _, e in truth.ops if e.name.startswith("ProfilerStep#")}
     first, last = steps["ProfilerStep#11"], steps["ProfilerStep#12"]
