@@ -18,12 +18,11 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT
+from tests.support.arrow_modes import MODES, command_in
 from traceforge import _native
 from traceforge.columns.names import Names, names_at, names_in_chunks
 from traceforge.columns.scan import scan
-
-from .arrow_modes import MODES, command_in
-from .conftest import ROOT
 
 MB = 1 << 20
 NAMES = 1_000_000
