@@ -90,8 +90,13 @@ DIFF_LINES = 40
 TIMING_PATTERNS = (
     (re.compile(r"\bchecked in \d+(?:\.\d+)? s\b"), "checked in <T> s"),  # check, text
     (re.compile(r'"seconds": \d+(?:\.\d+)?(?:[eE][-+]?\d+)?'), '"seconds": <T>'),  # check, json
-    (re.compile(r"(\(|, )\d+(?:\.\d+)? s\)$", re.MULTILINE), r"\1<T> s)"),  # "(0.6 s)", "appended, 0.5 s)"
+    (re.compile(r"(\(|, )\d+(?:\.\d+)?\s+s\)", re.MULTILINE), r"\1<T> s)"),  # "(0.6 s)", "appended, 0.5 s)"
+    (re.compile(r"\bappended in \d+(?:\.\d+)?\s+s\b"), "appended in <T> s"),  # annotate's last line
+    (re.compile(r"\(\d[\d,.]*\s+/\s+s\)"), "(<R> / s)"),  # a rate over the elapsed time
 )
+# stderr's notes are wrapped to a width, so a time of another length moves the line breaks after
+# it: stderr is compared with each run of blanks as one space (stdout and files stay exact).
+BLANKS = re.compile(r"[ \t]*\n[ \t]*|[ \t]{2,}")
 # What varies between two runs in a written file: the random element ids (uuid4) an HTML page's
 # plots are made with (report's Bokeh document); each becomes <UUID-k>, k in order of first use.
 UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
@@ -759,7 +764,7 @@ def execute(run: Run, setup: Setup) -> Result:
     seconds = time.perf_counter() - started
     if b"\0" not in out[:4096]:
         out = normalise(out.decode("utf-8", "replace"), setup, port).encode()
-    err = normalise(err.decode("utf-8", "replace"), setup, port).encode()
+    err = BLANKS.sub(" ", normalise(err.decode("utf-8", "replace"), setup, port)).encode()
     keep_text(setup, f"{run.slug}/stdout", out)
     keep_text(setup, f"{run.slug}/stderr", err)
     files = record_files(run, workdir, setup)
