@@ -107,7 +107,7 @@ def _held_by(path) -> dict[int, str]:
     """``_exported_holders`` from ``build_stacks`` over every CPU op in memory."""
     cols = scan(str(path))
     stacks = build_stacks(cols)
-    names = np.asarray(cols.names + [""], dtype=object)
+    names = np.asarray([*cols.names, ""], dtype=object)
 
     def op_names(rows: np.ndarray) -> list[str]:
         ids = np.full(len(rows), -1)
