@@ -636,6 +636,7 @@ def normalise(text: str, setup: Setup, port: int | None = None) -> str:
         text = pattern.sub(replacement, text)
     if port is not None:
         text = text.replace(f"127.0.0.1:{port}", "127.0.0.1:<PORT>")
+        text = text.replace(f"on port {port} ", "on port <PORT> ")
     return text
 
 
