@@ -24,8 +24,8 @@ _READ_AT_ONCE = 1 << 16  # names decoded per call while iterating
 class Names(Sequence[str]):
     """Names by name id, read from a scanner's strings (see the module's docstring).
 
-    A list's reading: ``len``, ``names[i]``, iteration, ``==`` with a list; ``at(ids)`` makes
-    the names of many ids at once, each distinct one once. Pickles as a plain list."""
+    A list's reading: ``len``, ``names[i]``, iteration, ``==`` with a list; ``at(distinct)``
+    decodes many at once (``names_at`` for any ids). Pickles as a plain list."""
 
     def __init__(self, strings: R.InternedStrings, raw: array) -> None:
         self._strings = strings
@@ -62,9 +62,10 @@ class Names(Sequence[str]):
     def __repr__(self) -> str:
         return f"Names({len(self)} names)"
 
-    def at(self, ids: np.ndarray) -> np.ndarray:
-        """The names of ``ids`` (name ids), as an object array; each distinct id decoded once."""
-        return names_at(self, ids)
+    def at(self, distinct: np.ndarray) -> list[str]:
+        """The names of ``distinct`` (distinct name ids; -1: ""), decoded together."""
+        raw = np.frombuffer(self._raw, np.int32)
+        return self._decoded(np.where(distinct >= 0, raw[np.maximum(distinct, 0)] if len(raw) else -1, -1))
 
     def _decoded(self, raw: Sequence[int]) -> list[str]:
         """The strs of scanner string ids (-1: ""); ids near one another read in one call."""
@@ -88,8 +89,7 @@ def names_at(names: Sequence[str], ids: np.ndarray) -> np.ndarray:
         return out
     distinct, inverse = np.unique(ids, return_inverse=True)
     if isinstance(names, Names):
-        raw = np.frombuffer(names._raw, np.int32)
-        texts = names._decoded(np.where(distinct >= 0, raw[np.maximum(distinct, 0)] if len(raw) else -1, -1))
+        texts = names.at(distinct)
     else:
         texts = [names[i] if i >= 0 else "" for i in distinct.tolist()]
     held = np.empty(len(texts), object)
