@@ -261,6 +261,20 @@ def test_patterns_hta_counts_htas_sequences(name, op):
     assert sum(p["count"] for p in every_step["patterns"]) > sum(HTA_SEQUENCES[name, op])
 
 
+def test_hta_switch_leaves_mined_patterns_as_they_are(sample, tmp_path):
+    """HTA counts kernel sequences only under an operator: without --op, --hta has no choice to
+    make for the mined runs (it said so in an error before, and `annotate --all --hta` exited 1)."""
+    args = ["patterns", str(sample.path), "--format", "json"]
+    plain, hta = run_cli(*args), run_cli(*args, "--hta")
+    assert hta.returncode == 0 and json.loads(hta.stdout) == json.loads(plain.stdout)
+    assert "HTA counts kernel sequences only under an operator" in " ".join(hta.stderr.decode().split())
+    out = tmp_path / "all_hta.json.gz"
+    done = run_cli("annotate", str(sample.path), "--all", "--hta", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "no HTA counterpart" in " ".join(done.stderr.decode().split())
+    assert run_cli("check", str(out)).returncode == 0
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", [n for n in NAMES if ("temporal", n) not in DIFFERENT])

@@ -46,11 +46,21 @@ PATTERN_OPTIONS = (
 
 def patterns_from_options(cols: TraceColumns, options: dict) -> Patterns:
     """``find_patterns`` with the CLI's options (``--op`` -> ``op``, ...); ``hta`` (``patterns
-    --hta``): HTA's choice, the instances that start before HTA's last-step cut."""
-    cut = last_step_start(cols) if options.get("hta") else None
+    --hta``): HTA's choice, the instances that start before HTA's last-step cut. HTA counts kernel
+    sequences only under an operator, so mined sequences (no ``op``) have no HTA choice to take."""
+    cut = last_step_start(cols) if options.get("hta") and is_operator_mode(options) else None
     return find_patterns(cols, op=options["op"], op_regex=options["op_regex"], nested=bool(options["nested"]),
                          min_len=options["min_len"], max_len=options["max_len"], top_k=options["top_k"],
                          started_before_ns=cut)
+
+
+def is_operator_mode(options: dict) -> bool:
+    """Whether the options ask for operator patterns (``--op``/``--op-regex``), not mined runs."""
+    return options.get("op") is not None or options.get("op_regex") is not None
+
+
+HTA_MINED_NOTE = ("--hta: HTA counts kernel sequences only under an operator (--op); "
+                  "the mined sequences have no HTA counterpart and are traceforge's")
 
 
 def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
@@ -60,7 +70,10 @@ def build_patterns(cols: TraceColumns, ctx: AnnotateContext) -> Injections:
     report: Callable[[Patterns], None] | None = ctx.options.get("on_patterns")
     if report is not None:
         report(result)
-    return pattern_overlay(cols, result, ctx.allocator, tag_kernels=bool(ctx.options.get("tag_kernels")))
+    injections = pattern_overlay(cols, result, ctx.allocator, tag_kernels=bool(ctx.options.get("tag_kernels")))
+    if ctx.options.get("hta") and not is_operator_mode(ctx.options) and report is None:
+        injections.summary[-1] += f" ({HTA_MINED_NOTE})"
+    return injections
 
 
 def pattern_overlay(cols: TraceColumns, result: Patterns, allocator: TidAllocator, *,

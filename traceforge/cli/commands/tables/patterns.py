@@ -7,7 +7,7 @@ import csv
 import io
 import sys
 
-from ....annotator.plugins.patterns import PATTERN_OPTIONS, patterns_from_options
+from ....annotator.plugins.patterns import HTA_MINED_NOTE, PATTERN_OPTIONS, is_operator_mode, patterns_from_options
 from ....annotator.run import annotate
 from ....api.results import ARROW, DEFAULT_MIN_LEN, Patterns, filtered_scan, gpu_figures, operator_columns
 from ....columns.info import NO_GPU, RECORD_GPU
@@ -61,6 +61,8 @@ def patterns_one(args: argparse.Namespace) -> Figures:
     options = {k: getattr(args, k) for k in ("op", "op_regex", "nested", "min_len", "max_len", "top_k", "tag_kernels",
                                              "hta")}
     figures: Figures = {}
+    if args.hta and not is_operator_mode(options):
+        note(HTA_MINED_NOTE)
     if args.output is None:
         if args.op is not None or args.op_regex is not None:
             cols = operator_columns(args.input, args.op, args.op_regex, filters_of(args))
