@@ -117,13 +117,22 @@ class NameIds:
         self._strings = strings
         self._by_string = np.zeros(0, np.int32)  # scanner string id -> name id (-1: none yet)
         self._escaped = np.zeros(0, bool)  # scanner string id -> its raw text has a backslash
+        self._learnt = 0  # scanner strings learnt; the two arrays above grow geometrically past it
         self._raw = array("i")  # name id -> scanner string id (-1: "")
         self._by_text: dict[str, int] = {}  # names first met escaped or missing -> their ids
 
     def learn(self, new: list[bytes]) -> None:
         """The scanner strings met since the last call (their raw texts, in id order)."""
-        self._by_string = np.append(self._by_string, np.full(len(new), -1, np.int32))
-        self._escaped = np.append(self._escaped, np.array([b"\\" in raw for raw in new], bool))
+        end = self._learnt + len(new)
+        if end > len(self._by_string):  # grown by doubling: one copy per doubling, not per batch
+            size = max(end, 2 * len(self._by_string))
+            by_string = np.full(size, -1, np.int32)
+            by_string[:self._learnt] = self._by_string[:self._learnt]
+            escaped = np.zeros(size, bool)
+            escaped[:self._learnt] = self._escaped[:self._learnt]
+            self._by_string, self._escaped = by_string, escaped
+        self._escaped[self._learnt:end] = [b"\\" in raw for raw in new]
+        self._learnt = end
 
     def of(self, ids: np.ndarray) -> np.ndarray:
         """The name ids of scanner string ids (-1 or -2: missing or not a string, named "")."""
